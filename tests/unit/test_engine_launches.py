@@ -17,29 +17,10 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
                  "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
                  "gemv_bf16_single"]
-#: ATLAS_FUSED_NORM=1, 5 launches a layer: o_proj and down add into the residual stream
-#: themselves, the RMSNorms before qkv and gate_up run inside those GEMVs; the first layer's
-#: norm has no residual epilogue before it (the embedding wrote the stream): the add+norm
-#: GEMV's form
-DECODE_LAYER = ["gemv_rmsnorm_bf16_single", "decode_attn_rope_bf16", "gemv_residual_bf16_single",
-                "gemv_rmsnorm_swiglu_bf16_single", "gemv_residual_bf16_single"]
-FIRST_NORM = "gemv_add_rmsnorm_bf16_single"
-#: ATLAS_NORM_GEMV=1, 5 launches a layer: the add + RMSNorms before qkv and gate_up run inside
-#: those GEMVs (which switch residual buffers); o_proj and down write delta
-NORM_GEMV_LAYER = [FIRST_NORM, "decode_attn_rope_bf16", "gemv_bf16_single",
-                   "gemv_add_rmsnorm_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.fixture(scope="module")
 def runner():
-    return load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
-                       max_prefill_tokens=32)
-
-
-@pytest.fixture
-def fused(monkeypatch):
-    """A runner under ATLAS_FUSED_NORM=1 (the carried residual stream)."""
-    monkeypatch.setenv("ATLAS_FUSED_NORM", "1")
     return load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                        max_prefill_tokens=32)
 
@@ -64,17 +45,6 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
         layers - 1)
     # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
     assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
-
-
-def test_fused_norm_decode_graph_carries_the_residual(fused):
-    runner = fused
-    names = _replay_decode_step(runner)
-    layers, n = runner.cfg.num_hidden_layers, len(DECODE_LAYER)
-    assert names[:1] == ["embedding_bf16"]
-    assert names[1:1 + n * layers] == [FIRST_NORM, *DECODE_LAYER[1:]] + DECODE_LAYER * (layers - 1)
-    # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
-    assert names[1 + n * layers:] == ["rmsnorm_bf16", "embedding_bf16",
                                       "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
@@ -106,28 +76,21 @@ def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
     runner.release(7)
 
 
-def test_the_gemvs_carry_the_residual_stream_in_place(fused):
-    """Each residual epilogue adds into b.resid in place and leaves the partial sums of
-    squares in b.resid_ssq, which the next norm's GEMV reads with the same row; the first
-    layer's norm reads the embedding's row (nothing to add) and the final norm the stream."""
-    runner = fused
+def test_the_decode_graph_keeps_the_residual_stream_in_one_buffer(runner):
+    """Every add + RMSNorm of a batch-1 decode step adds delta into b.resid in place and
+    normalizes into b.normed; the first layer's norm and the final norm read b.resid."""
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
     runner.execute([SeqChunk(8, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
     (replay,) = dev.graph_launches
     bufs = runner.bufs
-    (first,) = [r.args for r in replay.graph if r.func == FIRST_NORM]
-    assert (first["resid"], first["delta"], first["resid_out"]) == (bufs.resid, 0, 0)
-    carried = [r for r in replay.graph
-               if r.func in ("gemv_residual_bf16_single", "gemv_rmsnorm_bf16_single",
-                             "gemv_rmsnorm_swiglu_bf16_single")]
-    assert len(carried) == 4 * runner.cfg.num_hidden_layers - 1
-    for r in carried:
-        assert (r.args["resid"], r.args["ssq"]) == (bufs.resid, bufs.resid_ssq)
-    assert bufs.resid_ssq != 0 and bufs.resid_alt != 0
-    (final,) = [r.args for r in replay.graph if r.func == "rmsnorm_bf16"]
-    assert final["x"] == bufs.resid
+    adds = [r.args for r in replay.graph if r.func == "add_rmsnorm_bf16"]
+    assert len(adds) == 2 * runner.cfg.num_hidden_layers
+    for a in adds:
+        assert (a["residual"], a["delta"], a["out"]) == (bufs.resid, bufs.delta, bufs.normed)
+    (first,) = [r.args for r in replay.graph if r.func == "rmsnorm_bf16"]
+    assert first["x"] == bufs.resid
     runner.release(8)
 
 
@@ -192,14 +155,6 @@ def _decode_step_launches(monkeypatch, switch: str) -> tuple[list[str], int]:
     runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
     return _replay_decode_step(runner), runner.cfg.num_hidden_layers
-
-
-def test_norm_gemv_decode_graph_fuses_each_add_norm_into_the_gemv_after_it(monkeypatch):
-    names, layers = _decode_step_launches(monkeypatch, "ATLAS_NORM_GEMV")
-    n = len(NORM_GEMV_LAYER)
-    assert names[:1 + n * layers] == ["embedding_bf16", *NORM_GEMV_LAYER * layers]
-    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
 def test_persistent_decode_graph_runs_the_layers_in_one_launch(monkeypatch):

@@ -14,28 +14,24 @@ from atlas.runtime.kernel_check import check
 from test_gemv_swiglu import _decode_graph, _decode_logprobs, _runner
 
 GATE = "sigmoid_gate_mul_bf16"
-#: the o_proj launch with the gate on load: plain, and under ATLAS_FUSED_NORM=1 the residual
-#: epilogue's
-FOLDED = {"default": ({}, "gemv_attn_gate_bf16_single"),
-          "fused_norm": ({"ATLAS_FUSED_NORM": "1"}, "gemv_attn_gate_residual_bf16_single")}
+#: the o_proj launch with the gate on load
+FOLDED = "gemv_attn_gate_bf16_single"
 
 
-@pytest.mark.parametrize("route", FOLDED)
 @pytest.mark.parametrize("switch", ["1", "0"])
-def test_batch_one_o_proj_takes_the_gate(monkeypatch, route, switch) -> None:
+def test_batch_one_o_proj_takes_the_gate(monkeypatch, switch) -> None:
     """tiny-qwen3_5 (one gated full-attention layer of 2 heads of 128): its o_proj reads the
     gate of head h at qkv + (2 h + 1) x 128 values on load; switched off, sigmoid_gate_mul
     runs before the plain o_proj as before."""
-    env, folded = FOLDED[route]
     monkeypatch.setenv("ATLAS_GEMV_ATTN_GATE", switch)
-    runner = _runner(monkeypatch, "mock", "tiny-qwen3_5", env, "1")
+    runner = _runner(monkeypatch, "mock", "tiny-qwen3_5", "1")
     graph = _decode_graph(runner)
     names = [r.func for r in graph]
     if switch == "0":
-        assert names.count(GATE) == 1 and folded not in names
+        assert names.count(GATE) == 1 and FOLDED not in names
         return
     assert GATE not in names
-    (o_proj,) = [r for r in graph if r.func == folded]
+    (o_proj,) = [r for r in graph if r.func == FOLDED]
     d = runner.cfg.head_dim
     assert (o_proj.args["x"], o_proj.args["gate"]) == (runner.bufs.attn, runner.bufs.qkv + 2 * d)
     assert (o_proj.args["head_dim"], o_proj.args["head_pitch"], o_proj.args["k"]) == (
@@ -48,20 +44,18 @@ CASES = gemv_attn_gate_cases(np.random.default_rng(1234))
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_check_cases_hold_on_the_host(case) -> None:
     """The device check's cases (`-k "gemv attn_gate"`): the fused entry against the float64
-    oracle and bit for bit against sigmoid_gate_mul, then the plain (residual) GEMV."""
+    oracle and bit for bit against sigmoid_gate_mul, then the plain GEMV."""
     result = check(HostBackend(), case)
     assert result.passed, result.detail
     assert "gemv attn_gate" in case.name
 
 
-@pytest.mark.parametrize("route", FOLDED)
 @pytest.mark.parametrize("name", ["tiny-qwen3_5", "tiny-qwen3_next"])
-def test_hybrid_decode_is_bit_identical_with_the_switch(monkeypatch, name, route) -> None:
+def test_hybrid_decode_is_bit_identical_with_the_switch(monkeypatch, name) -> None:
     """A hybrid model's batch-1 decode gives the same logprobs with the gate in o_proj's x
     load and with its own launch (tiny-qwen3_5's dense MLP also takes the SwiGLU GEMV)."""
-    env = FOLDED[route][0]
     runs = []
     for switch in ("1", "0"):
         monkeypatch.setenv("ATLAS_GEMV_ATTN_GATE", switch)
-        runs.append(_decode_logprobs(_runner(monkeypatch, "host", name, env, "1")))
+        runs.append(_decode_logprobs(_runner(monkeypatch, "host", name, "1")))
     assert runs[0] == runs[1]

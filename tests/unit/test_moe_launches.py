@@ -74,14 +74,10 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
 
 
-@pytest.mark.parametrize("norm_gemv, qkv", [("0", ["add_rmsnorm_bf16", QKV]),
-                                             ("1", ["gemv_add_rmsnorm_bf16_single"])])
-def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch, norm_gemv, qkv):
+def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch):
     """ATLAS_MOE_DOWN_NORM=0: the MoE down launch writes delta (moe_down_sum_bf16) and the
-    next layer adds and normalizes: its own add_rmsnorm launch, or inside the qkv GEMV with
-    ATLAS_NORM_GEMV=1."""
+    next layer adds and normalizes in its own add_rmsnorm launch before the qkv GEMV."""
     monkeypatch.setenv("ATLAS_MOE_DOWN_NORM", "0")
-    monkeypatch.setenv("ATLAS_NORM_GEMV", norm_gemv)
     runner = _runner("tiny-qwen3-moe")
     dev = runner.backend
     dev.drain_launches()
@@ -91,7 +87,7 @@ def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch, no
     names = [r.func for r in replay.graph]
     at = names.index("moe_down_sum_bf16")
     assert names[at - 3:at] == ["add_rmsnorm_bf16", *ROUTE_AND_GATE_UP]
-    assert names[at + 1:at + 1 + len(qkv)] == qkv
+    assert names[at + 1:at + 3] == ["add_rmsnorm_bf16", QKV]
     assert FUSED_NORM not in names
 
 

@@ -16,7 +16,6 @@ from atlas.runtime.cases import attention as attention_cases  # noqa: F401 (regi
 from atlas.runtime.cases import attention_rope as attention_rope_cases  # noqa: F401
 from atlas.runtime.cases import gemm as gemm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import gemv as gemv_cases  # noqa: F401 (registers)
-from atlas.runtime.cases import gemv_norm as gemv_norm_cases  # noqa: F401 (registers)
 from atlas.runtime.cases import row_invariance as row_invariance_cases  # noqa: F401
 from atlas.runtime.cases.gemv import UNFUSED
 from atlas.runtime.host import HostBackend
@@ -65,19 +64,6 @@ def test_every_module_has_cases() -> None:
 @pytest.mark.parametrize("case", TWINNED, ids=[c.name for c in TWINNED])
 def test_fused_references_equal_their_unfused_twins(backend: HostBackend, case) -> None:
     _assert_twins_identical(case, execute(backend, case))
-
-
-NORM_TWINNED = [c for c in CASES if "y_twin" in c.outputs]
-
-
-@pytest.mark.parametrize("case", NORM_TWINNED, ids=[c.name for c in NORM_TWINNED])
-def test_fused_norm_reference_is_add_rmsnorm_then_gemv(backend: HostBackend, case) -> None:
-    """On the host the fused add+norm GEMV is its unfused twin bit for bit (on the GPU the
-    two sum squares in different orders and are each held to the oracle)."""
-    got = execute(backend, case)
-    assert np.array_equal(got["y"], got["y_twin"])
-    if "resid_out" in got:
-        assert np.array_equal(got["resid_out"], got["resid_twin"])
 
 
 def _launches(fn, *args, **kwargs):
@@ -147,76 +133,10 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 2, 64, 64), {"single": True}, "m=1"),
     (matmul.gemv_silu, (0x1000, 0x2000, 0x3000, 1, 64, 60), {}, "multiple of 8"),
     (matmul.gemv_silu, (0x1008, 0x2000, 0x3000, 1, 64, 64), {}, "aligned"),
-    # gemv_add_rmsnorm(resid, delta, norm_w, resid_out, w, y, n, k, eps)
-    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x1000, 0x5000, 0x6000, 64, 64, 1e-6),
-     {}, "alias"),
-    (matmul.gemv_add_rmsnorm, (0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 64, 24584,
-                               1e-6), {}, "shared memory"),
-    (matmul.gemv_add_rmsnorm, (0x1000, 0x2008, 0x3000, 0x4000, 0x5000, 0x6000, 64, 64, 1e-6),
-     {}, "delta .* aligned"),
 ])
 def test_fused_gemv_preconditions(fn, args, kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         _launches(fn, *args, **kwargs)
-
-
-def test_fused_norm_route_is_batch_one_gemv_within_shared_memory() -> None:
-    """Off unless ATLAS_FUSED_NORM=1 (the unfused pair measured faster), then every batch-1
-    GEMV product whose row fits shared memory."""
-    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes())
-    assert not matmul.fuses_norm(kc, 1, 6144, 1024)
-    on = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
-    assert matmul.fuses_norm(on, 1, 6144, 1024)  # Qwen3-0.6B gate_up
-    assert matmul.fuses_norm(on, 1, 24576, 4096)  # Qwen3-8B gate_up
-    assert matmul.fuses_norm(on, 1, 64, matmul.NORM_GEMV_MAX_K)
-    assert not matmul.fuses_norm(on, 2, 4096, 1024)  # a batch: add_rmsnorm once for all rows
-    assert not matmul.fuses_norm(on, 1, 64, matmul.NORM_GEMV_MAX_K + 8)
-    off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "0"}))
-    assert not matmul.fuses_norm(off, 1, 6144, 1024)
-    with pytest.raises(ValueError, match="ATLAS_FUSED_NORM"):
-        KernelRoutes.from_env({"ATLAS_FUSED_NORM": "yes"})
-    rec, = _launches(matmul.gemv_add_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000,
-                     1001, 1024, 1e-6)
-    assert (rec.grid, rec.block, rec.shared) == ((251, 1, 1), (128, 1, 1), 2048)
-    # ATLAS_NORM_GEMV=1: this fusion without the residual-carrying GEMVs, unless
-    # ATLAS_FUSED_NORM=0 (or a speculative runner's False) says otherwise
-    only = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_NORM_GEMV": "1"}))
-    assert matmul.fuses_norm(only, 1, 6144, 1024) and not matmul.carries_residual(only, 1, 1024)
-    assert not matmul.fuses_norm(only, 2, 6144, 1024)
-    vetoed = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(
-        {"ATLAS_NORM_GEMV": "1", "ATLAS_FUSED_NORM": "0"}))
-    assert not matmul.fuses_norm(vetoed, 1, 6144, 1024)
-
-
-def test_the_residual_carrying_gemvs_are_batch_one_gemvs() -> None:
-    """gemv_residual / gemv_rmsnorm: under ATLAS_FUSED_NORM=1, one row on the GEMV route for
-    every shape (no shared memory bound); the grid has one block (and one partial sum of
-    squares) per 4 outputs."""
-    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env({"ATLAS_FUSED_NORM": "1"}))
-    assert matmul.carries_residual(kc, 1, 151936)
-    assert not matmul.carries_residual(kc, 2, 1024)
-    for env in ({}, {"ATLAS_FUSED_NORM": "0"}):  # off by default
-        off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(env))
-        assert not matmul.carries_residual(off, 1, 1024)
-    assert matmul.ssq_partials(1001) == 251
-    rec, = _launches(matmul.gemv_residual, 0x1000, 0x2000, 0x3000, 0x4000, 1001, 2048)
-    assert (rec.func, rec.grid, rec.block) == ("gemv_residual_bf16_single", (251, 1, 1),
-                                               (256, 1, 1))
-    rec, = _launches(matmul.gemv_rmsnorm, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 4096, 12288,
-                     1e-6)
-    assert (rec.func, rec.grid, rec.block, rec.shared) == ("gemv_rmsnorm_bf16_single",
-                                                           (1024, 1, 1), (256, 1, 1), 0)
-    # the SwiGLU is fused up to FUSED_SILU_MAX_K, past it silu_mul into the scratch first
-    k = matmul.FUSED_SILU_MAX_K
-    assert [r.func for r in _launches(matmul.linear_silu_residual, 0x1000, 0x2000, 0x3000,
-                                      0x4000, 64, k, 0x5000)] == ["gemv_silu_residual_bf16_single"]
-    assert [r.func for r in _launches(matmul.linear_silu_residual, 0x1000, 0x2000, 0x3000,
-                                      0x4000, 64, 2 * k, 0x5000)] == ["silu_mul_bf16",
-                                                                      "gemv_residual_bf16_single"]
-    with pytest.raises(ValueError, match="ssq .* aligned"):
-        _launches(matmul.gemv_residual, 0x1000, 0x2000, 0x3000, 0x4002, 64, 64)
-    with pytest.raises(ValueError, match="norm_w .* aligned"):
-        _launches(matmul.gemv_rmsnorm, 0x1000, 0x2000, 0x3008, 0x4000, 0x5000, 64, 64, 1e-6)
 
 
 @pytest.mark.parametrize("hq,hkv", [(16, 8), (32, 8), (32, 4), (16, 2), (12, 2), (9, 3),

@@ -34,12 +34,15 @@ def replayed(runner, chunks):
     return replay.graph
 
 
-def test_plain_decode_fuses_no_norm_when_speculating(runner):
+def test_plain_decode_keeps_its_norm_launches_when_speculating(runner):
+    """A speculating runner's plain batch-1 step runs the same add + RMSNorm launches as any
+    decode step (two a layer, the first layer's without the add, the final norm)."""
     names = [r.func for r in replayed(runner, [SeqChunk(
         1, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])]
     runner.release(1)
-    assert "gemv_add_rmsnorm_bf16_single" not in names
-    assert names.count("decode_attn_rope_bf16") == runner.cfg.num_hidden_layers
+    layers = runner.cfg.num_hidden_layers
+    assert names.count("add_rmsnorm_bf16") == 2 * layers and names.count("rmsnorm_bf16") == 1
+    assert names.count("decode_attn_rope_bf16") == layers
 
 
 def test_verification_appends_the_drafts_keys_before_attention_by_default(runner):
@@ -88,15 +91,6 @@ def test_verification_past_the_fused_kernels_keys_appends_kv_before_attention() 
     layers = many.cfg.num_hidden_layers
     assert "decode_attn_rope_bf16" not in names
     assert names.count("qk_norm_rope_kv_bf16") == names.count("decode_attn_bf16") == layers
-
-
-def test_an_explicit_fused_norm_keeps_the_fusions_and_drops_the_claim(monkeypatch):
-    """ATLAS_FUSED_NORM=1 on a speculating runner: batch-1 decode fuses its norms as asked,
-    so no verification row is claimed to compute what a decode row does."""
-    monkeypatch.setenv("ATLAS_FUSED_NORM", "1")
-    fused = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
-                        max_prefill_tokens=32, num_draft_tokens=2)
-    assert fused.model.kc.routes.fused_norm is True and fused.invariant_rows == 0
 
 
 def test_a_persistent_plain_step_drops_the_claim(monkeypatch):

@@ -509,62 +509,6 @@ def linear_case(env: Env, s: Any) -> Case:
                 note=note)
 
 
-def norm_linear_case(env: Env, s: Any) -> Case:
-    """The add + RMSNorm fused into the single-row GEMV against PyTorch's add, F.rms_norm and
-    matmul (three ops; ours is one launch); a `carried` row: the norm from the residual's
-    partial sums of squares (gemv_rmsnorm) against F.rms_norm and matmul."""
-    torch, F = env.torch, env.torch.nn.functional
-    n, k = s.n, s.k
-    if s.carried:
-        return carried_norm_linear_case(env, s)
-
-    def make() -> Set:
-        scale = 1.0 / math.sqrt(k)
-        return {"resid": env.uniform((1, k)), "delta": env.uniform((1, k)),
-                "g": env.uniform((k,), 0.5, 1.5), "w": env.uniform((n, k), -scale * 3, scale * 3),
-                "h": torch.empty((1, k), dtype=torch.bfloat16, device=env.device),
-                "y": torch.empty((1, n), dtype=torch.bfloat16, device=env.device)}
-
-    def ours(st: Set, stream: Stream) -> None:
-        matmul.gemv_add_rmsnorm(env.kc, stream, env.ptr(st["resid"]), env.ptr(st["delta"]),
-                                env.ptr(st["g"]), env.ptr(st["h"]), env.ptr(st["w"]),
-                                env.ptr(st["y"]), n, k, EPS)
-
-    def theirs(st: Set) -> Any:
-        h = st["resid"] + st["delta"]
-        return h, torch.matmul(F.rms_norm(h, (k,), st["g"], EPS), st["w"].T)
-
-    return Case(s, make, ours, [Variant("h = r + d; rms_norm(h, g) @ w.T", theirs)],
-                lambda o, t, r: [("y", o["y"], r[1]), ("h", o["h"], r[0])], outputs=("y", "h"),
-                note="ours: gemv_add_rmsnorm_bf16_single (one launch)")
-
-
-def carried_norm_linear_case(env: Env, s: Any) -> Case:
-    """gemv_rmsnorm_bf16_single, its ssq partials made by PyTorch from the residual row."""
-    torch, F = env.torch, env.torch.nn.functional
-    n, k = s.n, s.k
-
-    def make() -> Set:
-        scale = 1.0 / math.sqrt(k)
-        resid = env.uniform((1, k))
-        ssq = (resid.float() ** 2).view(-1, matmul.GEMV_ROWS_PER_BLOCK).sum(dim=1).contiguous()
-        return {"resid": resid, "ssq": ssq, "g": env.uniform((k,), 0.5, 1.5),
-                "w": env.uniform((n, k), -scale * 3, scale * 3),
-                "y": torch.empty((1, n), dtype=torch.bfloat16, device=env.device)}
-
-    def ours(st: Set, stream: Stream) -> None:
-        matmul.gemv_rmsnorm(env.kc, stream, env.ptr(st["resid"]), env.ptr(st["ssq"]),
-                            env.ptr(st["g"]), env.ptr(st["w"]), env.ptr(st["y"]), n, k, EPS)
-
-    def theirs(st: Set) -> Any:
-        return torch.matmul(F.rms_norm(st["resid"], (k,), st["g"], EPS), st["w"].T)
-
-    return Case(s, make, ours, [Variant("rms_norm(r, g) @ w.T", theirs)],
-                lambda o, t, r: [("y", o["y"], r)], outputs=("y",),
-                note="ours: gemv_rmsnorm_bf16_single (the norm from the residual epilogue's "
-                     "partial sums)")
-
-
 #: E2M1 code -> value (sign in bit 3), for PyTorch's NVFP4 dequantization
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0,
                -4.0, -6.0)
@@ -1475,7 +1419,6 @@ BUILDERS: dict[Any, Callable[[Env, Any], Case]] = {
     ks.Family.QK_NORM_ROPE_KV: rope_case, ks.Family.KV_APPEND: rope_case,
     ks.Family.SILU_MUL: silu_case, ks.Family.EMBEDDING: embedding_case,
     ks.Family.DECODE_GEMV: linear_case, ks.Family.PREFILL_GEMM: linear_case,
-    ks.Family.DECODE_NORM_GEMV: norm_linear_case,
     ks.Family.DECODE_BATCHED_GEMV: linear_case,
     ks.Family.DECODE_GEMM_SM90: linear_case,
     ks.Family.DECODE_GEMV_FP8: quant_linear_case, ks.Family.DECODE_GEMV_NVFP4: quant_linear_case,

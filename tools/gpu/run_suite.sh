@@ -234,28 +234,6 @@ stage_profile() {
   return $rc
 }
 
-# Batch-1 decode (and with a profile, its per-kernel profile) of Qwen3-0.6B and Qwen3-8B
-# under the environment assignments given, results suffixed _SUFFIX:
-#   dense_decode_with SUFFIX [profile] VAR=VALUE...
-dense_decode_with() {
-  local suffix="$1" profile=0 name rc=0
-  shift
-  if [ "${1:-}" = profile ]; then profile=1; shift; fi
-  for name in qwen3-0.6b qwen3-8b; do
-    make_checkpoint "$name" weights || return 1
-    env "$@" "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
-      --out "$RESULTS/bench_decode_${name}_$suffix.json" || rc=1
-    [ "$profile" = 1 ] || continue
-    env "$@" "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
-      --out "$RESULTS/profile_decode_${name}_$suffix.json" || rc=1
-  done
-  return $rc
-}
-
-# The add + RMSNorm fused into the single-row GEMV after it (ATLAS_NORM_GEMV=1: 5 launches a
-# layer instead of 7) against the default (decode_bench / profile), with its profile.
-stage_norm_gemv_ab() { dense_decode_with norm_gemv profile ATLAS_NORM_GEMV=1; }
-
 stage_kernel_table() {
   "$PY" tools/gpu/bench_kernels.py ${ATLAS_KERNEL_TABLE_ARGS:-} --out-dir "$RESULTS"
 }
@@ -750,38 +728,17 @@ stage_decode_profiles() {
 }
 
 # The decode profiles the per-kernel work needs beyond decode_profiles: Qwen3-8B with PDL on
-# and off, Qwen3.5-35B-A3B at batch 8 with PDL off, and Qwen3-0.6B with the fused norms on
-# (ATLAS_FUSED_NORM=1: the residual carried by the GEMVs; its A/B against the default in
-# decode_profiles).
+# and off, and Qwen3.5-35B-A3B at batch 8 with PDL off.
 stage_profiles_extra() {
   local rc=0 pdl cfg="$CKPT/qwen3_5-35b-a3b-synthetic"
   make_checkpoint qwen3-8b weights || return 1
-  make_checkpoint qwen3-0.6b weights || return 1
   for pdl in 1 0; do
     ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-8b" \
       --out "$RESULTS/profile_decode_qwen3-8b_pdl$pdl.json" || rc=1
   done
-  ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/qwen3-0.6b" \
-    --out "$RESULTS/profile_decode_qwen3-0.6b_pdl0_fusednorm.json" || rc=1
   "$PY" tools/make_fixtures.py --config qwen3_5-35b-a3b --out "$cfg" --config-only || return 1
   ATLAS_PDL=0 "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 --batch 8 \
     --out "$RESULTS/profile_decode_qwen3_5-35b-a3b_b8_pdl0.json" || rc=1
-  return $rc
-}
-
-# The batch-1 A/B that decides the dense norm path: decode tok/s of Qwen3-0.6B and Qwen3-8B
-# with the residual carried by the GEMVs (ATLAS_FUSED_NORM=1) against decode_bench's default
-# (add_rmsnorm + GEMV), and their per-kernel PDL-off profiles (gemv_rmsnorm's row vs
-# gemv_bf16_single + add_rmsnorm in decode_profiles / profiles_extra).
-stage_fused_norm_ab() {
-  local name rc=0
-  for name in qwen3-0.6b qwen3-8b; do
-    make_checkpoint "$name" weights || return 1
-    ATLAS_FUSED_NORM=1 "$PY" tools/gpu/bench_decode.py --model "$CKPT/$name" --hf none \
-      --batches 1 --out "$RESULTS/bench_decode_${name}_fusednorm.json" || rc=1
-    ATLAS_PDL=0 ATLAS_FUSED_NORM=1 "$PY" tools/gpu/profile_decode.py --model "$CKPT/$name" \
-      --out "$RESULTS/profile_decode_${name}_pdl0_fusednorm.json" || rc=1
-  done
   return $rc
 }
 
@@ -1375,9 +1332,7 @@ stage_b1lat() {
 # check case, then Qwen3-30B-A3B and Qwen3.5-35B-A3B full size (synthetic weights) tok/s with
 # the defaults (_new), each switch back alone (30B) and both back (_old), the down GEMV a
 # tile a block (_tiles1: ATLAS_MOE_DOWN_GEMV_TILES=1, two waves); batch 8 with the
-# down GEMV at every batch (_gemv8: ATLAS_MOE_DOWN_GEMV_MAX_M=8); batch 1 with the next
-# norm left to the next qkv GEMV (_normgemv: ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1); and
-# Qwen3-30B-A3B's b1 per-kernel profile with PDL off (each row the kernel's own time) and
+# down GEMV at every batch (_gemv8: ATLAS_MOE_DOWN_GEMV_MAX_M=8); and Qwen3-30B-A3B's b1 per-kernel profile with PDL off (each row the kernel's own time) and
 # on, new and old (~6 minutes).
 stage_moe_s8_ab() {
   local rc=0 name tag pdl
@@ -1407,7 +1362,6 @@ stage_moe_s8_ab() {
   moe_s8_bench down0 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV=0 || rc=1
   moe_s8_bench tiles1 qwen3-30b-a3b 1 ATLAS_MOE_DOWN_GEMV_TILES=1 || rc=1
   moe_s8_bench threads256 qwen3-30b-a3b 1 ATLAS_MOE_GATE_UP_GEMV_THREADS=256 || rc=1
-  moe_s8_bench normgemv qwen3-30b-a3b 1 ATLAS_MOE_DOWN_NORM=0 ATLAS_NORM_GEMV=1 || rc=1
   for tag in new old; do
     if [ "$tag" = old ]; then set -- "${old[@]}"; else set --; fi
     for pdl in 0 1; do
@@ -1597,8 +1551,8 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         kv_dtypes gates ep_1gpu spec_bench grammar_bench prefix_bench prefix_bench_hybrid
         spec_bench_hybrid quant_bench moe_full quant_profile quant_profile_nvfp4 quant_lm_head
         moe_kernels moe_parity moe_host_parity layer_diff moe_bench decode_profiles profiles_extra
-        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling fused_norm_ab
-        startup quant_kernels norm_gemv_ab decode_attn throughput_b64_profile
+        allreduce_1gpu tp_check tp_bench tp_throughput ep_bench async_scheduling startup
+        quant_kernels decode_attn throughput_b64_profile
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab

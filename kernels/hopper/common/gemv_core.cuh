@@ -15,13 +15,10 @@
 // (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
 // scale before accumulation.
 // An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
-// the fly from gate_up; `raw` gives them packed); its
-// `prepare()` runs once per block after the PDL wait, before the
-// first x load (a policy that stages x, such as gemv.cu's fused RMSNorm, computes it there).
-// An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y; gemv.cu's
-// residual epilogue adds them to the residual stream instead; `StoreSwiglu` ends a fused
-// [gate | up] product with its SwiGLU. Its `prepare(row0, n)` also runs after the PDL wait,
-// so what it reads (the residual rows) arrives under the main loop. It also says which
+// the fly from gate_up; `raw` gives them packed); its `prepare()` runs once per block after
+// the PDL wait, before the first x load.
+// An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y;
+// `StoreSwiglu` ends a fused [gate | up] product with its SwiGLU. It also says which
 // weight rows the block owns (`Out::row(r, n)`, the weight row of block row r): 4 consecutive
 // rows (`consecutive_row`), or StoreSwiglu's two gate rows and their two up rows. A row's sum
 // does not depend on which block row holds it (every thread's FMA chain is the same, and
@@ -129,7 +126,6 @@ __device__ __forceinline__ int consecutive_row(int r, int n) {
 
 struct StoreY {
   __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
-  __device__ __forceinline__ void prepare(int, int) {}
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
     if (t >= M * kRowsPerBlock) return;
@@ -155,7 +151,6 @@ struct StoreSwiglu {
     const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
     return r < 2 ? j : inter + j;
   }
-  __device__ __forceinline__ void prepare(int, int) {}
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* act, float sum, int t, int, int n) const {
     static_assert(M == 1 && !kF32Out, "the SwiGLU epilogue is single-row bf16");
@@ -210,7 +205,6 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   uint4 wv[kUnroll][kRowsPerBlock];
   load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
   atlas::pdl_enter();
-  out.prepare(row0, n);
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);

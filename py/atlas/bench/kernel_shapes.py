@@ -49,7 +49,6 @@ class Family(enum.Enum):
     SILU_MUL = "silu_mul"
     EMBEDDING = "embedding"
     DECODE_GEMV = "decode_gemv"
-    DECODE_NORM_GEMV = "decode_norm_gemv"
     DECODE_BATCHED_GEMV = "decode_batched_gemv"
     DECODE_GEMM_SM90 = "decode_gemm_sm90"
     DECODE_GEMV_FP8 = "decode_gemv_fp8"
@@ -78,8 +77,7 @@ ISSUE_FAMILIES: dict[str, tuple[Family, ...]] = {
     "RoPE/QK-norm": (Family.QK_NORM_ROPE_KV,),
     "SiLU-mul": (Family.SILU_MUL,),
     "embedding": (Family.EMBEDDING,),
-    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_NORM_GEMV, Family.DECODE_BATCHED_GEMV,
-                    Family.DECODE_GEMM_SM90),
+    "decode GEMV": (Family.DECODE_GEMV, Family.DECODE_BATCHED_GEMV, Family.DECODE_GEMM_SM90),
     # issue 12: GEMVs reading FP8 (128x128 block scales) and NVFP4 weights
     "quantized decode GEMV": (Family.DECODE_GEMV_FP8, Family.DECODE_GEMV_NVFP4),
     "prefill GEMM": (Family.PREFILL_GEMM,),
@@ -378,36 +376,6 @@ class Linear:
         return (f"m={self.m} n={self.n} k={self.k}" + (" f32-out" if self.out_f32 else "")
                 + (" swiglu" if self.swiglu else "")
                 + (" ends-swiglu" if self.ends_swiglu else ""))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NormLinear:
-    """One row: h = bf16(resid + delta) stored, y = RMSNorm(h) * g @ w[n, k].T (the add +
-    norm fused into the GEMV that consumes it, ops.matmul.gemv_add_rmsnorm); `carried`: y =
-    RMSNorm(resid) * g @ w.T from the residual's partial sums of squares
-    (ops.matmul.gemv_rmsnorm, the batch-1 decode default)."""
-
-    label: str
-    n: int
-    k: int
-    carried: bool = False
-    quick: bool = False
-
-    @property
-    def family(self) -> Family:
-        return Family.DECODE_NORM_GEMV
-
-    def bytes_moved(self) -> int:
-        if self.carried:  # weights; resid, the norm weight and k / 4 f32 partials; y
-            return BF16 * (self.n * self.k + 2 * self.k + self.n) + self.k
-        # weights; resid, delta and the norm weight read; h and y written
-        return BF16 * (self.n * self.k + 4 * self.k + self.n)
-
-    def flops(self) -> int:
-        return 2 * self.n * self.k
-
-    def describe(self) -> str:
-        return f"m=1 n={self.n} k={self.k}" + (" carried" if self.carried else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1099,11 +1067,6 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                            swiglu=True),
                QuantLinear(label=f"{m.name} lm_head b1 fp8-block h2", m=1, n=m.vocab,
                            k=m.hidden, fmt="fp8-block", h2=True, logits=True)]
-    shapes += [NormLinear(label=f"{dims.name} {name} b1{' carried' if carried else ''}", n=n,
-                          k=k, carried=carried,
-                          quick=dims is small_models[0] if small_models else False)
-               for dims in (m, *small_models) for name, n, k in _linears(dims)
-               if name in ("qkv", "gate_up") for carried in (False, True)]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Container
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ContextManager
 
@@ -300,11 +300,6 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 kv.set_scales(kv_index[layer], scales * np.float32(to_pool))
 
     routes = KernelRoutes.from_env()
-    if num_draft_tokens and routes.fused_norm is None:
-        # verification rows compute what decode rows do (runner docstring): no single-row-
-        # only norm fusion, unless ATLAS_FUSED_NORM=1 asks for it (the runner then gives up
-        # its row-invariance claim)
-        routes = replace(routes, fused_norm=False)
     kc = KernelCache(dev, routes)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials

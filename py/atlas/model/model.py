@@ -2,12 +2,7 @@
 
 The residual stream stays in bf16 like transformers: `resid += delta` is rounded to bf16
 inside the fused add+RMSNorm kernel, and every layer reads `normed` and writes `delta`.
-At batch-1 decode of a sampling step the residual stream rides on the GEMVs instead
-(`matmul.carries_residual`): the projection that ends a sublayer (o_proj, the dense MLP's
-down) adds its output to the residual in place and leaves partial sums of squares, and the
-next bf16 projection (qkv, gate_up) computes the RMSNorm from them on load; where only the
-consumer is a GEMV, the add + norm runs inside it (`matmul.fuses_norm`), which writes the
-summed residual to the other of two residual buffers. `Residual` tracks which one is current.
+`Residual` tracks whether a sublayer's update is pending in `delta`.
 The forward launches kernels only; the step's inputs (token ids, positions, KV slots,
 block tables) are already in device buffers, which is what makes it graph-capturable.
 Each layer's MLP is a block chosen by the config (`DenseMlp` here, the mixture of experts in
@@ -208,11 +203,6 @@ class StepBuffers:
     attn_counters: DevicePtr
     #: bf16 [n, k] scratch a quantized weight dequantizes into for GEMM-sized steps (0: none)
     w_scratch: DevicePtr = 0
-    #: the second residual buffer the fused add+norm GEMV writes to (0: never fused)
-    resid_alt: DevicePtr = 0
-    #: f32 [ceil(hidden / 4)] partial sums of squares of the residual row that the residual
-    #: epilogue GEMVs leave for the next norm (matmul.gemv_residual; 0: never carried)
-    resid_ssq: DevicePtr = 0
     #: hybrid models: i32 [max_seqs] recurrent-state slot per sequence, and the
     #: linear-attention scratch (see gated_deltanet.LinearScratch); 0 for dense models
     state_slots: DevicePtr = 0
@@ -226,20 +216,13 @@ class StepBuffers:
 
 @dataclass(slots=True)
 class Residual:
-    """Where the residual stream is during one forward: `cur` holds it, `alt` is the other
-    buffer, `pending` says `delta` holds a sublayer's update not yet added (False before
-    the first layer), and `normed` that an MLP block already left the next norm in
-    `normed` (NextNorm). `carry`: the sublayers' last GEMVs may add into `cur` themselves
-    (a sampling batch-1 step); `ssq`: the last one did, and its partial sums of squares of
-    `cur` are in b.resid_ssq. Python bookkeeping at capture time: the graph replays the
-    same buffer sequence every step."""
+    """The residual stream's state during one forward (it lives in b.resid): `pending`
+    says `delta` holds a sublayer's update not yet added (False before the first layer),
+    and `normed` that an MLP block already left the next norm in `normed` (NextNorm).
+    Python bookkeeping at capture time: the graph replays the same sequence every step."""
 
-    cur: DevicePtr
-    alt: DevicePtr
     pending: bool = False
     normed: bool = False
-    carry: bool = False
-    ssq: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +358,7 @@ class DenseDecoderModel:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
-        # a step that samples nothing leaves its residual stream in b.resid (MtpRunner's
-        # save_hidden finishes the norm there): only a sampling step alternates buffers
-        res = Residual(b.resid, b.resid_alt if n_sample else 0,
-                       carry=bool(n_sample and b.resid_ssq and self.tp is None))
+        res = Residual()
         persistent = self._persistent_step(t, plan, n_sample)
         if persistent is not None:
             decode_persistent.decode_persistent(
@@ -407,10 +387,8 @@ class DenseDecoderModel:
             else:
                 # the block may finish the next add + norm itself, in place on b.resid
                 self._norm(s, b, res, lw.post_norm, t)
-                then_norm = self._norm_after(i) if res.cur == b.resid else None
-                res.normed = lw.mlp.forward(kc, s, b, t, then_norm)
+                res.normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i))
                 res.pending = not res.normed
-                res.ssq = False  # a fused next norm rewrote cur
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
@@ -443,67 +421,31 @@ class DenseDecoderModel:
             res.normed = False
             return
         if res.pending:
-            norm.add_rmsnorm(self.kc, s, res.cur, b.delta, w, b.normed, t, d.hidden, d.eps,
+            norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
-            res.ssq = False
         else:
-            norm.rmsnorm(self.kc, s, res.cur, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
+            norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
         res.pending = False
 
     def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
                      proj: LinearWeight, out: DevicePtr, t: int, swiglu: bool = False) -> None:
-        """out = proj(RMSNorm(resid (+= pending delta)) * w): one fused GEMV where
-        `matmul.fuses_norm` allows (the summed residual then lives in the other buffer),
-        else the norm into `normed` and the projection. With `swiglu` (proj.fuses_swiglu),
-        proj is a [gate | up] weight and out its activation: every route's launch ends with
-        the SwiGLU."""
-        d, kc = self.dims, self.kc
-        if (res.ssq and not (res.pending or res.normed) and isinstance(proj, Bf16Linear)
-                and matmul.carries_residual(kc, t, proj.n)):
-            matmul.gemv_rmsnorm(kc, s, res.cur, b.resid_ssq, w, proj.ptr, out, proj.n, proj.k,
-                                d.eps, d.norm_offset, swiglu=swiglu)
-            return
-        if res.normed or not (res.alt and isinstance(proj, Bf16Linear)
-                              and matmul.fuses_norm(kc, t, proj.n, proj.k)):
-            self._norm(s, b, res, w, t)
-            if swiglu:
-                proj.linear_swiglu(kc, s, b.normed, out, t)
-            else:
-                proj.linear(kc, s, b.normed, out, t, w_scratch=b.w_scratch)
-            return
-        matmul.gemv_add_rmsnorm(kc, s, res.cur, b.delta if res.pending else 0, w,
-                                res.alt if res.pending else 0, proj.ptr, out, proj.n, proj.k,
-                                d.eps, d.norm_offset, swiglu=swiglu)
-        if res.pending:
-            res.cur, res.alt = res.alt, res.cur
-            res.ssq = False
-        res.pending = False
-
-    def _carries(self, res: Residual | None, proj: LinearWeight, t: int) -> bool:
-        """Whether `proj`, ending a sublayer, adds its output into res.cur itself."""
-        return (res is not None and res.carry and not res.pending
-                and isinstance(proj, Bf16Linear) and matmul.carries_residual(self.kc, t, proj.n))
+        """out = proj(RMSNorm(resid (+= pending delta)) * w): the norm into `normed`, then the
+        projection. With `swiglu` (proj.fuses_swiglu), proj is a [gate | up] weight and out
+        its activation: every route's launch ends with the SwiGLU."""
+        self._norm(s, b, res, w, t)
+        if swiglu:
+            proj.linear_swiglu(self.kc, s, b.normed, out, t)
+        else:
+            proj.linear(self.kc, s, b.normed, out, t, w_scratch=b.w_scratch)
 
     def _down_proj(self, s: Stream, b: StepBuffers, res: Residual, mlp: DenseMlp,
                    t: int, swiglu: bool = False) -> None:
-        """The dense MLP's down projection after gate_up: into the residual (epilogue) or
-        into delta; its input is act where gate_up ended with the SwiGLU (`swiglu`), else
-        the SwiGLU of gate_up."""
-        down, kc = mlp.down, self.kc
-        if self._carries(res, down, t):
-            assert isinstance(down, Bf16Linear)
-            if swiglu:
-                matmul.gemv_residual(kc, s, b.act, down.ptr, res.cur, b.resid_ssq, down.n,
-                                     down.k)
-            else:
-                matmul.linear_silu_residual(kc, s, b.gate_up, down.ptr, res.cur, b.resid_ssq,
-                                            down.n, down.k, b.act)
-            res.ssq = True
-            return
+        """The dense MLP's down projection after gate_up, into delta; its input is act where
+        gate_up ended with the SwiGLU (`swiglu`), else the SwiGLU of gate_up."""
         if swiglu:
-            down.linear(kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
+            mlp.down.linear(self.kc, s, b.act, b.delta, t, w_scratch=b.w_scratch)
         else:
-            mlp.down_proj(kc, s, b, t)
+            mlp.down_proj(self.kc, s, b, t)
         res.pending = True
 
     def _norm_after(self, i: int) -> NextNorm | None:
@@ -525,8 +467,7 @@ class DenseDecoderModel:
     def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan, res: Residual | None = None) -> None:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
-        the output gate of hybrid families, o_proj into delta (or, given `res`, into the
-        residual stream where `_carries` allows)."""
+        the output gate of hybrid families, o_proj into delta (`res`: marked pending)."""
         d, kc = self.dims, self.kc
         if lw.kv_scales:
             self._attention_quantized(s, b, lw, t, plan)
@@ -627,7 +568,7 @@ class DenseDecoderModel:
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                            res: Residual | None = None) -> None:
         """delta = o_proj(attn) (summed over the ranks when tensor-parallel; `res` marks it
-        pending), or where `_carries` allows res.cur += o_proj(attn) in place. Gated full
+        pending). Gated full
         attention (hybrid families) first multiplies attn by its sigmoid output gate, whose
         head h follows its query in the qkv row: inside the bf16 o_proj GEMV's x load where
         `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place."""
@@ -640,12 +581,6 @@ class DenseDecoderModel:
             else:
                 gating.sigmoid_gate_mul(kc, s, b.attn, b.qkv + 2 * d.head_dim, b.attn, t,
                                         d.heads, d.head_dim, d.qkv_width, d.q_pitch)
-        if self._carries(res, o, t):
-            assert res is not None and isinstance(o, Bf16Linear)
-            matmul.gemv_residual(kc, s, b.attn, o.ptr, res.cur, b.resid_ssq, o.n, o.k,
-                                 gate=gate)
-            res.ssq = True
-            return
         if gate is not None:
             assert isinstance(o, Bf16Linear)
             matmul.gemv_attn_gate(kc, s, b.attn, gate, o.ptr, b.delta, o.n, o.k)

@@ -24,14 +24,12 @@ before attention), and up to
 `row_invariant_rows` rows every product runs the CUDA-core GEMV and decode attention uses
 batch 1's split count. Row i of such a step then computes bit for bit what a plain decode
 step at its position computes (the GEMV's reduction order and the attention's chunking
-depend on a row's own inputs only; a speculating runner switches the single-row norm
-fusions off, ATLAS_FUSED_NORM unset: the add + RMSNorm inside the GEMV and the carried
-residual, whose sums of squares add up in another order): greedy speculation emits the
-plain tokens on the GPU too, and an oracle drafting the plain greedy output gets exactly
-its acceptance. A hybrid model's Gated-DeltaNet layers run the decode kernel over a
-verifying sequence's rows token by token (the same code per token as a decode step), the
-state after each token in an out slot of its own (`state_map`): the sequence keeps its
-accepted prefix's slot, so no rejected draft is ever recomputed.
+depend on a row's own inputs only): greedy speculation emits the plain tokens on the GPU
+too, and an oracle drafting the plain greedy output gets exactly its acceptance. A hybrid
+model's Gated-DeltaNet layers run the decode kernel over a verifying sequence's rows token
+by token (the same code per token as a decode step), the state after each token in an out
+slot of its own (`state_map`): the sequence keeps its accepted prefix's slot, so no
+rejected draft is ever recomputed.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kernel_abi import SAMPLE_ROW
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import KernelCache, argmax, embedding, matmul
+from ..runtime.ops import KernelCache, argmax, embedding
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
@@ -190,10 +188,6 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_sample_rows  # b: decode attention rows
     arena.reserve("step_i32", DType.I32, (layout.total,))
-    # one row: only single-row decode fuses the residual add into a GEMV (matmul.fuses_norm)
-    arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))
-    # and its partial sums of squares when the GEMVs carry the residual (matmul.gemv_residual)
-    arena.reserve("resid_ssq", DType.FP32, (matmul.ssq_partials(dims.hidden),))
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
                         ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
@@ -268,9 +262,9 @@ class ModelRunner:
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,
             sample_rows=i32 + 4 * lay.sample_rows, block_tables=kv.block_tables,
             state_slots=i32 + 4 * lay.state_slots, state_out=i32 + 4 * lay.state_out,
-            **{n: arena[n] for n in ("resid", "resid_alt", "resid_ssq", "delta", "normed", "qkv",
-                                     "q", "attn", "gate_up", "act", "sample_hidden", "logits",
-                                     "part_o", "part_ml", "attn_counters", "w_scratch") + lin})
+            **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn", "gate_up",
+                                     "act", "sample_hidden", "logits", "part_o", "part_ml",
+                                     "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         # the sampler's row records ride in the step inputs' upload
         sampler.stage_rows(i32 + 4 * lay.sample_params, self.host_i32[lay.sample_params:])
@@ -307,17 +301,16 @@ class ModelRunner:
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
         #: step would (see the module docstring); 0 without speculation, for mixtures of
-        #: experts (whose expert kernels route by row count), where the single-row norm
-        #: fusions are not switched off, and where a plain step runs the persistent decode
-        #: kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the per-op kernels')
-        #: verification steps of one sequence attend on the verification kernel (each
+        #: experts (whose expert kernels route by row count), where a plain step runs the
+        #: persistent decode kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the
+        #: per-op kernels'), and where verification steps of one sequence attend on the
+        #: verification kernel (each
         #: sequence's K/V read once for all its rows; ATLAS_DECODE_ATTN_VERIFY=0: on decode
         #: attention, one row a sequence; `verifies_on_kernel` says which larger steps do),
         #: whose rows are not the plain decode kernel's bit for bit
         self.verify_kernel = self.verifies_on_kernel(1 + limits.num_draft_tokens)
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
-                               and model.kc.routes.fused_norm is False
                                and model.persistent is None
                                and not self.verify_kernel
                                and _all_bf16(model) else 0)

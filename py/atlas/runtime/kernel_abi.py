@@ -69,43 +69,16 @@ GEMV_RING_F32OUT = S("gemv", "gemv_ring_bf16_f32",
                      "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
 GEMV_RING_SILU = S("gemv", "gemv_ring_silu_bf16",
                    "gate_up:ptr w:ptr y:ptr m:u32 n:u32 k:u32 stages:u32")
-# ADD_RMSNORM (or ADD_RMSNORM_OFFSET when offset != 0) fused into the GEMV that consumes its
-# output, one row: resid_out = h = bf16(resid + delta) (h = resid when delta is null; not
-# stored when resid_out is null; resid_out must not alias resid), y = RMSNorm(h) @ w.T
-GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
-                            "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr y:ptr n:u32 "
-                            "k:u32 eps:f32 offset:u32")
-# the residual stream carried by batch-1 GEMVs (one row): the *_residual entries add their
-# output y = x @ w.T (bf16-rounded) to resid in place, resid[i] = bf16(resid[i] + y[i]), and
-# write ssq[b] = the f32 sum of squares of the new resid[4 b .. 4 b + 3] (ceil(n / 4) floats);
-# GEMV_RMSNORM_SINGLE consumes them: y = RMSNorm(resid) @ w.T (ADD_RMSNORM's numerics without
-# the add; offset != 0: the (1 + w) form), where ssq holds resid's ceil(k / 4) partials
-GEMV_RESIDUAL_SINGLE = S("gemv", "gemv_residual_bf16_single",
-                         "x:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
-GEMV_SILU_RESIDUAL_SINGLE = S("gemv", "gemv_silu_residual_bf16_single",
-                              "gate_up:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32")
-GEMV_RMSNORM_SINGLE = S("gemv", "gemv_rmsnorm_bf16_single",
-                        "resid:ptr ssq:ptr norm_w:ptr w:ptr y:ptr n:u32 k:u32 eps:f32 "
-                        "offset:u32")
 # batch 1's o_proj of gated full attention with ATTN_GATE applied to x on load (one row):
 # x[h * head_dim + d] = ATTN_GATE's output for the gate of head h at gate + h * head_pitch,
-# then GEMV_SINGLE's product (y) or GEMV_RESIDUAL_SINGLE's epilogue (resid, ssq)
+# then GEMV_SINGLE's product (y)
 GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
                           "x:ptr gate:ptr w:ptr y:ptr n:u32 k:u32 head_dim:u32 head_pitch:u32")
-GEMV_ATTN_GATE_RESIDUAL_SINGLE = S("gemv", "gemv_attn_gate_residual_bf16_single",
-                                   "x:ptr gate:ptr w:ptr resid:ptr ssq:ptr n:u32 k:u32 "
-                                   "head_dim:u32 head_pitch:u32")
 # batch 1's fused [gate | up] product [n, k] ending with its SwiGLU (one row, n even): act
 # [1, n / 2] = SILU_MUL of the product's [gate | up] output, bit for bit GEMV_SINGLE followed
-# by SILU_MUL; with GEMV_SINGLE's, GEMV_RMSNORM_SINGLE's and GEMV_ADD_RMSNORM_SINGLE's x
+# by SILU_MUL
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
-GEMV_RMSNORM_SWIGLU_SINGLE = S("gemv", "gemv_rmsnorm_swiglu_bf16_single",
-                               "resid:ptr ssq:ptr norm_w:ptr w:ptr act:ptr n:u32 k:u32 "
-                               "eps:f32 offset:u32")
-GEMV_ADD_RMSNORM_SWIGLU_SINGLE = S("gemv", "gemv_add_rmsnorm_swiglu_bf16_single",
-                                   "resid:ptr delta:ptr norm_w:ptr resid_out:ptr w:ptr act:ptr "
-                                   "n:u32 k:u32 eps:f32 offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

@@ -13,20 +13,13 @@ tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 `linear_swiglu` is a [gate | up] projection ending with its SwiGLU (one row on the GEMV,
-`gemv_swiglu`; decode batches on the decode GEMM), where `fuses_gate_up_swiglu` allows; the
-fused-norm GEMVs below take `swiglu=True` for the same ending.
+`gemv_swiglu`; decode batches on the decode GEMM), where `fuses_gate_up_swiglu` allows.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
-runs silu_mul into a caller-provided scratch buffer, then `linear`. `gemv_add_rmsnorm` is the
-residual add + RMSNorm fused into the x load of the single-row GEMV that consumes the norm
-(`fuses_norm` says when the model may use it). At batch 1 the residual stream can instead
-ride on the GEMVs: `gemv_residual` (o_proj, down: the output added to the residual in place,
-with partial sums of squares) and `gemv_rmsnorm` (qkv, gate_up: the norm from those partials,
-computed on load), where `carries_residual` allows. The o_proj of gated full attention
-(hybrid families) can take the sigmoid output gate in its x load at batch 1
-(`gemv_attn_gate`, `gemv_residual(gate=...)`) where `fuses_attn_gate` allows. The geometry
-constants
-here mirror the compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
+runs silu_mul into a caller-provided scratch buffer, then `linear`. The o_proj of gated full
+attention (hybrid families) can take the sigmoid output gate in its x load at batch 1
+(`gemv_attn_gate`) where `fuses_attn_gate` allows. The geometry constants here mirror the
+compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
 from __future__ import annotations
@@ -37,12 +30,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
-                          GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
-                          GEMV_ATTN_GATE_RESIDUAL_SINGLE, GEMV_ATTN_GATE_SINGLE,
-                          GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
-                          GEMV_RESIDUAL_SINGLE, GEMV_RMSNORM_SINGLE,
-                          GEMV_RMSNORM_SWIGLU_SINGLE, GEMV_SILU,
-                          GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
@@ -272,68 +261,6 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
     kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
 
 
-#: widest row the fused add + RMSNorm GEMV stages: k * 2 bytes of dynamic shared memory,
-#: which with the kernel's static partial sums (gemv.cu partial_sums, up to 4 KiB) must stay
-#: within the 48 KiB a launch may use without an opt-in: 40 KiB of row (the H200 refused
-#: 48 KiB of dynamic memory with CUDA_ERROR_INVALID_VALUE, check_kernels 2026-12-01)
-NORM_GEMV_MAX_K = 40 * 1024 // 2
-
-
-def fuses_norm(kc: KernelCache, m: int, n: int, k: int) -> bool:
-    """Whether an RMSNorm feeding an m-row bf16 product [n, k] runs inside the GEMV
-    (`gemv_add_rmsnorm`) rather than as its own add_rmsnorm launch: one row (batch-1
-    decode), on the GEMV route, a row that fits shared memory, and ATLAS_FUSED_NORM=1 or
-    ATLAS_NORM_GEMV=1 (with ATLAS_FUSED_NORM unset). Off by default: measured on the H200
-    (2026-12-01, PDL off) the fused kernel took 6.72 us at Qwen3-0.6B shapes against
-    3.96 + 1.94 for the GEMV and add_rmsnorm apart (`tools/gpu/run_suite.sh norm_gemv_ab`
-    re-measures it with PDL on)."""
-    routes = kc.routes
-    asked = routes.fused_norm is True or (routes.norm_gemv and routes.fused_norm is None)
-    return (m == 1 and k % 8 == 0 and k <= NORM_GEMV_MAX_K and asked
-            and linear_route(kc, m, n) == "gemv")
-
-
-def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, delta: DevicePtr,
-                     norm_w: DevicePtr, resid_out: DevicePtr, w: DevicePtr, y: DevicePtr,
-                     n: int, k: int, eps: float, offset: bool = False,
-                     swiglu: bool = False) -> None:
-    """One row: h = bf16(resid + delta) into resid_out, y = RMSNorm(h) * norm_w @ w.T (with
-    `offset`, * (1 + norm_w)): add_rmsnorm followed by the single-row GEMV, in one launch.
-    With `swiglu`, w is a [gate | up] weight and y its activation [1, n / 2] (`gemv_swiglu`).
-
-    delta = 0: no add (h = resid); resid_out = 0: h is not stored. resid_out must be another
-    buffer than resid: the kernel's blocks read resid while its first block writes h.
-    """
-    _check_gemv("gemv_add_rmsnorm", resid, w, y, 1, n, k, True)
-    if swiglu:
-        _check_swiglu("gemv_add_rmsnorm", n)
-    if k > NORM_GEMV_MAX_K:
-        raise ValueError(f"gemv_add_rmsnorm: k={k} exceeds {NORM_GEMV_MAX_K} (shared memory)")
-    if resid_out and resid_out == resid:
-        raise ValueError("gemv_add_rmsnorm: resid_out must not alias resid")
-    for name, ptr in (("delta", delta), ("norm_w", norm_w), ("resid_out", resid_out)):
-        _check_aligned(f"gemv_add_rmsnorm {name}", ptr, 16)
-    sig = GEMV_ADD_RMSNORM_SWIGLU_SINGLE if swiglu else GEMV_ADD_RMSNORM_SINGLE
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 2 * k,
-                resid, delta, norm_w, resid_out, w, y, n, k, eps, int(offset))
-
-
-def ssq_partials(width: int) -> int:
-    """f32 partial sums of squares a residual row of `width` carries (one per GEMV block)."""
-    return -(-width // GEMV_ROWS_PER_BLOCK)
-
-
-def carries_residual(kc: KernelCache, m: int, n: int) -> bool:
-    """Whether an m-row bf16 product with n outputs may end a sublayer with the residual
-    epilogue (`gemv_residual`) and feed the next norm to `gemv_rmsnorm`: one row on the GEMV
-    route, under ATLAS_FUSED_NORM=1 only. Measured on the H200 (2026-12-01) with the partial
-    sums read by a serial loop (one L2 trip per 32 of them), gemv_rmsnorm cost 9.0 us at
-    Qwen3-0.6B shapes (GEMV + add_rmsnorm: 5.9) and 61.7 us at Qwen3-8B's (29.3 + 9.7, PDL
-    on); the loads are now all in flight at once (one trip), unmeasured: A/B before making
-    it a default."""
-    return m == 1 and kc.routes.fused_norm is True and linear_route(kc, m, n) == "gemv"
-
-
 @dataclass(frozen=True)
 class AttnGate:
     """The sigmoid output gate of gated full attention, for the o_proj GEMV's x load: the
@@ -356,7 +283,7 @@ def _check_attn_gate(name: str, gate: AttnGate, k: int) -> None:
 
 def fuses_attn_gate(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an m-row o_proj [n, k] of gated full attention takes the output gate in its
-    x load (`gemv_attn_gate`, `gemv_residual(gate=...)`) instead of after a
+    x load (`gemv_attn_gate`) instead of after a
     sigmoid_gate_mul launch: one row on the single-row GEMV (not the ring kernel) under
     ATLAS_GEMV_ATTN_GATE (on by default, unmeasured: the A/B is tools/gpu/profile_decode.py
     --batch 1 on a hybrid model with ATLAS_GEMV_ATTN_GATE=0)."""
@@ -372,41 +299,6 @@ def gemv_attn_gate(kc: KernelCache, stream: Stream, x: DevicePtr, gate: AttnGate
     _check_attn_gate("gemv_attn_gate", gate, k)
     kc.get(GEMV_ATTN_GATE_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x,
                                   gate.ptr, w, y, n, k, gate.head_dim, gate.head_pitch)
-
-
-def gemv_residual(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
-                  resid: DevicePtr, ssq: DevicePtr, n: int, k: int, silu: bool = False,
-                  gate: AttnGate | None = None) -> None:
-    """One row: resid = bf16(resid + bf16(x @ w.T)) in place, ssq = its ceil(n / 4) partial
-    sums of squares (f32). With `silu`, x is gate_up [1, 2k] and the product's input its
-    SwiGLU, as in `gemv_silu`; with `gate`, x * sigmoid(gate), as in `gemv_attn_gate`."""
-    _check_gemv("gemv_residual", x, w, resid, 1, n, k, True)
-    _check_aligned("gemv_residual ssq", ssq, 4)
-    launch = kc.get(GEMV_SILU_RESIDUAL_SINGLE if silu else GEMV_RESIDUAL_SINGLE)
-    args: tuple[int, ...] = (x, w, resid, ssq, n, k)
-    if gate is not None:
-        if silu:
-            raise ValueError("gemv_residual: the SwiGLU and the attention gate are two x loads")
-        _check_attn_gate("gemv_residual", gate, k)
-        launch = kc.get(GEMV_ATTN_GATE_RESIDUAL_SINGLE)
-        args = (x, gate.ptr, w, resid, ssq, n, k, gate.head_dim, gate.head_pitch)
-    launch(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, *args)
-
-
-def gemv_rmsnorm(kc: KernelCache, stream: Stream, resid: DevicePtr, ssq: DevicePtr,
-                 norm_w: DevicePtr, w: DevicePtr, y: DevicePtr, n: int, k: int, eps: float,
-                 offset: bool = False, swiglu: bool = False) -> None:
-    """One row: y = RMSNorm(resid) * norm_w @ w.T (with `offset`, * (1 + norm_w)), where
-    ssq holds resid's ceil(k / 4) partial sums of squares from `gemv_residual`. With
-    `swiglu`, w is a [gate | up] weight and y its activation [1, n / 2] (`gemv_swiglu`)."""
-    _check_gemv("gemv_rmsnorm", resid, w, y, 1, n, k, True)
-    _check_aligned("gemv_rmsnorm norm_w", norm_w, 16)
-    _check_aligned("gemv_rmsnorm ssq", ssq, 4)
-    if swiglu:
-        _check_swiglu("gemv_rmsnorm", n)
-    sig = GEMV_RMSNORM_SWIGLU_SINGLE if swiglu else GEMV_RMSNORM_SINGLE
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, resid, ssq,
-                norm_w, w, y, n, k, eps, int(offset))
 
 
 def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:
@@ -569,16 +461,3 @@ def linear_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePt
                          f"[m, k] bf16 for the activation")
     silu_mul(kc, stream, gate_up, scratch, m, k)
     linear(kc, stream, scratch, w, y, m, n, k)
-
-
-def linear_silu_residual(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
-                         resid: DevicePtr, ssq: DevicePtr, n: int, k: int,
-                         scratch: DevicePtr) -> None:
-    """One row: resid = bf16(resid + swiglu(gate_up) @ w.T) in place and its partial sums of
-    squares into ssq (`gemv_residual`): the SwiGLU fused into the GEMV's x load up to
-    FUSED_SILU_MAX_K, as `linear_silu` chooses; past it silu_mul into `scratch` first."""
-    if k <= FUSED_SILU_MAX_K:
-        gemv_residual(kc, stream, gate_up, w, resid, ssq, n, k, silu=True)
-        return
-    silu_mul(kc, stream, gate_up, scratch, 1, k)
-    gemv_residual(kc, stream, scratch, w, resid, ssq, n, k)

@@ -257,10 +257,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
 * ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
-  and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch, or with
-  ATLAS_NORM_GEMV=1 the next qkv GEMV's fused norm, whose every block normalizes the row
-  itself) instead of its last block per token normalizing after a ticket: the A/B of that
-  serial tail (the default keeps it).
+  and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch)
+  instead of its last block per token normalizing after a ticket: the A/B of that serial
+  tail (the default keeps it).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -268,11 +267,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
 * ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
   tensor-core kernel (gated_delta_chunk_tc).
-* ATLAS_FUSED_NORM=1: batch-1 decode carries the residual stream in the GEMVs
-  (ops/matmul.carries_residual: o_proj / down add into the residual, gemv_rmsnorm_bf16_single
-  normalizes qkv's / gate_up's input from their partial sums of squares) and fuses the other
-  add + RMSNorms before a GEMV into its x load (gemv_add_rmsnorm_bf16_single). Unset or 0:
-  neither (add_rmsnorm, then the GEMV: the fastest measured on the H200, 2026-12-01).
 * ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
   of 2..8) on the register-tiled GEMV (gemv_bf16, gemv_bf16_f32, gemv_silu_bf16) instead of
   its cp.async-ring twins (gemv_ring_*: the same sums, weights in flight through shared
@@ -282,18 +276,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
-  gemv_*swiglu_bf16_single, with whichever x load the step's norm route takes: bit for bit
-  the same activation) and a plain down GEMV. On by default, unmeasured: the A/B is
-  tools/gpu/profile_decode.py --batch 1 with and without ATLAS_GEMV_SWIGLU=0.
+  gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
+  default, unmeasured: the A/B is tools/gpu/profile_decode.py --batch 1 with and without
+  ATLAS_GEMV_SWIGLU=0.
 * ATLAS_GEMV_ATTN_GATE=0: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) runs
   sigmoid_gate_mul, then the bf16 o_proj GEMV, instead of the o_proj GEMV computing the gate
-  on its x load (gemv.cu gemv_attn_gate[_residual]_bf16_single: the same bits, one launch
+  on its x load (gemv.cu gemv_attn_gate_bf16_single: the same bits, one launch
   fewer a full-attention layer). On by default, unmeasured: the A/B is
   tools/gpu/profile_decode.py --batch 1 on a hybrid model with and without the switch.
-* ATLAS_NORM_GEMV=1: batch-1 decode fuses each add + RMSNorm before a bf16 GEMV into that
-  GEMV (gemv_add_rmsnorm_bf16_single, which prefetches its weights before the PDL wait like
-  the plain single-row GEMV), without the residual-carrying GEMVs of ATLAS_FUSED_NORM=1.
-  Off by default until measured (an explicit ATLAS_FUSED_NORM=0 also turns it off).
 * ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
   transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
   launches a layer; models it does not cover keep the per-op path. Off by default until
@@ -453,8 +443,6 @@ class KernelRoutes:
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
-    fused_norm: bool | None = None
-    norm_gemv: bool = False
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
@@ -573,8 +561,6 @@ class KernelRoutes:
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
-                   fused_norm=_env_tristate(env, "ATLAS_FUSED_NORM"),
-                   norm_gemv=env_switch(env, "ATLAS_NORM_GEMV", False),
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,

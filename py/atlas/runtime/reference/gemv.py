@@ -11,19 +11,12 @@ float32 in their own order and agree to well under one bf16 ulp, not bit for bit
 function specifies the GEMM kernels.
 
 The fused down projection (gemv_silu_*) is specified as what it replaces: silu_mul_bf16's
-reference into a scratch buffer, then the GEMV above on that buffer; the fused residual add
-+ RMSNorm (gemv_add_rmsnorm_bf16_single) likewise as the add + norm of rmsnorm.py's
-specification into a scratch row, then the GEMV. The residual-stream pair is specified
-the same way: gemv_[silu_]residual_bf16_single is the GEMV into a scratch row, then
-rmsnorm.py's residual add in place, plus the partial sums of squares (exact, rounded once
-to f32); gemv_rmsnorm_bf16_single is rmsnorm.py's norm of resid, then the GEMV (its ssq
-input is a precondition, the partials of resid, which the CUDA kernel reads instead of
-resid's squares: the two agree to f32 rounding of the sum). The batch-1 gate_up products
-that end with their SwiGLU (gemv_[add_]rmsnorm_swiglu_bf16_single, gemv_swiglu_bf16_single)
-are specified as their plain twin into a scratch row [n], then silu_mul_bf16's reference
-into act [n / 2]: the CUDA kernels give the twin's bits (gemv_core.cuh StoreSwiglu). The
-o_proj GEMVs with the attention output gate on load (gemv_attn_gate_[residual_]bf16_single)
-are attn_gate.py's sigmoid_gate_mul into a scratch row, then the plain (or residual) GEMV.
+reference into a scratch buffer, then the GEMV above on that buffer. The batch-1 gate_up
+product that ends with its SwiGLU (gemv_swiglu_bf16_single) is specified as its plain twin
+into a scratch row [n], then silu_mul_bf16's reference into act [n / 2]: the CUDA kernel
+gives the twin's bits (gemv_core.cuh StoreSwiglu). The o_proj GEMV with the attention
+output gate on load (gemv_attn_gate_bf16_single) is attn_gate.py's sigmoid_gate_mul into a
+scratch row, then the plain GEMV.
 """
 
 from __future__ import annotations
@@ -32,15 +25,11 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE,
-                          GEMV_ATTN_GATE_RESIDUAL_SINGLE, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT,
-                          GEMV_RESIDUAL_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
-                          GEMV_RING_SILU, GEMV_RMSNORM_SINGLE, GEMV_RMSNORM_SWIGLU_SINGLE,
-                          GEMV_SILU, GEMV_SILU_RESIDUAL_SINGLE, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING,
+                          GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE,
+                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
-from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 from .silu_mul import silu_mul_bf16, swiglu_rows
 
 
@@ -112,87 +101,10 @@ def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int
                                                       n // 2).reshape(-1)
 
 
-def add_rmsnorm_row(mem: HostMemory, resid: int, delta: int, norm_w: int, resid_out: int,
-                    k: int, eps: float, offset: int) -> np.ndarray:
-    """bf16 bits [k] of RMSNorm(h) * norm_w (or * (1 + norm_w)), h = bf16(resid + delta)
-    (resid when delta is null), stored to resid_out unless it is null."""
-    h = mem.view(resid, np.uint16, k).copy()
-    if delta:  # null: no residual add
-        h = f32_to_bf16_bits(bf16_bits_to_f32(h) + bf16_bits_to_f32(mem.view(delta, np.uint16, k)))
-    if resid_out:
-        mem.view(resid_out, np.uint16, k)[:] = h
-    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
-    return norm(bf16_bits_to_f32(h), bf16_bits_to_f32(mem.view(norm_w, np.uint16, k)), eps)
-
-
-@reference(GEMV_ADD_RMSNORM_SINGLE)
-def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
-                                 delta: int, norm_w: int, resid_out: int, w: int, y: int,
-                                 n: int, k: int, eps: float, offset: int) -> None:
-    x_bits = add_rmsnorm_row(mem, resid, delta, norm_w, resid_out, k, eps, offset)
-    mem.view(y, np.uint16, n)[:] = product_bits(mem, x_bits, w, n, k)
-
-
-#: outputs of one residual-epilogue block (gemv.cu kRowsPerBlock), one ssq partial each
-RESIDUAL_ROWS_PER_PARTIAL = 4
-
-
-def add_residual(mem: HostMemory, y_bits: np.ndarray, resid: int, ssq: int) -> None:
-    """resid = bf16(resid + y) in place; ssq[i] = sum of the new resid[4 i .. 4 i + 3]^2."""
-    n = y_bits.size
-    r = mem.view(resid, np.uint16, n)
-    h = f32_to_bf16_bits(bf16_bits_to_f32(r) + bf16_bits_to_f32(y_bits))
-    r[:] = h
-    sq = bf16_bits_to_f32(h).astype(np.float64) ** 2
-    parts = -(-n // RESIDUAL_ROWS_PER_PARTIAL)
-    padded = np.zeros(parts * RESIDUAL_ROWS_PER_PARTIAL)
-    padded[:n] = sq
-    mem.view(ssq, np.float32, parts)[:] = padded.reshape(parts, -1).sum(axis=1)
-
-
-@reference(GEMV_RESIDUAL_SINGLE)
-def gemv_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                              resid: int, ssq: int, n: int, k: int) -> None:
-    add_residual(mem, product_bits(mem, mem.view(x, np.uint16, k), w, n, k), resid, ssq)
-
-
-@reference(GEMV_SILU_RESIDUAL_SINGLE)
-def gemv_silu_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int,
-                                   w: int, resid: int, ssq: int, n: int, k: int) -> None:
-    act = WithScratch(mem, k * 2)
-    silu_mul_bf16(act, grid, block, gate_up, WithScratch.ADDRESS, 1, k)
-    x_bits = act.view(WithScratch.ADDRESS, np.uint16, k)
-    add_residual(mem, product_bits(mem, x_bits, w, n, k), resid, ssq)
-
-
-@reference(GEMV_RMSNORM_SINGLE)
-def gemv_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int, ssq: int,
-                             norm_w: int, w: int, y: int, n: int, k: int, eps: float,
-                             offset: int) -> None:
-    gemv_add_rmsnorm_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, y, n, k, eps, offset)
-
-
 @reference(GEMV_SWIGLU_SINGLE)
 def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             act: int, m: int, n: int, k: int) -> None:
     swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
-
-
-@reference(GEMV_ADD_RMSNORM_SWIGLU_SINGLE)
-def gemv_add_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
-                                        delta: int, norm_w: int, resid_out: int, w: int,
-                                        act: int, n: int, k: int, eps: float,
-                                        offset: int) -> None:
-    x_bits = add_rmsnorm_row(mem, resid, delta, norm_w, resid_out, k, eps, offset)
-    swiglu_product(mem, x_bits, w, act, n, k)
-
-
-@reference(GEMV_RMSNORM_SWIGLU_SINGLE)
-def gemv_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, resid: int,
-                                    ssq: int, norm_w: int, w: int, act: int, n: int, k: int,
-                                    eps: float, offset: int) -> None:
-    gemv_add_rmsnorm_swiglu_bf16_single(mem, grid, block, resid, 0, norm_w, 0, w, act, n, k,
-                                        eps, offset)
 
 
 def gated_row(mem: HostMemory, x: int, gate: int, k: int, head_dim: int,
@@ -211,10 +123,3 @@ def gemv_attn_gate_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
     x_bits = gated_row(mem, x, gate, k, head_dim, head_pitch)
     mem.view(y, np.uint16, n)[:] = product_bits(mem, x_bits, w, n, k)
 
-
-@reference(GEMV_ATTN_GATE_RESIDUAL_SINGLE)
-def gemv_attn_gate_residual_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
-                                        gate: int, w: int, resid: int, ssq: int, n: int,
-                                        k: int, head_dim: int, head_pitch: int) -> None:
-    x_bits = gated_row(mem, x, gate, k, head_dim, head_pitch)
-    add_residual(mem, product_bits(mem, x_bits, w, n, k), resid, ssq)
