@@ -1,0 +1,55 @@
+# Sourced, from the repository root on the GPU machine, by each device call script
+# (bench/results/<date>-gpuNN/call.sh) after tools/gpu/prep_device.sh made what it carries
+# (carry [".device", ".whl"]). Unpacks the PTX sets, cubins and tokenizer, installs the
+# wheels, writes the synthetic-weight model directories under cfg/, and defines:
+#
+#   t LIMIT NAME CMD...    run CMD under a time limit, log to $L/NAME.log, print rc, seconds
+#                          and the log's last $TAILN lines (default 4), pack the results
+#   hdr NAME               the log's GPU-per-step lines (profile_decode)
+#   prof NAME "ENV=.." ... profile_decode.py on synthetic weights (seed 0) with those env vars
+#   kt NAME "ENV=.." ...   bench_kernels.py rows (-k selections follow), one line a row
+#
+# Results go to $R, logs to $L; both come back as $OUT/all.tgz, also when the call is cut short.
+set -uo pipefail
+mkdir -p .device/kernels .device/sass
+tar xJf .device/kernels.tar.xz -C .device/kernels && tar xJf .device/sass.tar.xz -C .device/sass \
+  && tar xJf .device/tok.tar.xz -C .device || { echo "call_head: carried artifacts missing"; exit 1; }
+export ATLAS_KERNELS_DIR=$PWD/.device/kernels ATLAS_SASS_DIR=$PWD/.device/sass ATLAS_SUITE_REUSE_PTX=1
+export PYTHONPATH=$PWD/py:$PWD/tools:$PWD/tools/gpu:/tmp/site PYTHONUNBUFFERED=1
+export ATLAS_COMMIT=$(cat .device/commit)
+python3 -m pip install --no-index --no-deps --quiet --target /tmp/site .whl/*.whl
+W=/tmp/cw; R=$W/r; L=$W/log; mkdir -p $R $L; C=/tmp/atlas_ckpt; G=$PWD/cfg
+pack() { tar czf $OUT/all.tgz -C $W r log; }
+trap pack EXIT
+t() {
+  local lim=$1 name=$2; shift 2; local s; s=$(date +%s)
+  timeout "$lim" "$@" > "$L/$name.log" 2>&1; local rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - s ))s"; tail -n "${TAILN:-4}" "$L/$name.log" | cut -c1-230; pack; return $rc
+}
+hdr() { grep -E "GPU per step|async scheduling" "$L/$1.log" | cut -c1-200; }
+prof() {
+  local name=$1 envs=$2; shift 2
+  TAILN=0 t "${PLIM:-75}" "$name" env $envs python3 tools/gpu/profile_decode.py --synthetic-seed 0 "$@" --out "$R/$name.json"
+  echo "  $name: $(hdr "$name" | head -1 | cut -c1-150)"
+}
+kt() {
+  local name=$1 envs=$2; shift 2
+  TAILN=0 t "${KLIM:-90}" "kt_$name" env $envs python3 tools/gpu/bench_kernels.py --repeats 40 "$@" --out-dir "$R/kt_$name"
+  grep -E "^\| " "$L/kt_$name.log" | grep -v "^| kernel\|^|---" \
+    | awk -F'|' '{printf "  %-44s %8s %8s %6s %5s\n", substr($3,1,44), $6, $7, $8, $10}'
+}
+# synthetic-weight model directories: cfg/<name>, cfg/q-<quant>/<name> (config.json only)
+python3 - "$G" <<'EOF'
+import sys
+from pathlib import Path
+from bench_moe import synthetic_model_dir
+root = Path(sys.argv[1])
+for name in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "llama-3.2-1b", "llama-3.2-3b",
+             "llama-3.1-8b", "qwen3-30b-a3b", "qwen3_5-35b-a3b"):
+    synthetic_model_dir(name, root)
+for quant, names in (("fp8-block", ("qwen3-8b", "qwen3_5-35b-a3b")),
+                     ("nvfp4", ("qwen3-8b", "qwen3_5-35b-a3b"))):
+    for name in names:
+        synthetic_model_dir(name, root / f"q-{quant}", quant)
+print("cfg:", len(list(root.rglob("config.json"))), "model directories")
+EOF

