@@ -30,7 +30,8 @@
 // 2^kGuardExp raises the thread's exponent e (from 0) to the one putting that max in
 // [2^(kGuardExp - 1), 2^kGuardExp), rescaling the thread's f32 sums by 2^-(rise) (exact),
 // and while e > 0 the thread's x are multiplied by 2^-e (exact) before the f16 conversion;
-// its sums are multiplied by 2^e (exact) before the block reduction. e = 0 for |x| below the
+// its sums are scaled back by 2^e (exact) only after the row scale: the block adds them at
+// its largest exponent E and the total takes out_scale, then 2^E. e = 0 for |x| below the
 // threshold: the bits are the unguarded kernel's. With e > 0 only x below 2^-(kGuardExp +
 // 13) of the thread's largest (|x| 2^-e < 2^-14: f16 subnormals, absolute error 2^(e-25))
 // lose bits.
@@ -145,6 +146,7 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
   constexpr int kQuads = F::kVals / 8;                   // 16-byte x loads a chunk
   constexpr int kWordsPerGroup = 4 / F::kGroups;         // weight words a 16-value group
   static_assert(F::kPairs * kWordsPerGroup == 8, "a scale group is 16 values: 8 pairs");
+  static_assert(kMaxAcc > kRowsPerBlock, "a warp's exponent rides in its partial row");
   const int kc = k >> log2_exact(F::kVals);  // chunks a row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint4* wrow[kRowsPerBlock];
@@ -212,20 +214,33 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
     }
   }
 
-  if (e != 0) {  // the range guard's 2^e, exact
-    const float f = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  // The range guard's 2^e (powers of two: exact while the sums stay f32 normals): a warp adds
+  // its sums at its largest e, the block at the largest warp's, E, and the total takes the
+  // row scale before 2^E, so a row whose sums times 2^E would pass f32's range before the
+  // row scale brings them back (x near bf16's largest values) still comes out finite. With e
+  // = 0 everywhere every factor is 1: the unguarded kernel's bits.
+  const int ew = __reduce_max_sync(0xffffffffu, e);
+  if (e != ew) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] *= f;
+    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = ldexpf(acc[r], e - ew);
   }
   // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
   const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
   if ((lane & 7) == 0) partial[warp][lane >> 3] = v;
+  if (lane == 0) partial[warp][kRowsPerBlock] = __int_as_float(ew);  // the warp's exponent
   __syncthreads();
   if (t >= 32) return;
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  int big = 0;  // E
+  for (int i = 0; i < warps; ++i) big = max(big, __float_as_int(partial[i][kRowsPerBlock]));
   float sum = 0.f;
   if (t < kRowsPerBlock)
-    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) sum += partial[i][t];
+    for (int i = 0; i < warps; ++i) {
+      const int ei = __float_as_int(partial[i][kRowsPerBlock]);
+      sum += ei == big ? partial[i][t] : ldexpf(partial[i][t], ei - big);
+    }
   sum *= out_scale;
+  if (big != 0) sum = ldexpf(sum, big);
   H2Store<kOut>{}.template finish<1, kOut == H2Out::kF32>(
       y, sum, t, static_cast<int>(blockIdx.x) * kRowsPerBlock, n);
 }
