@@ -588,6 +588,9 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
+    assert [r.func for r in dev.drain_launches()] == ["gemv_qd_fp8_swiglu_bf16",  # down on the
+                                                      "gemv_fp8_cvt_bf16_single"]  # convert GEMV
+    mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False, quant_fp8_h2=True)), 0, b, 1)
     assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
                                                       "gemv_fp8_h2_bf16"]  # half-precision FMAs
     mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 9)

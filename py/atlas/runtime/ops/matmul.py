@@ -285,8 +285,7 @@ def fuses_attn_gate(kc: KernelCache, m: int, n: int, k: int) -> bool:
     """Whether an m-row o_proj [n, k] of gated full attention takes the output gate in its
     x load (`gemv_attn_gate`) instead of after a
     sigmoid_gate_mul launch: one row on the single-row GEMV (not the ring kernel) under
-    ATLAS_GEMV_ATTN_GATE (on by default, unmeasured: the A/B is tools/gpu/profile_decode.py
-    --batch 1 on a hybrid model with ATLAS_GEMV_ATTN_GATE=0)."""
+    ATLAS_GEMV_ATTN_GATE=1 (off by default: measured slower, gpu44 / gpu45)."""
     return (m == 1 and kc.routes.gemv_attn_gate and linear_route(kc, m, n) == "gemv"
             and _ring_plan(kc, n, k, True) is None)
 

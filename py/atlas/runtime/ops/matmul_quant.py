@@ -93,11 +93,10 @@ FP8_CORE_BY_DEFAULT = True
 
 
 #: whether FP8 products of one row take the half-precision-FMA GEMV (`uses_fp8_h2`) unless
-#: ATLAS_QUANT_FP8_H2 says otherwise. On by estimate, not yet timed (gemv_fp8.cu Fp8H2: ~1.5
-#: issue slots a weight where the convert GEMV spends ~3 and streamed 52-68% of copy; the
-#: NVFP4 twin of the kernel went from 35-50% to 47-75%); ATLAS_QUANT_FP8_H2=0 restores the
-#: convert / tensor-core routes, the lead's A/B decides.
-FP8_H2_BY_DEFAULT = True
+#: ATLAS_QUANT_FP8_H2 says otherwise. Off: measured slower than the convert / tensor-core
+#: routes (Qwen3-8B FP8 block batch 1, GPU ms a step: gpu44 3.056 vs 3.027, gpu45 in the
+#: other order 3.120 vs 3.041), though it issues ~1.5 slots a weight to the convert GEMV's ~3.
+FP8_H2_BY_DEFAULT = False
 
 #: the FP8 half-precision-FMA GEMV's entry points by output
 _FP8_H2 = {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU}

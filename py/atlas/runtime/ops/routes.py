@@ -9,14 +9,17 @@ what it asked for each time, and importing Atlas never depends on the environmen
   thread issuing 16-byte copies, a block barrier every k-tile: the session-5 kernel) instead
   of its warp-specialized TMA twin (gemm_sm90_tma: one producer thread, tensor maps, full /
   empty mbarriers, no block barrier in the loop); the same tiles and wgmma sequence, bit for
-  bit. On by default pending the H200 A/B (kernel table "prefill 2048" rows).
+  bit. On by default: gpu44's kernel table (Qwen3-8B prefill 2,048, us) qkv 146.1 vs 164.1,
+  o_proj 107.0 vs 116.5, gate_up 654.7 vs 709.1, down 297.2 vs 334.6; gpu45's prefill step
+  54.70 vs 58.48 ms (37,443 vs 35,021 tok/s).
   ATLAS_GEMM_TMA_MULTICAST=1: the TMA twin in clusters of two m-tiles whose W tile each
   block copies half of into both (gemm_sm90_tma_cluster2_*: 32 KB of L2 reads a k-tile a
-  block instead of 48; the same bits). Off by default until measured.
+  block instead of 48; the same bits). Off: ~1.6x slower (gpu44: qkv 243.8 us, gate_up 982.1).
   ATLAS_GEMM_TMA_PERSISTENT=1: the TMA twin on a persistent grid (the blocks the device
   holds at once, each looping over tiles gridDim.x apart in the raster order; its producer
   fills the next tile's stages while the consumers store the last one) instead of one block
-  a tile; with or without the multicast clusters. Off by default until measured.
+  a tile; with or without the multicast clusters. Off: within 1-3% either way (gpu44: qkv
+  157.0 us vs 146.1, down 288.9 vs 297.2).
 * ATLAS_BATCHED_GEMV=0: decode batches of more than GEMV rows on the skinny GEMM, never on
   the tensor-core batched GEMV (gemv_mma).
 * ATLAS_BATCHED_GEMV_MIN_M=N: fewest rows routed to the batched GEMV (default
@@ -71,7 +74,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   convert, ~1.5 instructions a weight, its range guard from |x| >= 16) / on the routes
   without it (ATLAS_QUANT_FP8_CORE's convert GEMV, the tensor-core gate_up + SwiGLU and
   logits); unset, the launch builder's rule (ops/matmul_quant.FP8_H2_BY_DEFAULT). The A/B of
-  issue 12's batch-1 FP8 GEMVs (Qwen3-8B FP8 block-scaled batch 1 at 1.46x bf16, goal 1.75x).
+  issue 12's batch-1 FP8 GEMVs (Qwen3-8B FP8 block-scaled batch 1 at 1.46x bf16, goal 1.75x);
+  the rule is off since gpu44 / gpu45 measured the h2 GEMV slower.
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -277,13 +281,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
   gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
-  default, unmeasured: the A/B is tools/gpu/profile_decode.py --batch 1 with and without
-  ATLAS_GEMV_SWIGLU=0.
-* ATLAS_GEMV_ATTN_GATE=0: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) runs
-  sigmoid_gate_mul, then the bf16 o_proj GEMV, instead of the o_proj GEMV computing the gate
-  on its x load (gemv.cu gemv_attn_gate_bf16_single: the same bits, one launch
-  fewer a full-attention layer). On by default, unmeasured: the A/B is
-  tools/gpu/profile_decode.py --batch 1 on a hybrid model with and without the switch.
+  default (gpu44, batch 1, GPU ms a step, on vs off: Qwen3-8B 4.401 vs 4.474, Llama-3.1-8B
+  4.238 vs 4.284, Qwen3-1.7B 1.397 vs 1.394).
+* ATLAS_GEMV_ATTN_GATE=1: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) has
+  the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
+  the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
+  the bf16 o_proj GEMV. Off by default: measured slower (Qwen3.5-35B-A3B batch 1, GPU ms a
+  step, gpu44 2.549 vs 2.512 off, gpu45 in the other order 2.557 vs 2.521).
 * ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
   transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
   launches a layer; models it does not cover keep the per-op path. Off by default until
@@ -565,7 +569,7 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
-                   gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", True),
+                   gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),
