@@ -118,7 +118,10 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int,
                  min_chunk: int = 64) -> np.ndarray:
     """out [rows, hq, D] as attention_verify.cu computes it, block by block (each serving
     the pieces that start in its window of rows, skipping the rows it accounts for), in
-    float32 (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product)."""
+    float32 (the tensor cores' sums as numpy's; P rounded to bf16 for the PV product). The
+    tile products are einsum's loops, not BLAS: an element's sum then depends on its own
+    operands only (numpy 2.4's float32 matmul gave a row 1-ulp different bits when the
+    tile's other rows changed), as the row-invariance test needs."""
     lens, tables = x["kv_lens"], x["block_tables"]
     rows_total, hq, d = x["q"].shape
     group, bs = hq // g.hkv, g.block_size
@@ -192,7 +195,7 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int,
                         for sub in range(mt_count):
                             k0 = sl * 16 * mt_count + sub * 16
                             kp = t * 64 + k0
-                            s = q_rows[rs] @ keys[kp:kp + 16].T
+                            s = np.einsum("ij,kj->ik", q_rows[rs], keys[kp:kp + 16])
                             key = lo_u + kp + np.arange(16)
                             outside = (key[None] < first[rs, None]) | (key[None] > last[rs, None])
                             s[outside] = -np.inf
@@ -201,7 +204,8 @@ def kernel_model(x: dict[str, np.ndarray], g, num_splits: int, window: int,
                             corr = np.exp2(m_run - base)
                             p = np.exp2(s * scale_log2 - base[:, None])
                             l_run = l_run * corr + p.sum(axis=1)
-                            o = o * corr[:, None] + round_bf16(p) @ vals[kp:kp + 16]
+                            o = o * corr[:, None] + np.einsum("ij,jk->ik", round_bf16(p),
+                                                              vals[kp:kp + 16])
                             m_run = m_new
                     warp_parts.append((m_run, l_run, o))
                 for i in range(rows):

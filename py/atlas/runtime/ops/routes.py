@@ -451,7 +451,7 @@ class KernelRoutes:
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
-    gemv_attn_gate: bool = True
+    gemv_attn_gate: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
