@@ -33,9 +33,28 @@
 //   residual = bf16(residual + bf16(that)) in place, and the token's last block to finish
 //   applies the next RMSNorm into `normed` (moe_down_add_rmsnorm_bf16's numerics), so no
 //   add_rmsnorm launch follows.
-// Every value the kernels read was written by the router (the launch before) or gate/up,
-// so both wait first (atlas::pdl_enter). Group products accumulate in f32 and take their
-// scale once per group (FP8: code x x sums times the block scale; NVFP4: times
+// moe_down_sum_early_{fp8,nvfp4} (ATLAS_MOE_QUANT_DOWN_EARLY=1; off until measured): the
+//   same sums, bit for bit (down_sum's kEarly: the same loads of the same bytes in the same
+//   FMA order), with a prologue before the PDL wait: each warp reads its token's first
+//   kSlots slots' ids and weights (into registers, kept for that pass) and requests group
+//   `lane` of each valid slot's row (codes and scales) into L2 (prefetch.global.L2), so the
+//   DRAM round trip of the first weights overlaps the gate/up launch's tail; after the wait
+//   those loads hit L2. Expected ~1-3 us a layer of moe_down_sum_nvfp4's 17.31 us (H200,
+//   Qwen3.5-35B-A3B NVFP4 batch 1, PDL off) on the bf16 twin's precedent: not measured yet.
+//   Sound although the routing is a kernel's output: the down launch is always the one
+//   right after gate/up (ops/moe_quant.py decode_experts), whose pdl_enter waits for the
+//   router (two launches back, the routing's only writer) before it lets this launch start,
+//   so the routing is complete and visible; read through L2 (.cg), never ld.global.nc (ptxas
+//   sinks those below griddepcontrol.wait: atlas_common.cuh ld_prefetch). The weights
+//   are requested into L2, not registers: holding the first round in registers took 143
+//   (NVFP4) / 196 (FP8) registers (one 256-thread block an SM: Qwen3.5's batch-1 grid of
+//   256 blocks in two waves) or, bounded to 128, spilled (nvcc 13.0). And in SASS each slot's
+//   loads of the pass loop are issued behind that slot's own branch (`if (e[j] < 0)`), one
+//   round trip a slot (NVFP4: two, the scales after the codes), not the kSlots in flight
+//   the loop intends: what the prefetch turns from DRAM into L2 trips.
+// Every value the other kernels read was written by the router (the launch before) or
+// gate/up, so they wait first (atlas::pdl_enter). Group products accumulate in f32 and take
+// their scale once per group (FP8: code x x sums times the block scale; NVFP4: times
 // f32(e4m3(s) * g), one rounding), within a few f32 ulps of the exact float64 sums the
 // references (reference/moe_quant.py) form.
 #include <cuda_fp16.h>
@@ -53,6 +72,26 @@ constexpr int kRounds = 4;  // gate/up: groups a lane requests before using the 
 constexpr int kSlots = 8;   // down: slots whose weights a warp streams at once
 
 using atlas::quant::e4m3_to_f32;
+
+// What the early down entries (down_sum's kEarly) do before the PDL wait: the routing (a
+// kernel's output) read through L2 only (.cg, never ld.global.nc: ptxas sinks those below
+// griddepcontrol.wait, atlas_common.cuh ld_prefetch), and the weights requested into L2.
+// volatile: they stay ahead of the wait (an asm volatile) and behind their guards.
+__device__ __forceinline__ int32_t ld_s32_before_wait(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float ld_f32_before_wait(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
 
 // sum_i x_i * e4m3(c_i) over the four codes of `c` (value i in byte i) and four bf16 x
 // values held as pairs (x0, x1), (x2, x3): hardware E4M3 -> f16 pairs (exact), widened.
@@ -91,6 +130,14 @@ struct Fp8Experts {
                           static_cast<size_t>(col >> col_shift) * col_stride);
     return acc * s;
   }
+
+  // group_dot's weight bytes (codes, scale) requested into L2: allowed before the PDL wait
+  __device__ __forceinline__ void prefetch(uint32_t row, uint32_t g) const {
+    const uint32_t col = g * kGroup;
+    prefetch_l2(w + static_cast<size_t>(row) * k + col);
+    prefetch_l2(scale + static_cast<size_t>(row >> row_shift) * row_stride +
+                static_cast<size_t>(col >> col_shift) * col_stride);
+  }
 };
 
 struct Nvfp4Experts {
@@ -126,6 +173,13 @@ struct Nvfp4Experts {
                     __ldg(row_scale + row);
     return acc * s;
   }
+
+  // group_dot's weight bytes (codes, scales) requested into L2: allowed before the PDL wait
+  __device__ __forceinline__ void prefetch(uint32_t row, uint32_t g) const {
+    prefetch_l2(w + static_cast<size_t>(row) * (k / 2) + g * (kGroup / 2));
+    prefetch_l2(scale + static_cast<size_t>(row) * (k / kGroup) + g);
+    prefetch_l2(row_scale + row);
+  }
 };
 
 __device__ __forceinline__ Nvfp4Experts nvfp4_experts(const uint8_t* w, const uint8_t* scale,
@@ -138,6 +192,8 @@ __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& 
                                              const int32_t* topk_ids, __nv_bfloat16* act,
                                              uint32_t slots, uint32_t hidden, uint32_t inter,
                                              uint32_t experts) {
+  // pdl_wait before pdl_launch_dependents: the early down launch after this one reads the
+  // routing before its own wait
   atlas::pdl_enter();
   const uint32_t pair = blockIdx.y, lane = threadIdx.x & 31;
   const uint32_t col = blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -209,26 +265,54 @@ __device__ __forceinline__ void last_block_rmsnorm(const Finish& fin, uint32_t t
   }
 }
 
-template <class Fmt>
+// kEarly (moe_down_sum_early_*): before the PDL wait, each warp reads the routing of its
+// token's first kSlots slots (ids and weights, into registers) and requests its row's first
+// round of weight groups (group `lane` of each valid slot: codes and scales) into L2; after
+// the wait that pass takes its routing from the registers and its weights hit L2. The same
+// loads of the same bytes otherwise, and every rounding as without it.
+template <bool kEarly, class Fmt>
 __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
                                          const int32_t* topk_ids, const float* topk_weights,
                                          __nv_bfloat16* out, uint32_t slots, uint32_t routed,
                                          uint32_t hidden, uint32_t inter, uint32_t experts,
                                          const Finish& fin) {
-  atlas::pdl_enter();
+  if constexpr (!kEarly) atlas::pdl_enter();
   const uint32_t t = blockIdx.y, lane = threadIdx.x & 31;
   const uint32_t row = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const uint32_t groups = inter / kGroup;
+  int32_t e0[kSlots];  // kEarly: slots 0 .. kSlots - 1's valid ids (or -1) and weights
+  float w0[kSlots];
+  if constexpr (kEarly) {
+    int32_t id[kSlots];
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {  // every slot's routing in flight at once
+      const bool live = row < hidden && static_cast<uint32_t>(j) < slots;
+      id[j] = live ? ld_s32_before_wait(topk_ids + t * slots + j) : -1;
+      w0[j] = live ? ld_f32_before_wait(topk_weights + t * slots + j) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      e0[j] = id[j] >= 0 && static_cast<uint32_t>(id[j]) < experts ? id[j] : -1;  // uniform
+      if (e0[j] >= 0 && lane < groups)
+        f.prefetch(static_cast<uint32_t>(e0[j]) * hidden + row, lane);
+    }
+    atlas::pdl_enter();
+  }
   float acc = 0.f, shared = 0.f;
   // kSlots slots at a time: their loads are independent, so all are in flight together
   for (uint32_t j0 = 0; row < hidden && j0 < slots; j0 += kSlots) {
+    const bool early = kEarly && j0 == 0;  // this pass's routing read before the wait
     int32_t e[kSlots];
     float part[kSlots];
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const uint32_t slot = j0 + j;
-      const int32_t id = slot < slots ? topk_ids[t * slots + slot] : -1;
-      e[j] = id >= 0 && static_cast<uint32_t>(id) < experts ? id : -1;  // warp-uniform
+      if (early) {
+        e[j] = e0[j];
+      } else {
+        const int32_t id = slot < slots ? topk_ids[t * slots + slot] : -1;
+        e[j] = id >= 0 && static_cast<uint32_t>(id) < experts ? id : -1;  // warp-uniform
+      }
       part[j] = 0.f;
     }
     for (uint32_t grp = lane; grp < groups; grp += 32) {
@@ -242,7 +326,7 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {  // slot order: y_j = bf16(product), acc += w_j * y_j
       if (e[j] < 0) continue;
-      const float w = topk_weights[t * slots + j0 + j];
+      const float w = early ? w0[j] : topk_weights[t * slots + j0 + j];
       const float y = atlas::round_bf16(atlas::warp_sum(part[j]));
       if (j0 + j < routed)
         acc = fmaf(w, y, acc);
@@ -296,9 +380,9 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                      uint32_t tokens, uint32_t slots, uint32_t routed, uint32_t hidden,
                      uint32_t inter, uint32_t experts, ATLAS_FP8_MAP, ATLAS_FINISH_ARGS) {
   (void)tokens;
-  down_sum(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
-           topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
-           Finish{residual, norm_w, normed, counters, eps, offset});
+  down_sum<false>(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
+                  topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
+                  Finish{residual, norm_w, normed, counters, eps, offset});
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
@@ -308,9 +392,35 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                        uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
                        uint32_t experts, ATLAS_FINISH_ARGS) {
   (void)tokens;
-  down_sum(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out, slots,
-           routed, hidden, inter, experts,
-           Finish{residual, norm_w, normed, counters, eps, offset});
+  down_sum<false>(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out,
+                  slots, routed, hidden, inter, experts,
+                  Finish{residual, norm_w, normed, counters, eps, offset});
+}
+
+// The same sums with the routing read and the first round of weights requested before the
+// PDL wait (down_sum's kEarly; the header says why that is sound): ATLAS_MOE_QUANT_DOWN_EARLY.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_down_sum_early_fp8(const __nv_bfloat16* act, const uint8_t* w, const float* scale,
+                           const int32_t* topk_ids, const float* topk_weights,
+                           __nv_bfloat16* out, uint32_t tokens, uint32_t slots,
+                           uint32_t routed, uint32_t hidden, uint32_t inter, uint32_t experts,
+                           ATLAS_FP8_MAP, ATLAS_FINISH_ARGS) {
+  (void)tokens;
+  down_sum<true>(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
+                 topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
+                 Finish{residual, norm_w, normed, counters, eps, offset});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_down_sum_early_nvfp4(const __nv_bfloat16* act, const uint8_t* w, const uint8_t* scale,
+                             const float* row_scale, const int32_t* topk_ids,
+                             const float* topk_weights, __nv_bfloat16* out, uint32_t tokens,
+                             uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
+                             uint32_t experts, ATLAS_FINISH_ARGS) {
+  (void)tokens;
+  down_sum<true>(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out,
+                 slots, routed, hidden, inter, experts,
+                 Finish{residual, norm_w, normed, counters, eps, offset});
 }
 
 // w_out[n, k] bf16 = bf16(e2m1(q) * f32(e4m3(s) * g[row])), one 16-value group a thread

@@ -717,6 +717,12 @@ MOE_DOWN_SUM_FP8 = S("moe_decode_quant", "moe_down_sum_fp8",
                      f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP} {_MOE_Q_FINISH}")
 MOE_DOWN_SUM_NVFP4 = S("moe_decode_quant", "moe_down_sum_nvfp4",
                        f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN} {_MOE_Q_FINISH}")
+# The same two down launches reading the routing (topk_ids, topk_weights) before their PDL
+# wait and requesting their first round of weights into L2 (ATLAS_MOE_QUANT_DOWN_EARLY):
+# their writer (the router) must be at least two launches back, with a launch between that
+# waits before it lets dependents start (moe_gate_up_silu_*), as MOE_DOWN_SUM's.
+MOE_DOWN_SUM_EARLY_FP8 = replace(MOE_DOWN_SUM_FP8, func="moe_down_sum_early_fp8")
+MOE_DOWN_SUM_EARLY_NVFP4 = replace(MOE_DOWN_SUM_NVFP4, func="moe_down_sum_early_nvfp4")
 # the prefill path's NVFP4 dequantize for k % 16 == 0 (DEQUANT_NVFP4 needs k % 32): w_out
 # bf16 [n, k] = bf16(e2m1 * f32(e4m3(s) * row_scale)); grid ceil(n k / 16 / 256), 256 threads
 MOE_DEQUANT_NVFP4 = S("moe_decode_quant", "moe_dequant_nvfp4_bf16",

@@ -21,8 +21,9 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits, f
                              unpack_e2m1)
 from ...core.quant import NVFP4_GROUP, Fp8ScaleMap, dequantize_fp8, dequantize_nvfp4
 from ..gpu import Dim3
-from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4,
-                          MOE_GATE_UP_SILU_FP8, MOE_GATE_UP_SILU_NVFP4)
+from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_EARLY_FP8, MOE_DOWN_SUM_EARLY_NVFP4,
+                          MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4, MOE_GATE_UP_SILU_FP8,
+                          MOE_GATE_UP_SILU_NVFP4)
 from . import HostMemory, reference
 from .moe import _act_in, _bf16, expert_act, expert_down, weighted_sum
 from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
@@ -137,6 +138,7 @@ def moe_gate_up_silu_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: 
 
 
 @reference(MOE_DOWN_SUM_FP8)
+@reference(MOE_DOWN_SUM_EARLY_FP8)  # the routing read / weights requested earlier: same bits
 def moe_down_sum_fp8(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int, scale: int,
                      topk_ids: int, topk_weights: int, out: int, tokens: int, slots: int,
                      routed: int, hidden: int, inter: int, experts: int, row_shift: int,
@@ -151,6 +153,7 @@ def moe_down_sum_fp8(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int,
 
 
 @reference(MOE_DOWN_SUM_NVFP4)
+@reference(MOE_DOWN_SUM_EARLY_NVFP4)  # the routing read / weights requested earlier: same bits
 def moe_down_sum_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int,
                        scale: int, row_scale: int, topk_ids: int, topk_weights: int, out: int,
                        tokens: int, slots: int, routed: int, hidden: int, inter: int,
