@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4,
-                          MOE_GATE_UP_SILU_FP8, MOE_GATE_UP_SILU_NVFP4)
+from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_EARLY_FP8, MOE_DOWN_SUM_EARLY_NVFP4,
+                          MOE_DOWN_SUM_FP8, MOE_DOWN_SUM_NVFP4, MOE_GATE_UP_SILU_FP8,
+                          MOE_GATE_UP_SILU_NVFP4)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .matmul_quant import Fp8Weight, dequant_fp8
@@ -141,7 +142,10 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
     bf16 [tokens, slots, inter]; topk rows of shape.slots (the routed top_k, then with
     shape.shared_inter the folded shared expert's slot, as `ops.moe.gate_topk` writes it).
     With `then_norm` the sum goes into then_norm.residual and then_norm.out gets the next
-    RMSNorm in the same launch (`out` is not written), as the bf16 decode layer does."""
+    RMSNorm in the same launch (`out` is not written), as the bf16 decode layer does.
+    ATLAS_MOE_QUANT_DOWN_EARLY=1 (kc.routes.moe_quant_down_early): the down launch's early
+    twin, which reads topk_ids / topk_weights before its PDL wait, so the gate/up launch
+    here must stay the one right before it and their writer at least one launch earlier."""
     shape.validate()
     check_pair(gate_up, down, shape)
     if not 1 <= tokens <= DECODE_MAX_TOKENS:
@@ -160,7 +164,12 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
             require_aligned("moe_quant", f"then_norm {name}", getattr(then_norm, name), 4)
         finish = (then_norm.residual, then_norm.weight, then_norm.out, then_norm.counters,
                   float(then_norm.eps), int(then_norm.offset))
-    sig = MOE_DOWN_SUM_FP8 if fp8 else MOE_DOWN_SUM_NVFP4
+    # the early twins read the routing before their PDL wait: sound because the router
+    # launch is two back and gate/up (just above) waits before it lets this launch start
+    if kc.routes.moe_quant_down_early:
+        sig = MOE_DOWN_SUM_EARLY_FP8 if fp8 else MOE_DOWN_SUM_EARLY_NVFP4
+    else:
+        sig = MOE_DOWN_SUM_FP8 if fp8 else MOE_DOWN_SUM_NVFP4
     kc.get(sig)(stream, (-(-shape.hidden // WARPS), tokens, 1), THREADS, 0, act,
                 *down.weight_args(), topk_ids, topk_weights, out, tokens, slots, shape.top_k,
                 shape.hidden, shape.inter, down.experts, *down.map_args(), *finish)
