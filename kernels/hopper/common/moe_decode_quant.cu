@@ -48,10 +48,17 @@
 //   sinks those below griddepcontrol.wait: atlas_common.cuh ld_prefetch). The weights
 //   are requested into L2, not registers: holding the first round in registers took 143
 //   (NVFP4) / 196 (FP8) registers (one 256-thread block an SM: Qwen3.5's batch-1 grid of
-//   256 blocks in two waves) or, bounded to 128, spilled (nvcc 13.0). And in SASS each slot's
-//   loads of the pass loop are issued behind that slot's own branch (`if (e[j] < 0)`), one
-//   round trip a slot (NVFP4: two, the scales after the codes), not the kSlots in flight
-//   the loop intends: what the prefetch turns from DRAM into L2 trips.
+//   256 blocks in two waves) or, bounded to 128, spilled (nvcc 13.0). And the plain kernel's
+//   SASS issues each slot's loads of the pass loop behind that slot's own branch
+//   (`if (e[j] < 0)`) and consumes them before the next slot's, one round trip a slot
+//   (NVFP4: two, the scales after the codes), not the kSlots in flight the loop intends.
+//   So the early entries' pass loop also issues a group's loads (codes, scales, the 16 act
+//   values) for kInFlight = 4 slots at once, every valid one's before the first product
+//   (SASS: 20 LDGs (NVFP4) / 16 (FP8) before the first FFMA), then forms the products in
+//   slot order with group_dot's own arithmetic (its load and compute parts, shared): two
+//   round trips a group for 8 slots, still bit-identical. All 8 at once took 155 registers
+//   (one block an SM) or spilled bounded to 128; with 4, 105 (NVFP4) / 102 (FP8), no spills,
+//   two blocks an SM. Also unmeasured.
 // Every value the other kernels read was written by the router (the launch before) or
 // gate/up, so they wait first (atlas::pdl_enter). Group products accumulate in f32 and take
 // their scale once per group (FP8: code x x sums times the block scale; NVFP4: times
@@ -70,6 +77,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 16;  // values per work unit (one NVFP4 scale group)
 constexpr int kRounds = 4;  // gate/up: groups a lane requests before using the first
 constexpr int kSlots = 8;   // down: slots whose weights a warp streams at once
+// early down: slots whose loads of a group are issued together, before their products (all
+// kSlots took 155 registers, one block an SM, or spilled bounded to 128: nvcc 13.0)
+constexpr int kInFlight = 4;
 
 using atlas::quant::e4m3_to_f32;
 
@@ -115,20 +125,47 @@ struct Fp8Experts {
   const float* scale;
   uint32_t k, row_shift, row_stride, col_shift, col_stride;
 
-  // x[16 g .. 16 g + 15] . dequant(w)[row][same columns]
+  // One group's operands in registers: its 16 codes, the 16 x values, the block scale.
+  struct Group {
+    uint4 c, xa, xb;
+    float s;
+  };
+
+  // group_dot's loads: x[16 g .. 16 g + 15] and row's codes for those columns ...
+  __device__ __forceinline__ void load_values(Group& q, uint32_t row, uint32_t g,
+                                              const __nv_bfloat16* x) const {
+    const uint32_t col = g * kGroup;
+    q.c = __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(row) * k + col));
+    q.xa = *reinterpret_cast<const uint4*>(x + col);
+    q.xb = *reinterpret_cast<const uint4*>(x + col + 8);
+  }
+
+  // ... and their scale
+  __device__ __forceinline__ void load_scale(Group& q, uint32_t row, uint32_t g) const {
+    q.s = __ldg(scale + static_cast<size_t>(row >> row_shift) * row_stride +
+                static_cast<size_t>((g * kGroup) >> col_shift) * col_stride);
+  }
+
+  // group_dot's arithmetic: the unscaled sum of code x x ...
+  __device__ __forceinline__ static float values_dot(const Group& q) {
+    float acc = dot4_e4m3(q.c.x, q.xa.x, q.xa.y, 0.f);
+    acc = dot4_e4m3(q.c.y, q.xa.z, q.xa.w, acc);
+    acc = dot4_e4m3(q.c.z, q.xb.x, q.xb.y, acc);
+    return dot4_e4m3(q.c.w, q.xb.z, q.xb.w, acc);
+  }
+
+  // ... times the scale
+  __device__ __forceinline__ static float scaled(const Group& q, float acc) { return acc * q.s; }
+
+  // x[16 g .. 16 g + 15] . dequant(w)[row][same columns]: loads and arithmetic interleaved
+  // as written (the scale requested after the codes are used)
   __device__ __forceinline__ float group_dot(uint32_t row, uint32_t g,
                                              const __nv_bfloat16* x) const {
-    const uint32_t col = g * kGroup;
-    const uint4 c = __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(row) * k + col));
-    const uint4 xa = *reinterpret_cast<const uint4*>(x + col);
-    const uint4 xb = *reinterpret_cast<const uint4*>(x + col + 8);
-    float acc = dot4_e4m3(c.x, xa.x, xa.y, 0.f);
-    acc = dot4_e4m3(c.y, xa.z, xa.w, acc);
-    acc = dot4_e4m3(c.z, xb.x, xb.y, acc);
-    acc = dot4_e4m3(c.w, xb.z, xb.w, acc);
-    const float s = __ldg(scale + static_cast<size_t>(row >> row_shift) * row_stride +
-                          static_cast<size_t>(col >> col_shift) * col_stride);
-    return acc * s;
+    Group q;
+    load_values(q, row, g, x);
+    const float acc = values_dot(q);
+    load_scale(q, row, g);
+    return scaled(q, acc);
   }
 
   // group_dot's weight bytes (codes, scale) requested into L2: allowed before the PDL wait
@@ -147,19 +184,44 @@ struct Nvfp4Experts {
   uint32_t k;
   atlas::quant::E2m1Lut lut;  // the unscaled E2M1 magnitudes (scale 1)
 
-  __device__ __forceinline__ float group_dot(uint32_t row, uint32_t g,
-                                             const __nv_bfloat16* x) const {
+  // One group's operands in registers: its 16 codes, the 16 x values, the E4M3 group scale
+  // (its byte) and the row's f32 scale.
+  struct Group {
+    uint2 q;
+    uint4 xv[2];
+    uint32_t s;
+    float g;
+  };
+
+  // group_dot's loads: x[16 g .. 16 g + 15] and row's codes for those columns ...
+  __device__ __forceinline__ void load_values(Group& q, uint32_t row, uint32_t g,
+                                              const __nv_bfloat16* x) const {
     const uint32_t col = g * kGroup;
-    const uint2 q = __ldg(reinterpret_cast<const uint2*>(w + static_cast<size_t>(row) * (k / 2) +
-                                                         col / 2));
-    const uint4 xv[2] = {*reinterpret_cast<const uint4*>(x + col),
-                         *reinterpret_cast<const uint4*>(x + col + 8)};
+    q.q = __ldg(reinterpret_cast<const uint2*>(w + static_cast<size_t>(row) * (k / 2) + col / 2));
+    q.xv[0] = *reinterpret_cast<const uint4*>(x + col);
+    q.xv[1] = *reinterpret_cast<const uint4*>(x + col + 8);
+  }
+
+  // ... and their scales: the group's E4M3 byte, the row's f32
+  __device__ __forceinline__ uint32_t load_group_scale(uint32_t row, uint32_t g) const {
+    return __ldg(scale + static_cast<size_t>(row) * (k / kGroup) + g);
+  }
+  __device__ __forceinline__ float load_row_scale(uint32_t row) const {
+    return __ldg(row_scale + row);
+  }
+  __device__ __forceinline__ void load_scale(Group& q, uint32_t row, uint32_t g) const {
+    q.s = load_group_scale(row, g);
+    q.g = load_row_scale(row);
+  }
+
+  // group_dot's arithmetic: the unscaled sum of code x x ...
+  __device__ __forceinline__ float values_dot(const Group& q) const {
     float acc = 0.f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint32_t p[4];  // (v0, v1) .. (v6, v7) of the word's eight codes, exact bf16 pairs
-      atlas::quant::e2m1x8_to_bf16x2(h ? q.y : q.x, lut, p);
-      const uint32_t xs[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+      atlas::quant::e2m1x8_to_bf16x2(h ? q.q.y : q.q.x, lut, p);
+      const uint32_t xs[4] = {q.xv[h].x, q.xv[h].y, q.xv[h].z, q.xv[h].w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         float w0, w1, a0, a1;
@@ -169,9 +231,28 @@ struct Nvfp4Experts {
         acc = fmaf(a1, w1, acc);
       }
     }
-    const float s = e4m3_to_f32(__ldg(scale + static_cast<size_t>(row) * (k / kGroup) + g)) *
-                    __ldg(row_scale + row);
+    return acc;
+  }
+
+  // ... times f32(e4m3(s) * g), one rounding (s32: e4m3(s) widened, exact)
+  __device__ __forceinline__ static float scaled(float acc, float s32, float g) {
+    const float s = s32 * g;
     return acc * s;
+  }
+  __device__ __forceinline__ static float scaled(const Group& q, float acc) {
+    return scaled(acc, e4m3_to_f32(q.s), q.g);
+  }
+
+  // x[16 g .. 16 g + 15] . dequant(w)[row][same columns]: loads and arithmetic interleaved
+  // as written (the scales requested after the codes are decoded, the group's widened
+  // before the row's is requested)
+  __device__ __forceinline__ float group_dot(uint32_t row, uint32_t g,
+                                             const __nv_bfloat16* x) const {
+    Group q;
+    load_values(q, row, g, x);
+    const float acc = values_dot(q);
+    const float s32 = e4m3_to_f32(load_group_scale(row, g));
+    return scaled(acc, s32, load_row_scale(row));
   }
 
   // group_dot's weight bytes (codes, scales) requested into L2: allowed before the PDL wait
@@ -265,11 +346,28 @@ __device__ __forceinline__ void last_block_rmsnorm(const Finish& fin, uint32_t t
   }
 }
 
+// group_dot in two parts, for a caller that has several groups' loads in flight at once:
+// every load of the group (codes, x values, scales) ...
+template <class Fmt>
+__device__ __forceinline__ void load_group(const Fmt& f, typename Fmt::Group& q, uint32_t row,
+                                           uint32_t g, const __nv_bfloat16* x) {
+  f.load_values(q, row, g, x);
+  f.load_scale(q, row, g);
+}
+
+// ... then its arithmetic, group_dot's to the bit
+template <class Fmt>
+__device__ __forceinline__ float group_product(const Fmt& f, const typename Fmt::Group& q) {
+  return f.scaled(q, f.values_dot(q));
+}
+
 // kEarly (moe_down_sum_early_*): before the PDL wait, each warp reads the routing of its
 // token's first kSlots slots (ids and weights, into registers) and requests its row's first
 // round of weight groups (group `lane` of each valid slot: codes and scales) into L2; after
-// the wait that pass takes its routing from the registers and its weights hit L2. The same
-// loads of the same bytes otherwise, and every rounding as without it.
+// the wait that pass takes its routing from the registers and its weights hit L2. Every
+// pass's groups are then loaded kInFlight slots at a time before their products
+// (load_group, group_product). The same loads of the same bytes otherwise, and every
+// rounding as without it.
 template <bool kEarly, class Fmt>
 __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
                                          const int32_t* topk_ids, const float* topk_weights,
@@ -316,11 +414,33 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
       part[j] = 0.f;
     }
     for (uint32_t grp = lane; grp < groups; grp += 32) {
+      if constexpr (kEarly) {
+        // kInFlight slots at a time: every valid slot's loads of the group issued (an
+        // invalid slot's skipped, as its product), then the products in slot order,
+        // group_dot's arithmetic: kSlots / kInFlight round trips a group, not one a slot
 #pragma unroll
-      for (int j = 0; j < kSlots; ++j) {
-        if (e[j] < 0) continue;
-        const __nv_bfloat16* a = act + static_cast<size_t>(t * slots + j0 + j) * inter;
-        part[j] += f.group_dot(static_cast<uint32_t>(e[j]) * hidden + row, grp, a);
+        for (int j1 = 0; j1 < kSlots; j1 += kInFlight) {
+          typename Fmt::Group q[kInFlight];
+#pragma unroll
+          for (int j = j1; j < j1 + kInFlight; ++j) {
+            if (e[j] < 0) continue;
+            uint32_t wrow = static_cast<uint32_t>(e[j]) * hidden + row, arow = t * slots + j0 + j;
+            // opaque rows: each slot's addresses are formed here, not hoisted out of the
+            // group loop as 64-bit pointers held across it (197 registers, FP8)
+            asm volatile("" : "+r"(wrow), "+r"(arow));
+            load_group(f, q[j - j1], wrow, grp, act + static_cast<size_t>(arow) * inter);
+          }
+#pragma unroll
+          for (int j = j1; j < j1 + kInFlight; ++j)
+            if (e[j] >= 0) part[j] += group_product(f, q[j - j1]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kSlots; ++j) {
+          if (e[j] < 0) continue;
+          const __nv_bfloat16* a = act + static_cast<size_t>(t * slots + j0 + j) * inter;
+          part[j] += f.group_dot(static_cast<uint32_t>(e[j]) * hidden + row, grp, a);
+        }
       }
     }
 #pragma unroll
