@@ -19,6 +19,7 @@ from tests.numerics.quant_support import narrow_shared_expert
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ROUTER, GATE_UP, DOWN = ("moe_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
                          "moe_down_sum_nvfp4")
+EARLY = "moe_down_sum_early_nvfp4"  # ATLAS_MOE_QUANT_DOWN_EARLY's twin of DOWN
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +83,22 @@ def test_prefill_dequantizes_the_experts_for_the_grouped_path(nvfp4_folded: Path
     names = [r.func for r in dev.drain_launches()]
     assert names.count("moe_dequant_nvfp4_bf16") == 2 * 3  # gate_up and down, 3 layers
     assert GATE_UP not in names and names.count("moe_shared_add_bf16") == 3
+
+
+@pytest.mark.parametrize("switch", ["1", None])
+def test_decode_launches_the_early_entry_with_the_switch(nvfp4_folded: Path, monkeypatch,
+                                                         switch: str | None) -> None:
+    if switch is None:
+        monkeypatch.delenv("ATLAS_MOE_QUANT_DOWN_EARLY", raising=False)
+    else:
+        monkeypatch.setenv("ATLAS_MOE_QUANT_DOWN_EARLY", switch)
+    graph = _decode_graph(nvfp4_folded)
+    names = [r.func for r in graph]
+    want, other = (EARLY, DOWN) if switch else (DOWN, EARLY)
+    assert names.count(want) == 3 and other not in names
+    for at in [i for i, n in enumerate(names) if n == ROUTER]:
+        # the early entry's pre-wait reads need the router two launches back, gate/up between
+        assert names[at:at + 3] == [ROUTER, GATE_UP, want]
+        down = graph[at + 2].args
+        assert down["slots"] == 4 and down["routed"] == 3 and down["experts"] == 9
+        assert down["residual"] and down["normed"] and down["offset"] == 1
