@@ -10,5 +10,7 @@ prof b1_35n_e0 "X=1" --model $G/q-nvfp4/qwen3_5-35b-a3b --batch 1 --context 512
 prof b1_35n_e1 "ATLAS_MOE_QUANT_DOWN_EARLY=1" --model $G/q-nvfp4/qwen3_5-35b-a3b --batch 1 --context 512
 prof b1_35f_e1 "ATLAS_MOE_QUANT_DOWN_EARLY=1" --model $G/q-fp8-block/qwen3_5-35b-a3b --batch 1 --context 512
 prof b1_35f_e0 "X=1" --model $G/q-fp8-block/qwen3_5-35b-a3b --batch 1 --context 512
+TAILN=3 t 90 checks python3 tools/gpu/check_kernels.py -k "down early" --out $R/checks.json
+grep -E "FAIL|differ|outside|Traceback|rror" $L/checks.log | head -8 | cut -c1-200
 for f in b1_35n_e0 b1_35n_e1 b1_35f_e0 b1_35f_e1; do echo "-- $f"; grep -E "^moe_" $L/$f.log | head -4 | cut -c1-100; done
 echo "ALL DONE"
