@@ -62,6 +62,13 @@ __device__ __forceinline__ uint4 ld_prefetch(const uint4* p) {
   return v;
 }
 
+// Request `bytes` (a multiple of 16) at p (16-byte aligned) into L2 without waiting and
+// without registers: the TMA unit's bulk prefetch (sm_90). Before pdl_wait() only on memory no
+// kernel writes (weights).
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
 // Copy n 16-byte chunks from global memory (through L2: another kernel may have written
 // them) into shared memory, the whole block cooperating, kUnroll loads of a thread in flight
 // before its first store (a load and its store per iteration cost one dependent L2 round trip

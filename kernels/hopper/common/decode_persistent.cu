@@ -252,8 +252,7 @@ __device__ __forceinline__ void prefetch_rows(const bf16* w, int k, int r0, int 
   const char* base = reinterpret_cast<const char*>(w) + begin;
   for (unsigned off = threadIdx.x * kPiece; off < total; off += kThreads * kPiece) {
     const unsigned bytes = min(kPiece, total - off);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(base + off), "r"(bytes)
-                 : "memory");
+    atlas::prefetch_l2_bulk(base + off, bytes);
   }
 }
 
@@ -720,7 +719,7 @@ __device__ __noinline__ void prefetch_kv(const Step& st, const uint64_t* lp) {
     for (int i = first; i < 2 * (b1 - b0 + 1); i += kThreads - 32) {
       const int blk = __ldg(st.table + b0 + i / 2);
       const char* p = ((i & 1) ? v_cache : k_cache) + (static_cast<size_t>(blk) * st.hkv + g) * seg;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(seg) : "memory");
+      atlas::prefetch_l2_bulk(p, seg);
     }
   }
 }
@@ -765,7 +764,7 @@ __device__ __noinline__ void prefetch_norms(const Step& st, const uint64_t* lp, 
   const char* p = reinterpret_cast<const char*>(lp[which]);
   const unsigned bytes = (which == kInNorm || which == kPostNorm ? st.hidden : st.D) * 2u;
   if (p != nullptr)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+    atlas::prefetch_l2_bulk(p, bytes);
 }
 
 // Whether this block owns rows of an n-row phase.
