@@ -1,11 +1,13 @@
 """ATLAS_MOE_QUANT_DOWN_EARLY: the quantized decode MoE down launch on its early twin
 (moe_down_sum_early_{fp8,nvfp4}: the routing read and the first weights requested before the
-PDL wait; the same bits). The switch parses and is off by default; with it on, a decode step's
-sparse layers launch the early entry right after gate/up (test_moe_quant_launches.py: the
-ordering its pre-wait reads rely on); its check cases (`-k "down early"`) hold on the host
-backend."""
+PDL wait; the same bits). The switch parses; unset, NVFP4 experts take the early entry and FP8
+ones the plain one (measured); where a decode step's sparse layers launch the early entry it
+comes right after gate/up (test_moe_quant_launches.py: the ordering its pre-wait reads rely
+on); its check cases (`-k "down early"`) hold on the host backend."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,15 +16,25 @@ from atlas.runtime.cases.moe_quant import moe_decode_quant_cases
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_abi import MOE_DOWN_SUM_EARLY_FP8, MOE_DOWN_SUM_EARLY_NVFP4
 from atlas.runtime.kernel_check import check
+from atlas.runtime.ops.moe_quant import down_early
 from atlas.runtime.ops.routes import KernelRoutes
 from atlas.runtime.reference import load_all
 
 
-def test_switch_parses_and_defaults_off() -> None:
-    assert KernelRoutes().moe_quant_down_early is False
-    assert KernelRoutes.from_env({}).moe_quant_down_early is False
+def test_switch_parses_and_defaults_by_format() -> None:
+    assert KernelRoutes().moe_quant_down_early is None
+    assert KernelRoutes.from_env({}).moe_quant_down_early is None
     assert KernelRoutes.from_env({"ATLAS_MOE_QUANT_DOWN_EARLY": "1"}).moe_quant_down_early
-    assert not KernelRoutes.from_env({"ATLAS_MOE_QUANT_DOWN_EARLY": "0"}).moe_quant_down_early
+    assert KernelRoutes.from_env({"ATLAS_MOE_QUANT_DOWN_EARLY": "0"}).moe_quant_down_early is False
+    with pytest.raises(ValueError, match="ATLAS_MOE_QUANT_DOWN_EARLY"):
+        KernelRoutes.from_env({"ATLAS_MOE_QUANT_DOWN_EARLY": "yes"})
+
+
+@pytest.mark.parametrize("forced, fp8, early", [(None, False, True), (None, True, False),
+                                                (True, True, True), (False, False, False)])
+def test_down_early_rule(forced: bool | None, fp8: bool, early: bool) -> None:
+    kc = SimpleNamespace(routes=KernelRoutes(moe_quant_down_early=forced))
+    assert down_early(kc, fp8) is early
 
 
 def test_early_entries_share_the_plain_entries_references() -> None:

@@ -17,9 +17,10 @@ from atlas.runtime.quantize import quantize_checkpoint
 from tests.numerics.quant_support import narrow_shared_expert
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# NVFP4 experts' down launch is the early twin by default (ops/moe_quant.py down_early)
 ROUTER, GATE_UP, DOWN = ("moe_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
-                         "moe_down_sum_nvfp4")
-EARLY = "moe_down_sum_early_nvfp4"  # ATLAS_MOE_QUANT_DOWN_EARLY's twin of DOWN
+                         "moe_down_sum_early_nvfp4")
+PLAIN = "moe_down_sum_nvfp4"  # ATLAS_MOE_QUANT_DOWN_EARLY=0's entry
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def test_prefill_dequantizes_the_experts_for_the_grouped_path(nvfp4_folded: Path
     assert GATE_UP not in names and names.count("moe_shared_add_bf16") == 3
 
 
-@pytest.mark.parametrize("switch", ["1", None])
+@pytest.mark.parametrize("switch", ["1", None, "0"])
 def test_decode_launches_the_early_entry_with_the_switch(nvfp4_folded: Path, monkeypatch,
                                                          switch: str | None) -> None:
     if switch is None:
@@ -94,7 +95,8 @@ def test_decode_launches_the_early_entry_with_the_switch(nvfp4_folded: Path, mon
         monkeypatch.setenv("ATLAS_MOE_QUANT_DOWN_EARLY", switch)
     graph = _decode_graph(nvfp4_folded)
     names = [r.func for r in graph]
-    want, other = (EARLY, DOWN) if switch else (DOWN, EARLY)
+    # unset: NVFP4 experts (this checkpoint's) take the early entry
+    want, other = (PLAIN, DOWN) if switch == "0" else (DOWN, PLAIN)
     assert names.count(want) == 3 and other not in names
     for at in [i for i, n in enumerate(names) if n == ROUTER]:
         # the early entry's pre-wait reads need the router two launches back, gate/up between

@@ -52,7 +52,6 @@ constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.p
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
-constexpr uint32_t kEarlyMaxSeqs = 4;  // RopeEarly: the staged entry's launches this small
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -69,7 +68,6 @@ struct LongRope {
   const int* positions;
   const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
   float eps;
-  bool early;  // RopeStaged at small batches: the prologue before the PDL wait (see there)
 };
 
 template <int D, bool kRope = false>
@@ -203,17 +201,15 @@ __device__ __forceinline__ void decode_attn_long(
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
-  // kStaged: through L2 (__ldcg), which ptxas keeps above griddepcontrol.wait where the
-  // prologue precedes it (rope.early); read-only-path loads it sinks below the wait
-  const int kv_len = kStaged ? __ldcg(kv_lens + b) : kv_lens[b];
+  const int kv_len = kv_lens[b];
   // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
   // key's k and v, appends them to the cache and substitutes them for the cache row (never
   // copied: `skip`); a padding row (slot < 0) attends the cache as it is. kStaged: requested
   // with kv_len (one trip)
   int slot = -1, position = 0;
   if constexpr (kStaged) {
-    slot = __ldcg(rope.slots + b);
-    position = __ldcg(rope.positions + b);
+    slot = rope.slots[b];
+    position = rope.positions[b];
   }
   const int group = hq / hkv, h0 = kvh * group;
   // the output row (sequence row x hq + q head) of tile row i
@@ -236,7 +232,7 @@ __device__ __forceinline__ void decode_attn_long(
     for (int j = 0; j < R; ++j) {
       const int p = base + row0 + j * kRowStep;
       const int* entry = table + pages.page(p);
-      page[j] = p < table_keys ? (kStaged ? __ldcg(entry) : *entry) : 0;
+      page[j] = p < table_keys ? *entry : 0;
     }
   };
   // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
@@ -251,7 +247,6 @@ __device__ __forceinline__ void decode_attn_long(
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
     // its first split.
-    if (kStaged && rope.early) atlas::pdl_enter();  // nothing is written before the wait
     if (num_splits == 1 || (counters != nullptr && split == 0))
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
@@ -301,17 +296,26 @@ __device__ __forceinline__ void decode_attn_long(
   uint4 raw[kStaged ? kRowLoads : 1];
   uint4 consts = make_uint4(0u, 0u, 0u, 0u);
   if constexpr (kStaged) {
-    // threads [0, 2 kChunks): q then k norm weight chunks; the next D / 4: cos/sin (weights
-    // and a table: through L2, so they stay above the wait with rope.early)
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * D;
+#pragma unroll
+    for (int i = 0; i < kRowLoads; ++i) {
+      const int idx = tid + i * kThreads, r = idx / T::kChunks;
+      const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
+      raw[i] = idx < staged_rows * T::kChunks
+                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D) +
+                            idx % T::kChunks)
+                   : make_uint4(0u, 0u, 0u, 0u);
+    }
+    // threads [0, 2 kChunks): q then k norm weight chunks; the next D / 4: cos/sin
     if (tid < 2 * T::kChunks) {
       if (rope.q_norm_w != nullptr)  // normed: both weights (as below)
-        consts = __ldcg(tid < T::kChunks
-                            ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
-                            : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid - T::kChunks);
+        consts = __ldg(tid < T::kChunks
+                           ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
+                           : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid - T::kChunks);
     } else if (tid < 2 * T::kChunks + D / 4) {
-      consts = __ldcg(reinterpret_cast<const uint4*>(rope.cos_sin +
-                                                     static_cast<size_t>(position) * D) +
-                      tid - 2 * T::kChunks);
+      consts = __ldg(reinterpret_cast<const uint4*>(rope.cos_sin +
+                                                    static_cast<size_t>(position) * D) +
+                     tid - 2 * T::kChunks);
     }
   }
 
@@ -326,21 +330,6 @@ __device__ __forceinline__ void decode_attn_long(
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
-  if constexpr (kStaged) {
-    // RopeEarly (rope.early): everything above ran before the PDL wait; the qkv rows are the
-    // projection's output, the launch just before: after it
-    if (rope.early) atlas::pdl_enter();
-    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * D;
-#pragma unroll
-    for (int i = 0; i < kRowLoads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / T::kChunks;
-      const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
-      raw[i] = idx < staged_rows * T::kChunks
-                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D) +
-                            idx % T::kChunks)
-                   : make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
   // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
@@ -615,9 +604,8 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, bool early, __nv_bfloat16* smem) {
-  const LongRope rope{qkv,       k_cache, v_cache, q_norm_w, k_norm_w,
-                      cos_sin,   positions, slots, eps,      early};
+    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged>(nullptr, k_cache, v_cache, block_tables, kv_lens,
@@ -651,7 +639,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                      positions, slots, block_tables, kv_lens, part_o, part_ml,
                                      counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                     num_splits, scale, eps, false, long_smem);
+                                     num_splits, scale, eps, long_smem);
 }
 
 // RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
@@ -661,16 +649,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // in the second (16-byte loads into registers, then into Q and the stage); the norms and
 // rotations then read only shared memory. The outputs are the waiting entry's bits (the same
 // rope_core.cuh arithmetic on the same values, the same loop).
-// RopeEarly: launches of at most kEarlyMaxSeqs sequences run everything but the qkv rows
-// before the PDL wait: kv_len, the slot and position, the table entries, the norm weights and
-// cos/sin row, and the first K/V tiles. Sound because the only kernel that may still run then
-// is the one launched just before (every kernel waits before it lets its dependents start),
-// the model launches this right after the layer's qkv projection, which writes only the qkv
-// rows; the step inputs come from copies ahead of the step, the constants from the load, and
-// every cached row read was written by an earlier launch of this layer (the step's own key is
-// never copied: `skip`). Nothing is written before the wait. (Session 9 measured the same
-// prologue only at batch 64, where it lost: 9.829 vs 9.511 ms a step; a small batch's
-// attention is a latency chain, not a stream.)
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_staged_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                       __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -683,10 +661,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       uint32_t max_blocks, uint32_t num_splits, float scale,
                                       float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  const bool early = num_seqs <= kEarlyMaxSeqs;
-  if (!early) atlas::pdl_enter();
+  atlas::pdl_enter();
   decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                    num_splits, scale, eps, early, long_smem);
+                                    num_splits, scale, eps, long_smem);
 }

@@ -916,26 +916,6 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
   }
 }
 
-// Rows [r0, r0 + rows) of slot j's down weights into L2 (one bulk prefetch: a tile's rows of
-// one expert are contiguous; the shared expert's whole rows once, at its first chunk's slot;
-// nothing for an id outside [0, experts)). Weights: may precede the PDL wait.
-__device__ __forceinline__ void prefetch_down_rows(const DownArgs& a, const int32_t* ids, int j,
-                                                   int r0, int rows, int kc) {
-  if (j >= a.top_k) {
-    const int sh_kc = a.shared.inter / 8;
-    if (j == a.top_k)
-      atlas::prefetch_l2_bulk(reinterpret_cast<const uint4*>(a.shared.w_down) +
-                                  static_cast<size_t>(r0) * sh_kc,
-                              static_cast<uint32_t>(rows * sh_kc * 16));
-    return;
-  }
-  const int e = ids[j];
-  if (valid_expert(e, a.experts))
-    atlas::prefetch_l2_bulk(reinterpret_cast<const uint4*>(a.w) +
-                                (static_cast<size_t>(e) * a.hidden + r0) * kc,
-                            static_cast<uint32_t>(rows * kc * 16));
-}
-
 // The block's shared memory, declared once by the entry point (a __noinline__ function's
 // own __shared__ arrays are allocated per instantiation, side by side).
 struct GemvSmem {
@@ -953,8 +933,6 @@ struct GemvSmem {
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
 // kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
 // before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
-// Before the wait the block also requests the rest of its weights into L2 (prefetch_down_rows),
-// so all of the launch's bytes are asked for while gate/up still runs.
 template <int kU, bool kFinish, bool kOffset, bool kRoute>
 __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
                                              const LogitRouting route) {
@@ -982,17 +960,6 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   GemvChunk ch[kU];
   uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
-  // The weights of every later unit requested into L2 before the wait too (bulk prefetches, no
-  // registers: the tiles after the first, and the first tile's own when its rows take several
-  // batches), so each unit after it loads from L2 rather than waiting on HBM behind the
-  // products of the one before.
-  {
-    const int tiles = units / batches, t0 = batches > 1 ? 0 : 1;
-    for (int i = threadIdx.x; i < (tiles - t0) * slots; i += kThreads) {
-      const int t = t0 + i / slots, r0 = first + t * kGemvRows;
-      prefetch_down_rows(a, ids, i % slots, r0, min(kGemvRows, end - r0), kc);
-    }
-  }
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile

@@ -264,14 +264,16 @@ what it asked for each time, and importing Atlas never depends on the environmen
   and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch)
   instead of its last block per token normalizing after a ticket: the A/B of that serial
   tail (the default keeps it).
-* ATLAS_MOE_QUANT_DOWN_EARLY=1: a decode MoE block's down launch over FP8 / NVFP4 experts on
-  its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
+* ATLAS_MOE_QUANT_DOWN_EARLY=1 / 0: a decode MoE block's down launch over FP8 / NVFP4 experts
+  on its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
   token's first slots' routing into registers and requests its row's first round of expert
   weight codes and scales into L2, so that DRAM round trip overlaps the gate/up launch's
-  tail; the same loads after the wait, bit for bit the same sums) instead of
+  tail; the same loads after the wait, bit for bit the same sums) / on
   moe_down_sum_{fp8,nvfp4} (the routing read and every weight requested after the wait).
-  Off by default until measured: the A/B is tools/gpu/profile_decode.py --batch 1 --model <a
-  q-nvfp4 Qwen3.5-35B-A3B synthetic dir> with and without it.
+  Unset: the early twin for NVFP4 experts, the plain entry for FP8 (ops/moe_quant.py
+  down_early). Measured twice in each order (gpu48 / gpu49, 2026-12-03, Qwen3.5-35B-A3B
+  batch 1 x 512, profile_decode.py, PDL on): NVFP4 2.548 / 2.545 ms a step on vs 2.689 /
+  2.685 off (-5.2%); FP8-block 2.629 / 2.621 on vs 2.590 / 2.580 off (+1.5%).
 * ATLAS_MOE_FUSED_DECODE=0: a decode MoE layer as separate launches (router GEMV, top-k,
   routed experts, the shared expert's SwiGLU / gate / add, then add_rmsnorm), not the
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
@@ -412,7 +414,7 @@ class KernelRoutes:
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
     moe_down_norm: bool = True
-    moe_quant_down_early: bool = False
+    moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
@@ -518,7 +520,7 @@ class KernelRoutes:
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
-                   moe_quant_down_early=env_switch(env, "ATLAS_MOE_QUANT_DOWN_EARLY", False),
+                   moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
