@@ -138,24 +138,6 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu{});
 }
 
-// ---- the two above with the next wave's first tile requested into L2 before the PDL wait
-// (gemv_core.cuh kAhead; ATLAS_GEMV_L2_AHEAD=1, off until measured): the same sums.
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_bf16_single_ahead(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                           uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_rows<1, false, PlainX, Bf16W, StoreY, true>(plain_x(x, k), Bf16W{}, w, y, n, k,
-                                                   partial_sums);
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_swiglu_bf16_single_ahead(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                  __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_rows<1, false, PlainX, Bf16W, StoreSwiglu, true>(plain_x(x, k), Bf16W{}, w, act, n, k,
-                                                        partial_sums, StoreSwiglu{});
-}
-
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
 // stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); <= 128

@@ -120,19 +120,12 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
 
 // The plain mapping: block b owns weight rows 4 b .. 4 b + 3; rows past n re-read row n - 1
 // (never stored).
-__device__ __forceinline__ int consecutive_row(int block, int r, int n) {
-  return min(block * kRowsPerBlock + r, n - 1);
+__device__ __forceinline__ int consecutive_row(int r, int n) {
+  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
 }
 
-// Every output policy maps (block, block row r) to a weight row (`row_of`; `row` for this
-// block): the L2 prefetch of a later block's rows (kAhead below) uses the same map.
 struct StoreY {
-  __device__ __forceinline__ static int row_of(int block, int r, int n) {
-    return consecutive_row(block, r, n);
-  }
-  __device__ __forceinline__ static int row(int r, int n) {
-    return row_of(static_cast<int>(blockIdx.x), r, n);
-  }
+  __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
     if (t >= M * kRowsPerBlock) return;
@@ -154,12 +147,9 @@ struct StoreY {
 // ceil(I / 2) = ceil(n / 4); n even. An odd I leaves the last block's feature 2 b + 1 past
 // the end: its rows re-read feature I - 1's and it is not stored.
 struct StoreSwiglu {
-  __device__ __forceinline__ static int row_of(int block, int r, int n) {
-    const int inter = n >> 1, j = min(block * 2 + (r & 1), inter - 1);
-    return r < 2 ? j : inter + j;
-  }
   __device__ __forceinline__ static int row(int r, int n) {
-    return row_of(static_cast<int>(blockIdx.x), r, n);
+    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
+    return r < 2 ? j : inter + j;
   }
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* act, float sum, int t, int, int n) const {
@@ -190,33 +180,7 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
   }
 }
 
-// The blocks one wave holds: %nsmid SMs times the blocks of blockDim.x threads an SM fits at
-// 64 registers a thread (the single-row entries take 52-56) and 2,048 threads. An estimate:
-// it only sets how far ahead kAhead prefetches.
-__device__ __forceinline__ int resident_wave() {
-  uint32_t sms;
-  asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-  const int threads = static_cast<int>(blockDim.x);
-  return static_cast<int>(sms) * max(1, min(2048 / threads, 65536 / (64 * threads)));
-}
-
-// kAhead (the *_ahead entries, ATLAS_GEMV_L2_AHEAD=1): before its PDL wait a block also
-// requests into L2 the first tile (what load_weight_tile<true> loads: kUnroll x blockDim
-// chunks of each row) of the block one wave later, which starts only when a block of this
-// wave exits, after the wait: with many waves (Qwen3.5-35B-A3B's GDN in_proj: 3,088 blocks,
-// ~6 waves of 528) each later wave's first loads then hit L2 instead of starting a DRAM round
-// trip, and the first wave's prefetches use DRAM time the latency-bound launch before leaves
-// idle. One wave ahead keeps at most a wave's first tiles in L2 (8.4 MB at k 2,048).
-template <class Out>
-__device__ __forceinline__ void prefetch_wave_ahead(const uint4* w, int n, int kc) {
-  const int ahead = static_cast<int>(blockIdx.x) + resident_wave();
-  if (ahead >= static_cast<int>(gridDim.x) || threadIdx.x >= kRowsPerBlock) return;
-  const int chunks = min(kc, kUnroll * static_cast<int>(blockDim.x));
-  atlas::prefetch_l2_bulk(w + static_cast<size_t>(Out::row_of(ahead, threadIdx.x, n)) * kc,
-                          static_cast<uint32_t>(chunks) * 16u);
-}
-
-template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY, bool kAhead = false>
+template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY>
 __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
                                           float (*partial)[kMaxAcc], Out out = Out{}) {
@@ -240,7 +204,6 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
   uint4 wv[kUnroll][kRowsPerBlock];
   load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
-  if constexpr (kAhead) prefetch_wave_ahead<Out>(reinterpret_cast<const uint4*>(w), n, kc);
   atlas::pdl_enter();
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {

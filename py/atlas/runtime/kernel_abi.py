@@ -79,10 +79,6 @@ GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
 # by SILU_MUL
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
-# GEMV_SINGLE and GEMV_SWIGLU_SINGLE with the next wave of blocks' first weight tile requested
-# into L2 before the PDL wait (ATLAS_GEMV_L2_AHEAD): the same arguments and outputs
-GEMV_SINGLE_AHEAD = replace(GEMV_SINGLE, func="gemv_bf16_single_ahead")
-GEMV_SWIGLU_SINGLE_AHEAD = replace(GEMV_SWIGLU_SINGLE, func="gemv_swiglu_bf16_single_ahead")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

@@ -41,15 +41,6 @@ def ring_gemv(stages: int | None, kc: KernelCache, stream: Stream, x: DevicePtr,
                 single=False)
 
 
-def ahead_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
-               m: int, n: int, k: int, out_f32: bool) -> None:
-    """`matmul.gemv` with one row on the *_ahead entry (ATLAS_GEMV_L2_AHEAD: the next wave's
-    first tile into L2 before the PDL wait; a `Launcher`)."""
-    routes = replace(KernelRoutes.from_env(), gemv_l2_ahead=True, gemv_ring_single=False)
-    matmul.gemv(KernelCache(kc.backend, routes=routes), stream, x, w, y, m, n, k, out_f32,
-                single=True)
-
-
 def tiled_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                m: int, n: int, k: int, out_f32: bool) -> None:
     """`matmul.gemv` with 2..8 rows on the register-tiled kernel (a `Launcher`)."""
@@ -137,15 +128,7 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
                           n, k, f32, general)
               for n, k, f32 in [(517, 1024, False), (300, 576, True)]]
-    cases += [linear_case(rng, f"gemv ahead m1 n{n} k{k}", "gemv", 1, n, k, False, ahead_gemv)
-              for n, k in GEMV_AHEAD_SHAPES]
     return cases
-
-
-#: (n, k) of the *_ahead single-row entry: Qwen3.5-35B-A3B's GDN in_proj (3,088 blocks: ~6
-#: waves, every later one prefetched), a ragged n past a 4,096-wide row, a one-wave grid
-#: (nothing ahead), SmolLM2's k = 576 (72-thread blocks: a larger wave estimate)
-GEMV_AHEAD_SHAPES = [(12352, 2048), (4099, 4096), (130, 1024), (3001, 576)]
 
 
 # ---- down projection with SwiGLU fused in ------------------------------------------------

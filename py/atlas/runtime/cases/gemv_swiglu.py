@@ -6,8 +6,6 @@ takes I: I % 8 == 0). Selected by `check_kernels.py -k "gemv swiglu"`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ...core.dtype import DType
@@ -15,7 +13,6 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul
-from ..ops.routes import KernelRoutes
 from .gemv import UNFUSED, swiglu_oracle
 
 
@@ -25,11 +22,9 @@ def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: in
     return f32_to_bf16_bits((rng.integers(lo, hi + 1, shape) * step).astype(np.float32))
 
 
-def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, ahead: bool = False
-                     ) -> KernelCase:
+def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int) -> KernelCase:
     """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k]; its unfused
-    twin into `act_unfused` where silu_mul takes inter. `ahead`: the fused product on its
-    *_ahead entry (ATLAS_GEMV_L2_AHEAD), the twin on the plain GEMV.
+    twin into `act_unfused` where silu_mul takes inter.
 
     Every gate and up value is exact in f32 whatever the order of its sums (the products
     x w of multiples of powers of two fit 24 bits with their sum), so the kernels round
@@ -50,9 +45,7 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, ahead: bool =
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
-        fused = (KernelCache(backend, routes=replace(KernelRoutes.from_env(), gemv_l2_ahead=True))
-                 if ahead else kc)
-        matmul.gemv_swiglu(fused, stream, p["x"], p["w"], p["act"], 1, n, k)
+        matmul.gemv_swiglu(kc, stream, p["x"], p["w"], p["act"], 1, n, k)
         if twin:
             matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k, single=True)
             activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, inter)
@@ -64,8 +57,7 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, ahead: bool =
         act = swiglu_oracle(gate_up)
         return {"act": act, "act" + UNFUSED: act}
 
-    return KernelCase(f"gemv swiglu{' ahead' if ahead else ''} i{inter} k{k}", "gemv", inputs,
-                      outputs, run, oracle,
+    return KernelCase(f"gemv swiglu i{inter} k{k}", "gemv", inputs, outputs, run, oracle,
                       same_bits=tuple(same_bits))
 
 
@@ -80,6 +72,4 @@ GEMV_SWIGLU_SHAPES = [(3072, 1024), (1536, 2048), (1536, 4096), (40, 4104), (100
 
 @kernel_cases("gemv")
 def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return ([gemv_swiglu_case(rng, inter, k) for inter, k in GEMV_SWIGLU_SHAPES]
-            + [gemv_swiglu_case(rng, inter, k, ahead=True) for inter, k in ((6176, 2048),
-                                                                            (1536, 4096))])
+    return [gemv_swiglu_case(rng, inter, k) for inter, k in GEMV_SWIGLU_SHAPES]

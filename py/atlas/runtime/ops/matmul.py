@@ -32,8 +32,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
                           GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_AHEAD, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE,
-                          GEMV_SWIGLU_SINGLE_AHEAD)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -187,9 +186,8 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
                   k)
         return
     if single:
-        sig = (GEMV_SINGLE_F32OUT if out_f32
-               else GEMV_SINGLE_AHEAD if kc.routes.gemv_l2_ahead else GEMV_SINGLE)
-        _launch_single(kc, stream, sig, x, w, y, n, k)
+        _launch_single(kc, stream, GEMV_SINGLE_F32OUT if out_f32 else GEMV_SINGLE, x, w, y, n,
+                       k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
@@ -239,8 +237,7 @@ def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act
     grid and threads of the plain GEMV."""
     _check_gemv("gemv_swiglu", x, w, act, m, n, k, True)
     _check_swiglu("gemv_swiglu", n)
-    _launch_single(kc, stream, GEMV_SWIGLU_SINGLE_AHEAD if kc.routes.gemv_l2_ahead
-                   else GEMV_SWIGLU_SINGLE, x, w, act, n, k)
+    _launch_single(kc, stream, GEMV_SWIGLU_SINGLE, x, w, act, n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,

@@ -293,13 +293,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
   default (gpu44, batch 1, GPU ms a step, on vs off: Qwen3-8B 4.401 vs 4.474, Llama-3.1-8B
   4.238 vs 4.284, Qwen3-1.7B 1.397 vs 1.394).
-* ATLAS_GEMV_L2_AHEAD=1: batch-1 bf16 GEMVs (the plain one and the one ending with its SwiGLU)
-  on their *_ahead twins (gemv.cu; gemv_core.cuh kAhead): before its PDL wait a block also
-  requests into L2 the first weight tile of the block one wave of resident blocks later, so
-  a GEMV of several waves (Qwen3.5-35B-A3B's GDN in_proj: ~6) starts each later wave from L2
-  and the first wave's prefetches use the DRAM time a latency-bound launch before it leaves
-  idle; the same sums. Off until measured (gpu48's marginal costs: the 35B's GEMVs add 14.2
-  us a call to the step for 7.5 us of bytes).
 * ATLAS_GEMV_ATTN_GATE=1: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) has
   the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
@@ -470,7 +463,6 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
-    gemv_l2_ahead: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -589,7 +581,6 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
-                   gemv_l2_ahead=env_switch(env, "ATLAS_GEMV_L2_AHEAD", False),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
