@@ -30,9 +30,14 @@ class KernelCache:
         self.decode_tune = DecodeGemmTuner.open(backend, self.facts, self.routes)
 
     def get(self, sig: KernelSig) -> KernelLaunch:
+        """The launch handle of `sig`, resolved once. Under routes.max_shared_carveout every
+        kernel also asks, once, for SMs configured with the most shared memory (see there)."""
         launch = self._launches.get(sig)
         if launch is None:
             launch = self._launches[sig] = KernelLaunch(self.backend, sig)
+            if self.routes.max_shared_carveout:
+                self.backend.prefer_shared_memory(launch.handle)
+                self._most_shared.add(sig)
         return launch
 
     def get_with_shared(self, sig: KernelSig, nbytes: int,

@@ -293,6 +293,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
   default (gpu44, batch 1, GPU ms a step, on vs off: Qwen3-8B 4.401 vs 4.474, Llama-3.1-8B
   4.238 vs 4.284, Qwen3-1.7B 1.397 vs 1.394).
+* ATLAS_MAX_SHARED_CARVEOUT=1: every kernel asks for SMs configured with the most shared
+  memory (GpuBackend.prefer_shared_memory, CUDA's carveout preference), not only the ones
+  whose blocks need it (the long-context decode attention, the persistent decode kernel).
+  Why: an SM changes its L1 / shared-memory split only when it is empty, so where a kernel
+  with ~100 KiB blocks follows one the driver ran on a small carveout (the GEMVs' 1 KiB),
+  its blocks can start on an SM only once every block of the one before has left it, and
+  PDL's overlap is lost there. Off until measured (gpu48: the 30B's batch-1 attention adds
+  14 us a layer to the step for 1.2 MB of K/V).
 * ATLAS_GEMV_ATTN_GATE=1: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) has
   the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
@@ -463,6 +471,7 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
+    max_shared_carveout: bool = False
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -581,6 +590,7 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
+                   max_shared_carveout=env_switch(env, "ATLAS_MAX_SHARED_CARVEOUT", False),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
