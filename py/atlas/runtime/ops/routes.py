@@ -299,8 +299,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   Why: an SM changes its L1 / shared-memory split only when it is empty, so where a kernel
   with ~100 KiB blocks follows one the driver ran on a small carveout (the GEMVs' 1 KiB),
   its blocks can start on an SM only once every block of the one before has left it, and
-  PDL's overlap is lost there. Off until measured (gpu48: the 30B's batch-1 attention adds
-  14 us a layer to the step for 1.2 MB of K/V).
+  PDL's overlap is lost there. Measured once (gpu51, 2026-12-03, batch 1 x 512, PDL on):
+  Qwen3-30B-A3B 2.937 ms a step vs 3.024, Qwen3-8B 4.349 vs 4.408; Qwen3.5-35B-A3B 2.576 with
+  it and no same-call default (gpu50's: 2.515). Off until a same-call A/B of all three.
 * ATLAS_GEMV_ATTN_GATE=1: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) has
   the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
