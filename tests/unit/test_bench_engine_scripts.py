@@ -205,3 +205,23 @@ def test_profiled_sequences_outlast_the_prefill_of_the_batch(monkeypatch, batch,
     assert running == batch and left >= 5 + profile_decode.TIMED_STEPS
     if batch > 8:  # the flat budget it replaces
         assert decoding_after_prefill(profile_decode.TIMED_STEPS + 14)[0] < batch
+
+
+def test_critical_path_charges_each_kernel_its_end_past_the_latest_end(monkeypatch):
+    """profile_decode's critical path: PDL-overlapped records (a kernel starting before its
+    predecessor ends) are charged only what they add to the step's end, grouped by the kernel
+    launched before, so the charges add up to the span and the same GEMV after two different
+    kernels gets two rows."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "gpu"))
+    import profile_decode
+
+    recs = [(0.0, 10.0, "gemv"), (8.0, 15.0, "attn"), (12.0, 20.0, "gemv"),
+            (19.0, 21.0, "norm"), (20.5, 30.0, "gemv")]
+    rows = {(r["kernel"], r["after"]): r for r in profile_decode.critical_path(recs[::-1], 1)}
+    assert rows[("attn", "gemv")]["us_per_call"] == 5.0
+    assert rows[("attn", "gemv")]["lead_us"] == 2.0
+    after_attn, after_norm = rows[("gemv", "attn")], rows[("gemv", "norm")]
+    assert (after_attn["us_per_call"], after_attn["lead_us"]) == (5.0, 3.0)
+    assert (after_norm["us_per_call"], after_norm["lead_us"]) == (9.0, 0.5)
+    assert rows[("norm", "gemv")]["us_per_call"] == 1.0
+    assert sum(r["us_per_step"] for r in rows.values()) == 30.0 - 10.0

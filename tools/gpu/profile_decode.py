@@ -69,6 +69,48 @@ def kernel_rows(prof: Any, steps: int) -> tuple[list[dict], float]:
     return rows, kernel_total
 
 
+def device_records(prof: Any) -> list[tuple[float, float, str]]:
+    """(start us, end us, kernel name) of a torch.profiler run's CUDA kernel records."""
+    import torch
+
+    return [(ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
+            if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name]
+
+
+def critical_path(recs: list[tuple[float, float, str]], steps: int) -> list[dict]:
+    """What each kernel adds to the step's end, by the records' timestamps: the kernels of
+    `steps` replays in start order (the graph's launch order), each charged with how far its
+    end lies past the latest end before it, grouped by (kernel, the kernel launched before
+    it), so the same GEMV after attention and after the MoE down are told apart. The charges
+    add up to the replays' span (PDL-on rows overlap and do not); `lead` is how long before
+    its predecessor's end a kernel started (launched early: prologue and wait)."""
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    last_end = prev_end = None
+    prev_name = ""
+    for start, end, name in sorted(recs):
+        if last_end is not None:
+            groups[(name, prev_name)].append((max(0.0, end - last_end), prev_end - start))
+        last_end = end if last_end is None else max(last_end, end)
+        prev_end, prev_name = end, name
+    rows = [{"kernel": name, "after": after, "calls_per_step": len(v) / steps,
+             "us_per_step": sum(c for c, _ in v) / steps,
+             "us_per_call": sum(c for c, _ in v) / len(v),
+             "lead_us": sum(ld for _, ld in v) / len(v)} for (name, after), v in groups.items()]
+    rows.sort(key=lambda r: -r["us_per_step"])
+    return rows
+
+
+def print_critical_path(rows: list[dict]) -> None:
+    total = sum(r["us_per_step"] for r in rows)
+    print(f"critical path (each kernel's end past the latest end before it; adds up to "
+          f"{total:.1f} us a step)")
+    print(f"{'kernel':<40} {'after':<32} {'calls':>5} {'us/step':>8} {'us/call':>8} "
+          f"{'lead':>6}")
+    for r in rows:
+        print(f"{r['kernel'][:40]:<40} {r['after'][:32]:<32} {r['calls_per_step']:>5.0f} "
+              f"{r['us_per_step']:>8.1f} {r['us_per_call']:>8.2f} {r['lead_us']:>6.2f}")
+
+
 def print_rows(rows: list[dict], kernel_total: float) -> None:
     print(f"{'kernel':<44} {'calls':>6} {'us/step':>9} {'us/call':>8} {'share':>6}")
     for r in rows:
@@ -90,6 +132,7 @@ def graph_profile(runner, graph) -> dict:
     dev.synchronize(stream)
     gpu_ms = dev.event_elapsed_ms(e0, e1) / reps
     rows: list[dict] = []
+    path: list[dict] = []
     kernel_total = 0.0
     if dev.name == "cuda":
         from torch.profiler import ProfilerActivity, profile
@@ -100,7 +143,9 @@ def graph_profile(runner, graph) -> dict:
                 dev.launch_graph(graph, stream)
             dev.synchronize(stream)
         rows, kernel_total = kernel_rows(prof, prof_reps)
-    return {"gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3, "kernels": rows}
+        path = critical_path(device_records(prof), prof_reps)
+    return {"gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3, "kernels": rows,
+            "critical_path": path}
 
 
 def attention_keys(runner, batch: int, rows: list[dict]) -> dict:
@@ -212,6 +257,8 @@ def main() -> int:
         print("kernels overlap (programmatic dependent launch): a kernel's time includes its "
               "wait on the one before, so the rows do not add up to the step")
     print_rows(rows, kernel_total)
+    if plain["critical_path"]:
+        print_critical_path(plain["critical_path"])
     keys = attention_keys(runner, a.batch, rows)
     print(f"attention keys (the graph's kv_lens): mean {keys['kv_lens_mean']:.0f}, "
               f"{keys['kv_lens_min']}..{keys['kv_lens_max']}; K/V a layer "
@@ -219,7 +266,8 @@ def main() -> int:
                   f"{name} {rate:.0f} GB/s" for name, rate in keys["attention_gb_s"].items()))
     result = {"model": a.model.name, "batch": a.batch, "context": a.context,
               "wall_ms": wall_ms, "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
-              "kernel_busy_ms": kernel_total / 1e3, "kernels": rows, "attention_keys": keys}
+              "kernel_busy_ms": kernel_total / 1e3, "kernels": rows,
+              "critical_path": plain["critical_path"], "attention_keys": keys}
     if k:
         rows_v = a.batch * (k + 1)
         phases: dict[str, list[float]] = {}
