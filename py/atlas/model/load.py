@@ -7,11 +7,12 @@ config.json -> loader (the model_type match) -> kernel target -> backend with th
 
 from __future__ import annotations
 
+
 import contextlib
 import logging
 import time
 from collections.abc import Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, ContextManager
 
@@ -300,6 +301,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                 kv.set_scales(kv_index[layer], scales * np.float32(to_pool))
 
     routes = KernelRoutes.from_env()
+    if routes.max_shared_carveout is None:  # unset: on unless the model is hybrid (routes)
+        routes = replace(routes, max_shared_carveout=not linear_layers)
     kc = KernelCache(dev, routes)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials

@@ -293,15 +293,19 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
   default (gpu44, batch 1, GPU ms a step, on vs off: Qwen3-8B 4.401 vs 4.474, Llama-3.1-8B
   4.238 vs 4.284, Qwen3-1.7B 1.397 vs 1.394).
-* ATLAS_MAX_SHARED_CARVEOUT=1: every kernel asks for SMs configured with the most shared
-  memory (GpuBackend.prefer_shared_memory, CUDA's carveout preference), not only the ones
-  whose blocks need it (the long-context decode attention, the persistent decode kernel).
-  Why: an SM changes its L1 / shared-memory split only when it is empty, so where a kernel
-  with ~100 KiB blocks follows one the driver ran on a small carveout (the GEMVs' 1 KiB),
-  its blocks can start on an SM only once every block of the one before has left it, and
-  PDL's overlap is lost there. Measured once (gpu51, 2026-12-03, batch 1 x 512, PDL on):
-  Qwen3-30B-A3B 2.937 ms a step vs 3.024, Qwen3-8B 4.349 vs 4.408; Qwen3.5-35B-A3B 2.576 with
-  it and no same-call default (gpu50's: 2.515). Off until a same-call A/B of all three.
+* ATLAS_MAX_SHARED_CARVEOUT (1 / 0; unset: the model's rule, `model.load`): every kernel
+  asks for SMs configured with the most shared memory (GpuBackend.prefer_shared_memory,
+  CUDA's carveout preference), not only the ones whose blocks need it (the long-context
+  decode attention, the persistent decode kernel). Why: an SM changes its L1 / shared-memory
+  split only when it is empty, so where a kernel with ~100 KiB blocks follows one the driver
+  ran on a small carveout (the GEMVs' 1 KiB), its blocks can start on an SM only once every
+  block of the one before has left it, and PDL's overlap is lost there. Unset, it is on for
+  models whose every layer is full attention and off for hybrids (Gated-DeltaNet layers).
+  Measured (gpu52, 2026-12-03, batch 1 x 512, PDL on, GPU ms a step, on vs off, both
+  orders): Qwen3-30B-A3B 2.935 / 2.935 vs 3.036 / 3.034, Qwen3-8B 4.346 vs 4.415, Qwen3-0.6B
+  0.776 vs 0.793, Qwen3-8B batch 64 7.345 vs 7.354; Qwen3.5-35B-A3B 2.582 / 2.578 vs
+  2.518 / 2.519 (its GDN decode row 9.64 vs 8.68 us a call, MoE gate/up 18.44 vs 17.45:
+  kernels that lose L1), NVFP4 2.556 vs 2.524.
 * ATLAS_GEMV_ATTN_GATE=1: batch-1 decode of gated full attention (Qwen3.5, Qwen3-Next) has
   the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
@@ -472,7 +476,7 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
-    max_shared_carveout: bool = False
+    max_shared_carveout: bool | None = None
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
     persistent_stage: bool = True
@@ -591,7 +595,7 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
-                   max_shared_carveout=env_switch(env, "ATLAS_MAX_SHARED_CARVEOUT", False),
+                   max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
