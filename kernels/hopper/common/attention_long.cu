@@ -102,13 +102,14 @@ struct LongTile {
 // (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
 // partials, takes a ticket; the block drawing the last of `active` (every other split has
 // written) resets the counter for the next launch (a graph replays it as is) and writes the
-// group's normalized output: per head the split weights w_s = l_s e^(m_s - M) against the
-// heads' max M (a warp per head, its lanes over the splits, then a butterfly), then each
-// thread 4 elements as sum_s w_s o_s / sum_s w_s, every split's (m, l) and o loads
-// independent (one L2 trip; other blocks wrote them: read through L2, never a stale L1
-// line). The ticket is one acq_rel read-modify-write at device scope: it releases this
-// block's partial stores (ordered before thread 0 by the barrier) and acquires those of
-// every earlier ticket holder, passed to the block's threads by the barrier after it.
+// group's normalized output: each thread 4 elements of a head as sum_s w_s o_s / sum_s w_s
+// with split weights w_s = l_s e^(m_s - M) against the splits' max M, every split's (m, l)
+// and o requested at once, 16 splits at a time (one L2 trip up to 16 splits; other blocks
+// wrote them: read through L2, never a stale L1 line; session 18: a warp per head first
+// reduced M and sum_s w_s, a second trip before the o loads). The ticket is one acq_rel
+// read-modify-write at device scope: it releases this block's partial stores (ordered
+// before thread 0 by the barrier) and acquires those of every earlier ticket holder,
+// passed to the block's threads by the barrier after it.
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
@@ -116,7 +117,7 @@ template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active, float* scratch) {
+                                                     int active) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -128,54 +129,50 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* top = scratch;               // [kMaxGroup]: each head's max m over the splits
-  float* total = scratch + kMaxGroup;  // [kMaxGroup]: sum_s w_s
-  for (int r = warp; r < group; r += kWarps) {
-    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row_of(r) * num_splits;
-    float m = -INFINITY, l = 0.f;  // this lane's splits, online
-    for (int s = lane; s < active; s += 32) {
-      const float2 e = __ldcg(ml + s);  // an active split's m is finite
-      const float mx = fmaxf(m, e.x);
-      l = l * expf(m - mx) + e.y * expf(e.x - mx);
-      m = mx;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
-      const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
-      const float mx = fmaxf(m, m2);
-      if (mx != -INFINITY) l = l * expf(m - mx) + l2 * expf(m2 - mx);
-      m = mx;
-    }
-    if (lane == 0) {
-      top[r] = m;
-      total[r] = l;  // active >= 1: l >= 1
-    }
-  }
-  __syncthreads();
-  constexpr int kQuads = D / 4;
+  // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
+  // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
+  constexpr int kQuads = D / 4, kBatch = 16;
   for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     const size_t row = row_of(r);
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
-    const float m = top[r];
+    float top = -INFINITY, total = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s = 0; s < active; ++s) {
-      const float2 e = __ldcg(ml + s);
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D));
-      const float w = e.y * expf(e.x - m);
-      acc.x = fmaf(w, v.x, acc.x);
-      acc.y = fmaf(w, v.y, acc.y);
-      acc.z = fmaf(w, v.z, acc.z);
-      acc.w = fmaf(w, v.w, acc.w);
+    for (int s0 = 0; s0 < active; s0 += kBatch) {
+      float2 e[kBatch];
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const bool ok = s0 + j < active;  // an active split's m is finite
+        e[j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
+        v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+      float mx = top;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+      const float rescale = expf(top - mx);  // 0 on the first batch (top = -inf, acc = 0)
+      total *= rescale;
+      acc.x *= rescale;
+      acc.y *= rescale;
+      acc.z *= rescale;
+      acc.w *= rescale;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
+        total += w;
+        acc.x = fmaf(w, v[j].x, acc.x);
+        acc.y = fmaf(w, v[j].y, acc.y);
+        acc.z = fmaf(w, v[j].z, acc.z);
+        acc.w = fmaf(w, v[j].w, acc.w);
+      }
+      top = mx;
     }
-    const float t = total[r];
+    // active >= 1: total >= 1
     *reinterpret_cast<uint2*>(out + row * D + d) =
-        make_uint2(atlas::pack_bf16x2(acc.x / t, acc.y / t),
-                   atlas::pack_bf16x2(acc.z / t, acc.w / t));
+        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
+                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
 }
 
@@ -552,7 +549,7 @@ __device__ __forceinline__ void decode_attn_long(
   }
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, group, num_splits, active, reinterpret_cast<float*>(smem));
+                            out_row, group, num_splits, active);
 }
 
 }  // namespace
