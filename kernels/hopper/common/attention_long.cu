@@ -187,7 +187,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-template <int D, bool kRope = false, bool kStaged = false>
+template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -430,6 +430,10 @@ __device__ __forceinline__ void decode_attn_long(
   for (int t = 0; t < n_tiles; ++t) {
     atlas::cp_async_wait<kStages - 2>();  // tile t landed (this thread's copies)
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
+    // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
+    // wait) may launch once every block's K/V reads are done, not while they queue behind it
+    if constexpr (kLateTrigger)
+      if (t == n_tiles - 1) atlas::pdl_launch_dependents();
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
       if (t + kStages < n_tiles) lookup(t + kStages, page);
@@ -593,8 +597,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                         scale, long_smem);
 }
 
-// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue.
-template <bool kStaged>
+// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue,
+// kLateTrigger where the block lets the next kernel launch (LateTrigger).
+template <bool kStaged, bool kLateTrigger = false>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -605,11 +610,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+    decode_attn_long<128, true, kStaged, kLateTrigger>(nullptr, k_cache, v_cache, block_tables, kv_lens,
                                          part_o, part_ml, counters, out, hq, hkv, block_size,
                                          max_blocks, ns, scale, smem, rope);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged>(nullptr, k_cache, v_cache, block_tables, kv_lens,
+    decode_attn_long<64, true, kStaged, kLateTrigger>(nullptr, k_cache, v_cache, block_tables, kv_lens,
                                         part_o, part_ml, counters, out, hq, hkv, block_size,
                                         max_blocks, ns, scale, smem, rope);
   else
@@ -663,4 +668,29 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                     num_splits, scale, eps, long_smem);
+}
+
+// LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
+// lets the next kernel launch only once its K/V tiles have landed (an inactive split, which
+// exits early, counts as triggered) instead of on entry: the o_proj GEMV's blocks request all
+// of their weights before their wait, and at batch 1 that flood (16.8 MB on Qwen3-30B-A3B)
+// otherwise lands while this kernel's K/V and L2 trips are in flight. The same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_late_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                    const int* positions, const int* slots,
+                                    const int* block_tables, const int* kv_lens,
+                                    float* part_o, float* part_ml, unsigned* counters,
+                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                    uint32_t max_blocks, uint32_t num_splits, float scale,
+                                    float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
+  decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                          positions, slots, block_tables, kv_lens, part_o,
+                                          part_ml, counters, out, hq, hkv, head_dim,
+                                          block_size, max_blocks, num_splits, scale, eps,
+                                          long_smem);
 }

@@ -472,6 +472,10 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
+# (the staged entry letting the next kernel launch once its K/V tiles landed, not on entry:
+# ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1)
+DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
+                               _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -168,6 +168,11 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # the staged one is the default), alone and with the merge
                 "long_wait": {"decode_attn_long_staged": False},
                 "long_wait_merge": {"decode_attn_long_staged": False,
+                                    "decode_attn_long_merge": True},
+                # and the staged entry's late-trigger twin
+                # (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1), alone and with the merge
+                "long_late": {"decode_attn_long_late_trigger": True},
+                "long_late_merge": {"decode_attn_long_late_trigger": True,
                                     "decode_attn_long_merge": True}}
 
 

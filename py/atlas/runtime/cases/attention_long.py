@@ -15,7 +15,8 @@ without keys gets zeros). Every case launches twice. The rope-fused entry
 (decode_attn_long_rope_staged, the default) runs cases/attention_rope.py's cases: the step's
 k and v appended at the slot and substituted for that key, padding rows, one launch merging
 its splits; its waiting twin (decode_attn_long_rope_wait, ATLAS_DECODE_ATTN_LONG_STAGED=0:
-the prologue's reads in dependent trips) runs every one of them again (`twin="long_wait"`).
+the prologue's reads in dependent trips) runs every one of them again (`twin="long_wait"`),
+and so does its late-trigger twin (decode_attn_long_rope_late, `twin="long_late"`).
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -150,6 +151,12 @@ LONG_ROPE_WAIT_SHAPES = [
     (f"{name} wait", g, lens, splits,
      {**kw, "twin": "long_wait_merge" if kw.get("twin") == "long_merge" else "long_wait"})
     for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
+#: and on the late-trigger twin (decode_attn_long_rope_late, ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER
+#: =1: the same outputs)
+LONG_ROPE_LATE_SHAPES = [
+    (f"{name} late", g, lens, splits,
+     {**kw, "twin": "long_late_merge" if kw.get("twin") == "long_merge" else "long_late"})
+    for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
 
 
 @kernel_cases("attention_long")
@@ -158,4 +165,5 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
-               for name, g, lens, splits, kw in LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES])
+               for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
+                                                 + LONG_ROPE_LATE_SHAPES)])

@@ -38,8 +38,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_WAIT)
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -94,9 +94,13 @@ def long_kernel_for(head_dim: int) -> KernelSig:
 
 def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
     """The rope-fused entry point the routes select: the staged prologue's
-    (routes.decode_attn_long_staged, the default) or the waiting one's."""
-    return (DECODE_ATTN_LONG_ROPE_STAGED if routes.decode_attn_long_staged
-            else DECODE_ATTN_LONG_ROPE_WAIT)
+    (routes.decode_attn_long_staged, the default; routes.decode_attn_long_late_trigger: its
+    twin that lets the next kernel launch only once its K/V tiles landed) or the waiting
+    one's."""
+    if not routes.decode_attn_long_staged:
+        return DECODE_ATTN_LONG_ROPE_WAIT
+    return (DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late_trigger
+            else DECODE_ATTN_LONG_ROPE_STAGED)
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):

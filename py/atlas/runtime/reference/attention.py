@@ -49,7 +49,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_ROPE_STAGED,
+                          DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
                           DECODE_ATTN_LONG_ROPE_WAIT,
                           DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
@@ -260,6 +260,7 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
 
 
+@reference(DECODE_ATTN_LONG_ROPE_LATE)  # the staged entry, its PDL trigger moved: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_STAGED)  # its prologue's reads reordered: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_WAIT)
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
