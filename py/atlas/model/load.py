@@ -29,6 +29,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
+from ..runtime.ops.attention_long import late_trigger_pays
 from ..runtime.ops.decode_persistent import PersistentTables, build_tables
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -303,6 +304,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     routes = KernelRoutes.from_env()
     if routes.max_shared_carveout is None:  # unset: on unless the model is hybrid (routes)
         routes = replace(routes, max_shared_carveout=not linear_layers)
+    if routes.decode_attn_long_late_trigger is None:  # unset: by the o_proj it precedes
+        o_proj = next((linears[f"l{i}.o"] for i in attn_layers if f"l{i}.o" in linears), None)
+        routes = replace(routes, decode_attn_long_late_trigger=o_proj is not None
+                         and late_trigger_pays(o_proj.nbytes))
     kc = KernelCache(dev, routes)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials

@@ -313,6 +313,11 @@ class Bf16Linear:
     n: int
     k: int
 
+    @property
+    def nbytes(self) -> int:
+        """What one GEMV pass streams (LinearWeight.nbytes)."""
+        return 2 * self.n * self.k
+
     def scratch_bytes(self, m: int) -> int:
         return 0
 

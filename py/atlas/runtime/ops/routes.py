@@ -137,12 +137,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   trips, the norms and rotations from shared memory; the same bits). Measured (gpu39,
   2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on): staged 9.430 ms a step vs 9.503, kernel
   row 102.34 vs 104.34 us.
-* ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1: the staged entry's twin
+* ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER (1 / 0; unset: ops/attention_long.late_trigger_pays
+  by the model's o_proj, `model.load`): the staged entry's twin
   decode_attn_long_rope_late_bf16, which lets the next kernel launch once its K/V tiles
   landed instead of on entry (at batch 1 the o_proj GEMV's blocks request all of their
   weights before their wait, and that flood lands while the attention's K/V and L2 trips
   are in flight: gpu53's critical path charged the 30B's attention 14.7 us a layer, o_proj
-  after it 1.95). Off until measured.
+  after it 1.95; late, gpu54: 13.67 and 1.97). The measurements are at late_trigger_pays.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -463,7 +464,7 @@ class KernelRoutes:
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
-    decode_attn_long_late_trigger: bool = False
+    decode_attn_long_late_trigger: bool | None = None
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -578,8 +579,8 @@ class KernelRoutes:
                    decode_attn_long_merge=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_MERGE"),
                    decode_attn_long_staged=env_switch(env, "ATLAS_DECODE_ATTN_LONG_STAGED",
                                                       True),
-                   decode_attn_long_late_trigger=env_switch(
-                       env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER", False),
+                   decode_attn_long_late_trigger=_env_tristate(
+                       env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
