@@ -22,11 +22,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 def test_the_routes_pick_the_entry() -> None:
     routes = KernelRoutes()
     assert routes.decode_attn_long_late_trigger is None
-    assert long_rope_kernel_for(routes) is DECODE_ATTN_LONG_ROPE_STAGED
+    assert long_rope_kernel_for(routes, 1) is DECODE_ATTN_LONG_ROPE_STAGED
     late = replace(routes, decode_attn_long_late_trigger=True)
-    assert long_rope_kernel_for(late) is DECODE_ATTN_LONG_ROPE_LATE
+    assert long_rope_kernel_for(late, 1) is DECODE_ATTN_LONG_ROPE_LATE
+    # batches keep the entry trigger: only batch 1's o_proj floods DRAM before its wait
+    assert long_rope_kernel_for(late, 8) is DECODE_ATTN_LONG_ROPE_STAGED
     # the waiting prologue has no late twin: it wins over the trigger switch
-    assert long_rope_kernel_for(replace(late, decode_attn_long_staged=False)) \
+    assert long_rope_kernel_for(replace(late, decode_attn_long_staged=False), 1) \
         is DECODE_ATTN_LONG_ROPE_WAIT
     env = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER": "0"})
     assert env.decode_attn_long_late_trigger is False

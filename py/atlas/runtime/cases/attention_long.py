@@ -151,12 +151,17 @@ LONG_ROPE_WAIT_SHAPES = [
     (f"{name} wait", g, lens, splits,
      {**kw, "twin": "long_wait_merge" if kw.get("twin") == "long_merge" else "long_wait"})
     for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
-#: and on the late-trigger twin (decode_attn_long_rope_late, ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER
-#: =1: the same outputs)
+#: the late-trigger twin (decode_attn_long_rope_late, ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1:
+#: the same outputs), which launches take at one sequence only: Qwen3-30B-A3B's batch-1 step
+#: (16 splits merged by the last), one split, and the combine after 3 splits (no norm, D 64)
 LONG_ROPE_LATE_SHAPES = [
-    (f"{name} late", g, lens, splits,
-     {**kw, "twin": "long_late_merge" if kw.get("twin") == "long_merge" else "long_late"})
-    for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
+    ("long_rope D128 gqa8 b1 splits16 merge late", Geometry(32, 4, 128, 16), [568], 16,
+     {"twin": "long_late_merge"}),
+    ("long_rope D128 gqa4 b1 splits1 late", Geometry(32, 8, 128, 16), [1536], 1,
+     {"twin": "long_late"}),
+    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 late", Geometry(9, 3, 64, 7), [200], 3,
+     {"normed": False, "twin": "long_late"}),
+]
 
 
 @kernel_cases("attention_long")

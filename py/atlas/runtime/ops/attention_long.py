@@ -111,14 +111,16 @@ def late_trigger_pays(o_proj_bytes: int) -> bool:
     return o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
 
 
-def long_rope_kernel_for(routes: KernelRoutes) -> KernelSig:
-    """The rope-fused entry point the routes select: the staged prologue's
-    (routes.decode_attn_long_staged, the default; routes.decode_attn_long_late_trigger: its
-    twin that lets the next kernel launch only once its K/V tiles landed) or the waiting
-    one's."""
+def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
+    """The rope-fused entry point the routes select for a launch of num_seqs sequences: the
+    staged prologue's (routes.decode_attn_long_staged, the default) or the waiting one's;
+    at one sequence with routes.decode_attn_long_late_trigger, the staged entry's twin that
+    lets the next kernel launch only once its K/V tiles landed (only batch 1's o_proj, the
+    single-row GEMV, requests all of its weights before its wait; batch 8 measured even to
+    slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
-    return (DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late_trigger
+    return (DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late_trigger and num_seqs == 1
             else DECODE_ATTN_LONG_ROPE_STAGED)
 
 
@@ -250,7 +252,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
-    launch = _launch_long(kc, long_rope_kernel_for(kc.routes), head_dim, True)
+    launch = _launch_long(kc, long_rope_kernel_for(kc.routes, num_seqs), head_dim, True)
     tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,

@@ -357,8 +357,13 @@ class QuantLinear:
     def k(self) -> int:
         return self.w.k
 
+    @property
+    def nbytes(self) -> int:
+        """What one GEMV pass streams (codes and scales)."""
+        return self.w.nbytes
+
     def scratch_bytes(self, m: int) -> int:
-        return 0 if gemv_passes(self.w.nbytes, self.n, self.k, m) else 2 * self.n * self.k
+        return 0 if gemv_passes(self.nbytes, self.n, self.k, m) else 2 * self.n * self.k
 
     def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product can end with the SwiGLU
