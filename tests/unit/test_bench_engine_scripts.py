@@ -58,7 +58,11 @@ def test_bench_spec_pools_each_pass_over_several_prompt_sets(tmp_path):
     assert [p["tokens"] for p in three["passes"]] == [3 * p["tokens"] for p in one["passes"]]
     for p in three["passes"]:
         assert p["same_as_plain"] == p["same_as_reference"] == 1.0
-        assert p["tok_s"] > 0 and p["verify_steps"] > 0
+        assert p["tok_s"] > 0
+    # the fixed-K passes verify every step; the policy's follow the host's measured step
+    # costs (a K the timing does not repay decodes plainly), so no count is asserted there
+    fixed = [p for p in three["passes"] if p["k"] != "policy"]
+    assert len(fixed) == 2 and all(p["verify_steps"] > 0 for p in fixed)
     perfect = three["passes"][2]   # every draft of every set accepted
     assert perfect["token_acceptance"] == perfect["draft_acceptance"] == 1.0
     # pooled counts: more verification steps than one set's, a rate strictly inside (0, 1)
