@@ -610,13 +610,13 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger>(nullptr, k_cache, v_cache, block_tables, kv_lens,
-                                         part_o, part_ml, counters, out, hq, hkv, block_size,
-                                         max_blocks, ns, scale, smem, rope);
+    decode_attn_long<128, true, kStaged, kLateTrigger>(
+        nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+        hkv, block_size, max_blocks, ns, scale, smem, rope);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger>(nullptr, k_cache, v_cache, block_tables, kv_lens,
-                                        part_o, part_ml, counters, out, hq, hkv, block_size,
-                                        max_blocks, ns, scale, smem, rope);
+    decode_attn_long<64, true, kStaged, kLateTrigger>(
+        nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+        hkv, block_size, max_blocks, ns, scale, smem, rope);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
