@@ -60,8 +60,10 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
 
-    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, then_norm: Any = None) -> bool:
-        original_moe(self, kc, s, b, t)  # unfused: every residual add goes through `hooked`
+    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, then_norm: Any = None,
+                   norm: Any = None) -> bool:
+        original_moe(self, kc, s, b, t, norm=norm)  # unfused: every residual add goes
+        # through `hooked` (the router's own add, ATLAS_MOE_ROUTER_NORM=1, does not)
         kc.backend.synchronize(s)
         routers.append(kc.backend.download(self.bufs.logits, np.float32,
                                            (t, self.shape.experts)).copy())

@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     original = moe_model.MoeMlp.forward
 
     def hooked(self: "moe_model.MoeMlp", kc: Any, s: Any, b: Any, t: int,
-               then_norm: Any = None) -> bool:
-        original(self, kc, s, b, t)  # without the fused norm: the check reads normed, delta
+               then_norm: Any = None, norm: Any = None) -> bool:
+        # without the fused norm after: the check reads normed, delta
+        original(self, kc, s, b, t, norm=norm)
         kc.backend.synchronize(s)
         r = check_layer(self, kc.backend, b.normed, b.delta, t)
         r["layer"] = len(results)

@@ -114,6 +114,81 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
   }
 }
 
+// NormIn (moe_add_rmsnorm_gate_topk_*_bf16, ATLAS_MOE_ROUTER_NORM=1): the model's add_rmsnorm
+// before a decode MoE block done by the router's blocks. Every block forms each token's
+// r = bf16(residual + delta) and x = RMSNorm(r) * w (rmsnorm.cu's numerics and, for rows of
+// at most 8 x 256 elements, its per-thread and block sum order: the same bits) in its shared
+// memory from the residual and delta rows, where it would stage `normed`; the block drawing
+// the router's last ticket (every block has read the residual before its ticket) writes r
+// back into residual and x into normed, which the expert launches read. So the residual add
+// and the norm cost no launch and no dependent trip of their own in the latency chain.
+struct NormIn {
+  __nv_bfloat16* residual;      // [tokens, hidden]: += delta
+  const __nv_bfloat16* delta;   // [tokens, hidden]
+  const __nv_bfloat16* w;       // [hidden]: the norm weight
+  __nv_bfloat16* normed;        // [tokens, hidden]: x
+  float eps;
+  uint32_t offset;              // zero-centred weight: * (1 + w), one rounding (rmsnorm.cu)
+};
+constexpr int kNormVecs = 4;    // 16-byte vectors of a row a thread holds: hidden <= 8192
+
+// Token t's r and x into rs and xs (shared, kc 16-byte vectors each) by the whole block;
+// nw: this thread's vectors of the norm weight (vector tid + j * blockDim.x).
+__device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int kc,
+                                                   const uint4 (&nw)[kNormVecs], uint4* xs,
+                                                   uint4* rs, float* scratch) {
+  const uint4* rv = reinterpret_cast<const uint4*>(n.residual) + static_cast<size_t>(t) * kc;
+  const uint4* dv = reinterpret_cast<const uint4*>(n.delta) + static_cast<size_t>(t) * kc;
+  uint4 r[kNormVecs], d[kNormVecs];
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {  // every load before the first use
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < kc) {
+      r[j] = __ldcg(rv + i);
+      d[j] = __ldcg(dv + i);
+    }
+  }
+  float sumsq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < kc) {
+      float v[8], dd[8];
+      atlas::unpack_bf16x8(r[j], v);
+      atlas::unpack_bf16x8(d[j], dd);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] += dd[e];
+      r[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
+      rs[i] = r[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {
+    if (threadIdx.x + j * blockDim.x < kc) {
+      float v[8];
+      atlas::unpack_bf16x8(r[j], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
+    }
+  }
+  const float inv_rms = rsqrtf(atlas::block_sum(sumsq, scratch) / static_cast<float>(8 * kc) +
+                               n.eps);
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < kc) {
+      float wf[8], v[8], y[8];
+      atlas::unpack_bf16x8(nw[j], wf);
+      atlas::unpack_bf16x8(r[j], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        y[e] = n.offset ? (v[e] * inv_rms) * (1.f + wf[e])
+                        : wf[e] * atlas::round_bf16(v[e] * inv_rms);
+      xs[i] = atlas::pack_bf16x8(y);
+    }
+  }
+}
+
 // The inputs of the fused router.
 struct GateArgs {
   const __nv_bfloat16* x;             // [tokens, hidden]
@@ -136,8 +211,11 @@ struct GateArgs {
 // c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
 // kRoute false (moe_gate_logits_bf16): the logits only, no ticket; the batch-1 expert kernels
 // route from them (ops/moe.py routes_in_experts).
-template <bool kSigmoid, bool kRoute = true>
-__device__ __forceinline__ void gate_route(const GateArgs& a) {
+// kNorm (NormIn): x formed by the blocks from `norm`'s residual and delta, written back by
+// the last block (a.x unused).
+template <bool kSigmoid, bool kRoute = true, bool kNorm = false>
+__device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm = NormIn{}) {
+  static_assert(kRoute || !kNorm, "the last block writes the norm's outputs");
   const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
   const bool shared_row = a.shared_slots > 0 && e == static_cast<int>(a.experts);
@@ -148,9 +226,25 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   // DRAM round trip overlaps the previous kernel
   uint4 wv[kGateBatch];
   if (has_row) load_gate_batch<true>(wr, threadIdx.x & 31, hidden / 8, wv);
+  uint4 nw[kNormVecs];  // kNorm: the norm weight, a weight too
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int j = 0; j < kNormVecs; ++j) {
+      const int i = threadIdx.x + j * blockDim.x;
+      if (i < hidden / 8) nw[j] = atlas::ld_prefetch(reinterpret_cast<const uint4*>(norm.w) + i);
+    }
+  }
   atlas::pdl_enter();
-  extern __shared__ uint4 xs[];  // [tokens][hidden / 8] x (ops/moe.py gate_topk_smem)
-  atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
+  // [tokens][hidden / 8] x, then (kNorm) [tokens][hidden / 8] r (ops/moe.py gate_topk_smem)
+  extern __shared__ uint4 xs[];
+  __shared__ float scratch[32];
+  if constexpr (kNorm) {
+    for (int t = 0; t < tokens; ++t)
+      norm_row_to_shared(norm, t, hidden / 8, nw, xs + t * (hidden / 8),
+                         xs + (tokens + t) * (hidden / 8), scratch);
+  } else {
+    atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
+  }
   __syncthreads();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
@@ -175,6 +269,15 @@ __device__ __forceinline__ void gate_route(const GateArgs& a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
+  if constexpr (kNorm) {  // every block has read the residual: r and x out
+    uint4* res = reinterpret_cast<uint4*>(norm.residual);
+    uint4* out = reinterpret_cast<uint4*>(norm.normed);
+    const int n = tokens * (hidden / 8);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      res[i] = xs[n + i];
+      out[i] = xs[i];
+    }
+  }
   const int token = threadIdx.x >> 5;
   if (token >= tokens) return;
   const size_t slots = a.top_k + a.shared_slots;
@@ -224,6 +327,37 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
   gate_route<true>(GateArgs{x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                             topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
                             renormalize, scale});
+}
+
+// NormIn: the two routers above with the model's add_rmsnorm before them done by their blocks
+// (residual += delta, normed = RMSNorm(residual) * w, or * (1 + w) where `offset`).
+extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
+    moe_add_rmsnorm_gate_topk_softmax_bf16(
+        __nv_bfloat16* residual, const __nv_bfloat16* delta, const __nv_bfloat16* norm_w,
+        __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
+        float* logits, float* shared_logits, int32_t* topk_ids, float* topk_weights,
+        uint32_t* counter, uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
+        uint32_t shared_slots, uint32_t renormalize, float scale, float eps, uint32_t offset) {
+  gate_route<false, true, true>(
+      GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
+               topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
+               renormalize, scale},
+      NormIn{residual, delta, norm_w, normed, eps, offset});
+}
+
+extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
+    moe_add_rmsnorm_gate_topk_sigmoid_bf16(
+        __nv_bfloat16* residual, const __nv_bfloat16* delta, const __nv_bfloat16* norm_w,
+        __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
+        const float* bias, float* logits, float* shared_logits, int32_t* topk_ids,
+        float* topk_weights, uint32_t* counter, uint32_t tokens, uint32_t experts,
+        uint32_t hidden, uint32_t top_k, uint32_t shared_slots, uint32_t renormalize,
+        float scale, float eps, uint32_t offset) {
+  gate_route<true, true, true>(
+      GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
+               topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
+               renormalize, scale},
+      NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
 // The gate GEMV alone (gate_route<.., false>): logits f32 [tokens, experts] and the shared

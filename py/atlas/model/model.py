@@ -20,6 +20,7 @@ from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
                            kv_quant, matmul, norm, rope)
+from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
@@ -96,7 +97,13 @@ class MlpBlock(Protocol):
     normed = the norm of resid) and return True; False means delta holds its output."""
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None) -> bool: ...
+                then_norm: NextNorm | None = None,
+                norm: "moe_ops.RouterNorm | None" = None) -> bool: ...
+
+    def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
+        """Whether `forward` may be given the pending residual add + RMSNorm before the
+        block (`norm`) for its router launch to do instead of an add_rmsnorm launch."""
+        ...
 
 
 def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
@@ -117,8 +124,15 @@ class DenseMlp:
     down: LinearWeight
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None) -> bool:
+                then_norm: NextNorm | None = None,
+                norm: "moe_ops.RouterNorm | None" = None) -> bool:
+        if norm is not None:
+            raise ValueError("DenseMlp: no router to take the norm")
         self.project(kc, s, b, t, b.delta)
+        return False
+
+    def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
+        """A dense MLP has no router: its input norm is the model's launch."""
         return False
 
     def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
@@ -385,9 +399,16 @@ class DenseDecoderModel:
                                   b.act if swiglu else b.gate_up, t, swiglu)
                 self._down_proj(s, b, res, lw.mlp, t, swiglu)
             else:
-                # the block may finish the next add + norm itself, in place on b.resid
-                self._norm(s, b, res, lw.post_norm, t)
-                res.normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i))
+                # the block may finish the next add + norm itself, in place on b.resid, and
+                # its router launch may do the pending one before it
+                router_norm = None
+                if res.pending and not res.normed and lw.mlp.router_takes_norm(kc, t):
+                    router_norm = moe_ops.RouterNorm(b.resid, b.delta, lw.post_norm, d.eps,
+                                                     d.norm_offset)
+                    res.pending = False
+                else:
+                    self._norm(s, b, res, lw.post_norm, t)
+                res.normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i), norm=router_norm)
                 res.pending = not res.normed
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)

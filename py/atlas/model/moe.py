@@ -139,18 +139,33 @@ class MoeMlp:
     #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
     ep: "ExpertShard | None" = None
 
+    def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
+        """Whether `forward` may be given the residual add + RMSNorm before the block
+        (`norm`) for its router launch to do (ops.moe.router_takes_norm on the fused decode
+        path; not under expert parallelism, whose router runs the same way but whose
+        caller keeps the plain order)."""
+        return (self.ep is None and moe_ops.uses_decode_kernels(t)
+                and kc.routes.moe_fused_decode and moe_ops.router_takes_norm(kc, t, self.shape))
+
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None) -> bool:
+                then_norm: NextNorm | None = None,
+                norm: moe_ops.RouterNorm | None = None) -> bool:
+        """The block over b.normed into b.delta (True: `then_norm` done too, b.normed then
+        holds the next input); `norm` (where `router_takes_norm`): b.normed is first formed
+        by the router launch from norm's residual and delta."""
         if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
             self._forward(kc, s, b, t, None)
             self.ep.combine(s, b.delta, t, self.shape.hidden)
             return False
-        return self._forward(kc, s, b, t, then_norm)
+        return self._forward(kc, s, b, t, then_norm, norm)
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                 then_norm: NextNorm | None) -> bool:
+                 then_norm: NextNorm | None, norm: moe_ops.RouterNorm | None = None) -> bool:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
-            return self._decode(kc, s, b, t, then_norm)
+            return self._decode(kc, s, b, t, then_norm, norm)
+        if norm is not None:
+            raise ValueError("MoE block: the router takes the norm on the fused decode path "
+                             "only (router_takes_norm)")
         sh, bf = self.shape.routed_only, self.bufs
         self._router_logits(kc, s, b.normed, t)
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
@@ -167,7 +182,7 @@ class MoeMlp:
         return False
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None) -> bool:
+                then_norm: NextNorm | None, norm: moe_ops.RouterNorm | None = None) -> bool:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the
         shared expert's slots, the down launch also doing `then_norm` when given (unless
@@ -180,7 +195,11 @@ class MoeMlp:
             shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
                                                  self.shared.gate)
         route = None
-        if self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
+        if norm is not None:  # the router launch also does the add + norm before the block
+            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
+                              bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
+                              bf.shared_gate, norm=norm)
+        elif self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
             # the router writes only the logits; gate/up and down each take the top-k of them
             moe_ops.gate_logits(kc, s, b.normed, self.router, bf.logits, t, sh, shared,
                                 bf.shared_gate)

@@ -66,17 +66,26 @@ class QuantMoeMlp:
             raise ValueError("QuantMoeMlp: a folded shared expert needs its gate")
         check_pair(self.gate_up, self.down, self.shape)
 
+    def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
+        """Whether `forward` may be given the add + norm before the block for its decode
+        router launch to do (ops.moe.router_takes_norm)."""
+        return moe_ops.uses_decode_kernels(t) and moe_ops.router_takes_norm(kc, t, self.shape)
+
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None) -> bool:
+                then_norm: NextNorm | None = None,
+                norm: moe_ops.RouterNorm | None = None) -> bool:
         sh, bf = self.shape, self.bufs
         folded = folds_shared(sh)
         finish = None
+        if norm is not None and not moe_ops.uses_decode_kernels(t):
+            raise ValueError("QuantMoeMlp: the router takes the norm on decode steps only "
+                             "(router_takes_norm)")
         if moe_ops.uses_decode_kernels(t):
             shared = (moe_ops.SharedExpertWeights(self.gate_up.codes, self.down.codes,
                                                   self.shared_gate) if folded else None)
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate)
+                              bf.shared_gate, norm=norm)
             if then_norm is not None and self.shared is None and kc.routes.moe_fused_decode:
                 # the gate/up launch reads normed before the down launch overwrites it
                 finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,

@@ -612,6 +612,17 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
                           "renormalize:u32 scale:f32")
+# The same two routers with the model's add_rmsnorm before them done by their blocks
+# (moe_router.cu NormIn: residual += delta, normed = RMSNorm(residual) * w, or * (1 + w) with
+# offset; both written by the last block): ATLAS_MOE_ROUTER_NORM=1
+_NORM_ROUTER = "residual:ptr delta:ptr norm_w:ptr normed:ptr w_gate:ptr shared_gate:ptr "
+_NORM_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
+                     "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
+                     "renormalize:u32 scale:f32 eps:f32 offset:u32")
+MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX = S("moe_router", "moe_add_rmsnorm_gate_topk_softmax_bf16",
+                                      _NORM_ROUTER + _NORM_ROUTER_TAIL)
+MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID = S("moe_router", "moe_add_rmsnorm_gate_topk_sigmoid_bf16",
+                                      _NORM_ROUTER + "bias:ptr " + _NORM_ROUTER_TAIL)
 # The same router's gate GEMV alone (logits and the shared expert's logit, no top-k, no
 # counter): at batch 1 the expert kernels route from the logits themselves
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).

@@ -11,6 +11,8 @@ compiles in as constants (cases named "... leaf ...").
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -242,6 +244,42 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
     return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
 
 
+def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: int,
+                   hidden: int, top_k: int, offset: bool = False, **kw: object) -> KernelCase:
+    """gate_case with the residual add + RMSNorm before the router done by its launch
+    (moe_add_rmsnorm_gate_topk_*, ops.moe.RouterNorm), on inputs whose norm is exact in any
+    arithmetic: residual + delta = +-1 (0.75 + 0.25 of one sign), so mean(r^2) = 1, r x
+    rsqrt(1 + eps) rounds to +-1 and x = +-w (offset: +-(1 + w)) with w on gate_case's
+    exact grid; the residual and normed rows are outputs too."""
+    sign = np.where(rng.integers(0, 2, (tokens, hidden)) == 1, 1.0, -1.0).astype(np.float32)
+    w = rng.integers(-1, 2 if not offset else 1, hidden).astype(np.float32)
+    x = sign * ((1 + w) if offset else w)
+    w_gate = _exact_gate(rng, 1, experts, hidden, 1 / 64, 1)[1]
+    base = gate_case(name, f32_to_bf16_bits(x), w_gate, top_k, **kw)
+    inputs = {k: v for k, v in base.inputs.items() if k != "x"}
+    # each launch its own residual row (updated in place), one counter for both
+    inputs |= {"residual": f32_to_bf16_bits(0.75 * sign), "residual2": f32_to_bf16_bits(
+        0.75 * sign), "delta": f32_to_bf16_bits(0.25 * sign), "norm_w": f32_to_bf16_bits(w)}
+    outputs = dict(base.outputs) | {
+        "residual": OutputSpec(DType.BF16, (tokens, hidden)),
+        "residual2": OutputSpec(DType.BF16, (tokens, hidden)),
+        "x": OutputSpec(DType.BF16, (tokens, hidden))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        shape = moe.MoeShape(experts, top_k, hidden, 16)
+        for sfx in ("", "2"):
+            norm = moe.RouterNorm(p["residual" + sfx], p["delta"], p["norm_w"], 1e-6, offset)
+            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
+                          p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
+                          shape, moe.Routing(), None, 0, norm=norm)
+
+    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return base.oracle({**inp, "x": f32_to_bf16_bits(x)}) | {
+            "residual": sign, "residual2": sign, "x": x}
+
+    return dataclasses.replace(base, inputs=inputs, outputs=outputs, run=run, oracle=oracle)
+
+
 def _exact_gate(rng: np.random.Generator, tokens: int, experts: int, hidden: int,
                 step: float = 1 / 16, span: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """x, w_gate on small integer grids (x in -span..span, w the same times `step`, a power
@@ -284,7 +322,14 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_case("moe_gate_topk sigmoid t1 e64 h320 k6",
                       *_exact_gate(rng, 1, 64, 320), 6, True),
             gate_case("moe_gate_topk softmax t2 e384 h256 k10", *_exact_gate(rng, 2, 384, 256),
-                      10)]
+                      10),
+            # the add + norm before the router by its launch (NormIn): the leaf shapes at batch
+            # 1, a batch of 8, Qwen3.5's zero-centred weights, a row of 4 vectors a thread
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t1 e128 h2048 k8", 1, 128, 2048, 8),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t8 e128 h2048 k8", 8, 128, 2048, 8),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk offset t1 e256 h2048 k8", 1, 256,
+                           2048, 8, offset=True),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t3 e64 h8192 k6", 3, 64, 8192, 6)]
 
 
 @kernel_cases("moe_router")

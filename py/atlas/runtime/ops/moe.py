@@ -71,6 +71,7 @@ from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
 from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
+                          MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
@@ -140,6 +141,8 @@ ROUTER_TOKENS_PER_BLOCK = 4
 ROUTER_GATE_THREADS = 256
 #: its dynamic shared memory (x staged by every block, tokens x hidden bf16) may not exceed this
 ROUTER_GATE_MAX_SMEM = 200 * 1024
+#: 16-byte vectors of a row each router thread normalizes (moe_router.cu kNormVecs)
+ROUTER_NORM_VECS = 4
 #: the batch-1 expert kernels that route from the logits themselves (`routes_in_experts`)
 #: keep a token's scores in one warp's registers within their budgets: up to this many
 #: experts (moe_decode.cu kRouteMaxTier x 32)
@@ -315,14 +318,39 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
                                  topk_weights, tokens, experts, top_k, renorm, scale)
 
 
+@dataclass(frozen=True, slots=True)
+class RouterNorm:
+    """The residual add + RMSNorm before a decode MoE block, done by its router launch
+    (moe_router.cu NormIn, `gate_topk`): residual += delta (bf16, in place), the router's x =
+    RMSNorm(residual) * w (* (1 + w) with `offset`), also written to x for the expert
+    launches."""
+
+    residual: DevicePtr
+    delta: DevicePtr
+    weight: DevicePtr
+    eps: float
+    offset: bool = False
+
+
+def router_takes_norm(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
+    """Whether a decode MoE block's router launch may also do the residual add + RMSNorm
+    before it (`RouterNorm`, ATLAS_MOE_ROUTER_NORM=1, off until measured): the fused router
+    runs (not `routes_in_experts`) and the row fits its threads' norm vectors."""
+    return (kc.routes.moe_router_norm and 1 <= tokens <= DECODE_MAX_TOKENS
+            and not routes_in_experts(kc, tokens, shape)
+            and shape.hidden <= 8 * ROUTER_NORM_VECS * ROUTER_GATE_THREADS)
+
+
 def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
-              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0) -> None:
+              shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
+              norm: RouterNorm | None = None) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
     (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
-    weight bf16(sigmoid(logit)). counter: one u32, zero."""
+    weight bf16(sigmoid(logit)). counter: one u32, zero. `norm`: x is first formed (and
+    written) as add_rmsnorm of norm.residual and norm.delta (`router_takes_norm`)."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -334,15 +362,28 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
     require_aligned("moe_gate_topk", "counter", counter, 4)
     rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
-    smem = gate_topk_smem(tokens, shape.hidden)
+    smem = gate_topk_smem(tokens, shape.hidden) * (2 if norm else 1)  # NormIn: r too
     renorm, scale = int(routing.renormalize), float(routing.scale)
     softmax = routing.scoring == "softmax"
-    sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
     bias = () if softmax else (routing.bias,)
-    kc.get_with_shared(sig, smem)(
-        stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
-        shared_gate, *bias, logits, shared_logits, topk_ids, topk_weights, counter, tokens,
-        shape.experts, shape.hidden, shape.top_k, n_shared, renorm, scale)
+    grid = -(-rows // (ROUTER_GATE_THREADS // 32))
+    tail = (logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
+            shape.hidden, shape.top_k, n_shared, renorm, scale)
+    if norm is None:
+        sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
+        kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate,
+                                      shared_gate, *bias, *tail)
+        return
+    if shape.hidden > 8 * ROUTER_NORM_VECS * ROUTER_GATE_THREADS:
+        raise ValueError(f"moe_add_rmsnorm_gate_topk: hidden {shape.hidden} exceeds "
+                         f"{8 * ROUTER_NORM_VECS * ROUTER_GATE_THREADS}")
+    for name, ptr in (("residual", norm.residual), ("delta", norm.delta),
+                      ("norm weight", norm.weight)):
+        require_aligned("moe_add_rmsnorm_gate_topk", name, ptr, 16)
+    sig = MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX if softmax else MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID
+    kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, norm.residual,
+                                  norm.delta, norm.weight, x, w_gate, shared_gate, *bias, *tail,
+                                  float(norm.eps), int(norm.offset))
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:

@@ -27,7 +27,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
+from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
+                          MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
@@ -39,7 +40,8 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
 from . import HostMemory, reference, widened_f64
-from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
+from .rmsnorm import (add_rmsnorm_bf16, add_rmsnorm_offset_bf16, rms_norm_bf16,
+                      rms_norm_offset_bf16)
 
 #: added to the sum of the selected weights before renormalizing
 RENORM_EPS = 1e-20
@@ -183,6 +185,42 @@ def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
     _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                 topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
                 True)
+
+
+def _add_norm_route(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
+                    norm_w: int, normed: int, hidden: int, tokens: int, eps: float,
+                    offset: int) -> None:
+    """The NormIn routers' add_rmsnorm (offset: its zero-centred form) into normed."""
+    add_norm = add_rmsnorm_offset_bf16 if offset else add_rmsnorm_bf16
+    add_norm(mem, grid, block, residual, delta, norm_w, normed, tokens, hidden, eps)
+
+
+@reference(MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX)
+def moe_add_rmsnorm_gate_topk_softmax_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
+        normed: int, w_gate: int, shared_gate: int, logits: int, shared_logits: int,
+        topk_ids: int, topk_weights: int, counter: int, tokens: int, experts: int, hidden: int,
+        top_k: int, shared_slots: int, renormalize: int, scale: float, eps: float,
+        offset: int) -> None:
+    _add_norm_route(mem, grid, block, residual, delta, norm_w, normed, hidden, tokens, eps,
+                    offset)
+    moe_gate_topk_softmax_bf16(mem, grid, block, normed, w_gate, shared_gate, logits,
+                               shared_logits, topk_ids, topk_weights, counter, tokens, experts,
+                               hidden, top_k, shared_slots, renormalize, scale)
+
+
+@reference(MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID)
+def moe_add_rmsnorm_gate_topk_sigmoid_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
+        normed: int, w_gate: int, shared_gate: int, bias: int, logits: int, shared_logits: int,
+        topk_ids: int, topk_weights: int, counter: int, tokens: int, experts: int, hidden: int,
+        top_k: int, shared_slots: int, renormalize: int, scale: float, eps: float,
+        offset: int) -> None:
+    _add_norm_route(mem, grid, block, residual, delta, norm_w, normed, hidden, tokens, eps,
+                    offset)
+    moe_gate_topk_sigmoid_bf16(mem, grid, block, normed, w_gate, shared_gate, bias, logits,
+                               shared_logits, topk_ids, topk_weights, counter, tokens, experts,
+                               hidden, top_k, shared_slots, renormalize, scale)
 
 
 # ---- expert products ----------------------------------------------------------------------
