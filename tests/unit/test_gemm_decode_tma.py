@@ -8,6 +8,7 @@ device check is tools/gpu/check_kernels.py -k gemm_decode_tma over the same case
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 from pathlib import Path
@@ -76,7 +77,11 @@ def test_launch_constants_match_the_kernel() -> None:
     assert _constant("kMaxThreads") == 2 * 128 + 32  # every entry's __launch_bounds__
     text = SOURCE.read_text()
     for split in range(2, 9):  # every portable cluster size (DECODE_GEMM_TMA_SPLITS)
-        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3  # bf16, f32, SwiGLU
+        # bf16, f32, SwiGLU; their persistent forms at PERSISTENT_SPLITS
+        persistent = 3 if split in matmul_decode.PERSISTENT_SPLITS else 0
+        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3 + persistent
+    entries = re.findall(r"\bgemm_decode_tma_\w+_persistent\w*\(", text)
+    assert len(entries) == 3 * len(matmul_decode.PERSISTENT_SPLITS)
     assert DECODE_GEMM_TMA_SPLITS == tuple(range(1, 9))
     # 160 or 288 threads select the block shape
     assert "kGroupThreads * kMaxGroups + kProducerThreads" in text

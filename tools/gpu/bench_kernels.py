@@ -447,8 +447,12 @@ def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
               else matmul_decode.ring_stages(cols, groups))
     ring = (f"TMA ring of {stages} stages" if tma else f"cp.async ring of {stages} stages, "
             f"L2 window {kc.routes.decode_gemm_l2_tiles} k-tiles")
+    # ATLAS_DECODE_GEMM_PERSISTENT=1: the grids of several waves loop over tiles instead
+    looped = (matmul_decode.persistent_launch_grid(kc, m, n, out_f32, swiglu, (split, groups))
+              if tma else None)
+    grid = "" if looped is None else f", persistent grid of {looped} blocks"
     return (f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}, {groups} warpgroup(s) a "
-            f"block, cluster split {split}, {ring}")
+            f"block, cluster split {split}, {ring}{grid}")
 
 
 def linear_case(env: Env, s: Any) -> Case:

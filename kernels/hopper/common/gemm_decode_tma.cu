@@ -39,9 +39,28 @@
 // PDL: the producer issues the first ring's weight copies before griddepcontrol.wait (no
 // kernel writes weights); x is copied and y written only after it.
 //
+// Persistent entries (*_persistent, *_persistent_split2: the splits whose grids run several
+// waves, KernelRoutes.decode_gemm_persistent): a grid of C clusters, at most the ones the
+// device holds at once, where cluster c computes tiles c, c + C, c + 2C, ... with one
+// producer and one ring. Its stages are numbered over every tile (a rank has the same `count`
+// k-tiles in each, so tile j's stage i is ring stage j count + i, slot and phases following),
+// and the producer issues the next tile's first stages (at most a ring, all into slots the
+// consumers release before this tile's epilogue) as soon as this tile's last are issued: the
+// epilogue (partial scatter, cluster sum, store) runs while the next tile streams in, where
+// a grid of one tile a block refills every block's ring from empty each wave. The partial
+// tile cannot share the ring's base as in the one-tile form: it sits at persistent_part_offset
+// past it, above the ring where the block's share of shared memory has room (N <= 64 on two
+// warpgroups: no slot shared), else overlapping the ring's top slots [kEpilogueSlot,
+// kStages), which the producer fills for the next tile only after every thread's proxy fence
+// and a block barrier past the epilogue (whose last cluster barrier ends the remote reads).
+// Every rank of a cluster walks the same tiles, so each tile's two cluster barriers in
+// store_tile are met by all of them. Same sums in the same order: the same bits as the
+// one-tile entry of the same split.
+//
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G + 32 threads,
-// dynamic shared memory smem_bytes(N, G, kMaxStages). Preconditions: 1 <= m <= 256, n >= 1,
-// k >= 8 with k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
+// dynamic shared memory smem_bytes(N, G, kMaxStages); persistent: grid = C S with C <=
+// ceil(n / (64 G)), shared memory persistent_smem_bytes(N, G). Preconditions: 1 <= m <= 256,
+// n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
 #include "atlas_common.cuh"
 #include "bulk_copy.cuh"
 #include "gemm_decode_tile.cuh"
@@ -75,7 +94,42 @@ constexpr bool pair_fits(int cols) {
 static_assert(pair_fits(16) && pair_fits(32) && pair_fits(64) && pair_fits(128),
               "two N <= 128 blocks fit an SM");
 
-template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
+// A block's share of shared memory, static included (1 KiB a block is the driver's): an SM's
+// 228 KiB for one block, half of it each for two (what the one-tile ring sizes assume).
+__host__ __device__ constexpr int block_shared(int cols, int groups) {
+  return ring_budget(cols, groups) == kPairBudget ? 114 * 1024 - 1024 : 227 * 1024;
+}
+
+// The persistent entries' partial tile, in bytes from the ring's base: right past the ring
+// where the block's share holds both, else as high as the share allows (overlapping the
+// ring's top slots; ops/matmul_decode.py persistent_smem_bytes mirrors this).
+__host__ __device__ constexpr int persistent_part_offset(int cols, int groups) {
+  const int ring = ring_stages(cols, groups, kMaxStages) * stage_bytes(cols, groups);
+  const int part = cols * partial_pitch(groups) * 4;
+  const int top = (block_shared(cols, groups) - kBarrierBytes - kAlign - part) / 16 * 16;
+  return top < ring ? top : ring;
+}
+
+// Dynamic shared memory of a persistent launch: the ring and the partial tile past or over it.
+__host__ __device__ constexpr int persistent_smem_bytes(int cols, int groups) {
+  const int ring = ring_stages(cols, groups, kMaxStages) * stage_bytes(cols, groups);
+  const int end = persistent_part_offset(cols, groups) + cols * partial_pitch(groups) * 4;
+  return (end > ring ? end : ring) + kAlign;
+}
+
+constexpr bool persistent_fits(int cols, int groups) {
+  return persistent_smem_bytes(cols, groups) + kBarrierBytes <= block_shared(cols, groups) &&
+         persistent_part_offset(cols, groups) >= stage_bytes(cols, groups);
+}
+static_assert(persistent_fits(16, 1) && persistent_fits(32, 1) && persistent_fits(64, 1) &&
+                  persistent_fits(128, 1) && persistent_fits(kMaxCols, 1) &&
+                  persistent_fits(16, 2) && persistent_fits(32, 2) && persistent_fits(64, 2) &&
+                  persistent_fits(128, 2) && persistent_fits(kMaxCols, 2),
+              "the persistent layout keeps the one-tile form's blocks an SM and a slot the "
+              "epilogue leaves to the next tile");
+
+// kPersistent: the tile loop of the persistent entries (header); else the block's one tile.
+template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kPersistent>
 __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
                                                 void* __restrict__ y, int m, int n, int k,
                                                 uint8_t* smem_raw, uint64_t* full,
@@ -85,23 +139,29 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   constexpr int kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
   constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;
+  // the partial tile: at the ring's base once the one tile's ring has drained; persistent,
+  // past it or over slots [kEpilogueSlot, kStages) only (header)
+  constexpr int kPartOff = kPersistent ? persistent_part_offset(kCols, kGroups) : 0;
+  constexpr int kEpilogueSlot = kPartOff / kStage < kStages ? kPartOff / kStage : kStages;
   static_assert(kStages >= 2, "a slot fills while another is multiplied");
   static_assert(kStage % kAlign == 0 && kStageW % (2 * kAlign) == 0,
                 "stage bases (and the SwiGLU up half) stay swizzle-atom aligned");
-  static_assert(kCols * partial_pitch(kGroups) * 4 <= kStages * kStage,
+  static_assert(kPersistent || kCols * partial_pitch(kGroups) * 4 <= kStages * kStage,
                 "the partial tile fits in the ring");
   const int inter = n / 2;  // activation width (kSwiglu)
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
-  float* part = reinterpret_cast<float*>(smem_raw + (smem - raw));  // the epilogue's tile
+  float* part = reinterpret_cast<float*>(smem_raw + (smem - raw) + kPartOff);
 
-  const int tile = static_cast<int>(blockIdx.x) / kSplit;
+  // the cluster's tiles: blockIdx.x / S, then every grid's worth of clusters past it
+  const int first_tile = static_cast<int>(blockIdx.x) / kSplit;
+  const int tiles = kPersistent ? (n + kRows - 1) / kRows : first_tile + 1;
+  const int tile_step = kPersistent ? static_cast<int>(gridDim.x) / kSplit : 1;
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
-  const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
   const int k_tiles = (k + BK - 1) / BK;
   const int kt0 = k_tiles * rank / kSplit;
-  const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
+  const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block, each tile
   const int tid = static_cast<int>(threadIdx.x);
 
   if (tid == 0) {
@@ -113,106 +173,144 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   }
   __syncthreads();
 
-  float acc[kCols / 2];
-#pragma unroll
-  for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
-
-  if (tid >= kThreads) {  // the producer warp
-    if (tid == kThreads) {
-      atlas::bulk::prefetch_map(&wmap);
-      atlas::bulk::prefetch_map(&xmap);
-      auto load_w = [&](int s, int kt) {
-        const uint32_t dst = smem + s * kStage;
-        if constexpr (kSwiglu) {  // gate rows [row0, +kRows / 2), then the up rows I past them
-          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
-          atlas::bulk::copy_tile_2d(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s]);
-        } else {
-          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
-        }
-      };
-      auto load_x = [&](int s, int kt) {
-        atlas::bulk::copy_tile_2d(smem + s * kStage + kStageW, &xmap, kt * BK, 0, &full[s]);
-      };
-      // the first ring's weights before the PDL wait (one arrival announces the whole
-      // stage, so each slot's phase completes only once its x tile has landed too)
-      const int first = count < kStages ? count : kStages;
-      for (int i = 0; i < first; ++i) {
-        atlas::bulk::expect_bytes(&full[i], kStage);
-        load_w(i, kt0 + i);
-      }
-      atlas::pdl_enter();
-      for (int i = 0; i < first; ++i) load_x(i, kt0 + i);
-      for (int i = kStages; i < count; ++i) {
-        const int s = i % kStages;
-        atlas::bulk::wait_parity_or_trap(&empty[s], (i / kStages - 1) & 1, kHangCycles);
-        atlas::bulk::expect_bytes(&full[s], kStage);
-        load_w(s, kt0 + i);
-        load_x(s, kt0 + i);
-      }
+  // the producer's copies of ring stage g (counted over the cluster's tiles): k-tile kt of
+  // the tile whose first output column (kSwiglu: gate/up pair) is row0
+  auto load_w = [&](int s, int kt, int row0) {
+    const uint32_t dst = smem + s * kStage;
+    if constexpr (kSwiglu) {  // gate rows [row0, +kRows / 2), then the up rows I past them
+      atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
+      atlas::bulk::copy_tile_2d(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s]);
     } else {
-      atlas::pdl_enter();
+      atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
     }
-  } else {  // the consumer warpgroups
-    atlas::pdl_enter();
-    // warpgroup g multiplies weight rows [64 g, 64 g + 64) of each stage by its x tile
-    const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
-    for (int i = 0; i < count; ++i) {
-      const int s = i % kStages;
-      atlas::bulk::wait_parity_or_trap(&full[s], (i / kStages) & 1, kHangCycles);
-      const uint32_t stage = smem + s * kStage;
-      // four k16 wgmmas, then wait until only they are in flight: tile i - 1's are done
-      atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
-                            atlas::smem_desc(stage + kStageW));
-      // wgmma.wait_group is warpgroup-collective: once it returns, tile i - 1's operands are
-      // read for every lane, so one lane a warp releases the slot (4 G arrivals, not 128 G)
-      if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(i - 1) % kStages]);
-    }
-    atlas::wgmma_wait<0>();
-    atlas::fence_acc(acc);
-  }
-  __syncthreads();  // every wgmma retired and every copy landed (each full phase was awaited)
+  };
+  auto load_x = [&](int s, int kt) {
+    atlas::bulk::copy_tile_2d(smem + s * kStage + kStageW, &xmap, kt * BK, 0, &full[s]);
+  };
+  auto load = [&](int g, int kt, int row0) {  // once the slot's previous stage is released
+    const int s = g % kStages;
+    if (g >= kStages)
+      atlas::bulk::wait_parity_or_trap(&empty[s], (g / kStages - 1) & 1, kHangCycles);
+    atlas::bulk::expect_bytes(&full[s], kStage);
+    load_w(s, kt, row0);
+    load_x(s, kt);
+  };
 
-  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
-                                                                  rank);
+  int issued = 0;  // the producer's stages of the current tile issued before its iteration
+  if (tid == kThreads) {
+    atlas::bulk::prefetch_map(&wmap);
+    atlas::bulk::prefetch_map(&xmap);
+    // the first ring's weights before the PDL wait (one arrival announces the whole stage,
+    // so each slot's phase completes only once its x tile has landed too); none for a
+    // persistent cluster past the last tile (no copy may outlive the block)
+    issued = first_tile >= tiles ? 0 : count < kStages ? count : kStages;
+    for (int i = 0; i < issued; ++i) {
+      atlas::bulk::expect_bytes(&full[i], kStage);
+      load_w(i, kt0 + i, first_tile * kOutRows);
+    }
+    atlas::pdl_enter();
+    for (int i = 0; i < issued; ++i) load_x(i, kt0 + i);
+  } else {
+    atlas::pdl_enter();
+  }
+
+  float acc[kCols / 2];
+  int g0 = 0;  // the ring stage of the current tile's first k-tile
+  for (int tile = first_tile; tile < tiles; tile += tile_step, g0 += count) {
+    const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
+    const int next = tile + tile_step;
+#pragma unroll
+    for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
+
+    if (tid == kThreads) {  // the producer thread (its warp's other lanes only join barriers)
+      for (int i = issued; i < count; ++i) load(g0 + i, kt0 + i, row0);
+      issued = 0;
+      // persistent: the next tile's first stages, while the consumers finish this one. At
+      // most a ring (each slot's previous stage is then this tile's or older, released
+      // before this tile's epilogue, which the producer joins only after), none into the
+      // partial tile's slots (their turn comes after the epilogue).
+      if (kPersistent && next < tiles) {
+        for (; issued < count && issued < kStages && (g0 + count + issued) % kStages <
+                                                          kEpilogueSlot; ++issued)
+          load(g0 + count + issued, kt0 + issued, next * kOutRows);
+      }
+    } else if (tid < kThreads) {  // the consumer warpgroups
+      // warpgroup g multiplies weight rows [64 g, 64 g + 64) of each stage by its x tile
+      const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
+      for (int i = 0; i < count; ++i) {
+        const int g = g0 + i, s = g % kStages;
+        atlas::bulk::wait_parity_or_trap(&full[s], (g / kStages) & 1, kHangCycles);
+        const uint32_t stage = smem + s * kStage;
+        // four k16 wgmmas, then wait until only they are in flight: stage g - 1's are done
+        atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
+                              atlas::smem_desc(stage + kStageW));
+        // wgmma.wait_group is warpgroup-collective: once it returns, stage g - 1's operands
+        // are read for every lane, so one lane a warp releases the slot (4 G arrivals)
+        if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(g - 1) % kStages]);
+      }
+      atlas::wgmma_wait<0>();
+      atlas::fence_acc(acc);
+      // persistent: the tile's last slot is released for a later tile's stage too
+      if (kPersistent && count > 0 && (tid & 31) == 0)
+        atlas::bulk::arrive(&empty[(g0 + count - 1) % kStages]);
+    }
+    // every wgmma retired, and every copy into the partial tile's bytes landed (each of this
+    // tile's full phases was awaited; the next tile's copies so far avoid those slots)
+    __syncthreads();
+
+    store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
+                                                                    rank);
+    if constexpr (kPersistent && kEpilogueSlot < kStages) {
+      if (next < tiles) {
+        // the partial tile's bytes go back to the ring: each thread's generic-proxy accesses
+        // to them (a cluster's remote reads end before store_tile's closing cluster barrier)
+        // are ordered before the producer's copies (async proxy) by its proxy fence and a
+        // block barrier
+        atlas::bulk::fence_async_shared();
+        __syncthreads();
+      }
+    }
+    if constexpr (!kPersistent) break;  // one tile: no loop for the register allocator
+  }
 }
 
 // N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
-template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
+template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kPersistent>
 __device__ __forceinline__ void dispatch_cols(const TensorMap& wmap, const TensorMap& xmap,
                                               void* y, int m, int n, int k, uint8_t* smem,
                                               uint64_t* full, uint64_t* empty) {
   if (m <= 16)
-    gemm_decode_tma<16, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty);
+    gemm_decode_tma<16, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                       smem, full, empty);
   else if (m <= 32)
-    gemm_decode_tma<32, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty);
+    gemm_decode_tma<32, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                       smem, full, empty);
   else if (m <= 64)
-    gemm_decode_tma<64, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                          empty);
+    gemm_decode_tma<64, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                       smem, full, empty);
   else if (m <= 128)
-    gemm_decode_tma<128, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem, full,
-                                                           empty);
+    gemm_decode_tma<128, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n,
+                                                                        k, smem, full, empty);
   else if (m <= kMaxCols)
-    gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(wmap, xmap, y, m, n, k, smem,
-                                                                full, empty);
+    gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(
+        wmap, xmap, y, m, n, k, smem, full, empty);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
 
 // The block's consumer warpgroups ((blockDim.x - 32) / 128) select the block shape.
-template <int kSplit, bool kF32Out, bool kSwiglu = false>
+template <int kSplit, bool kF32Out, bool kSwiglu = false, bool kPersistent = false>
 __device__ __forceinline__ void dispatch(const TensorMap& wmap, const TensorMap& xmap, void* y,
                                          uint32_t m, uint32_t n, uint32_t k) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (blockDim.x == kGroupThreads * kMaxGroups + kProducerThreads)
-    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw,
-                                                        full, empty);
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu, kPersistent>(wmap, xmap, y, mi, ni, ki,
+                                                                     smem_raw, full, empty);
   else if (blockDim.x == kGroupThreads + kProducerThreads)
-    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(wmap, xmap, y, mi, ni, ki, smem_raw, full,
-                                               empty);
+    dispatch_cols<kSplit, kF32Out, 1, kSwiglu, kPersistent>(wmap, xmap, y, mi, ni, ki,
+                                                            smem_raw, full, empty);
   else
     __trap();  // ops/matmul_decode.py launches 160 or 288 threads
 }
@@ -391,4 +489,48 @@ extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThrea
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
   dispatch<8, false, true>(wmap, xmap, y, m, n, k);
+}
+
+// The persistent forms (header) at the splits whose grids run several waves: unsplit (the
+// LM head) and split 2 (Qwen3-8B gate_up at 64 rows: 384 blocks, 2.9 waves).
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, true, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false, true, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_persistent_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_persistent_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, true, false, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_persistent_split2(const __nv_bfloat16* x,
+        const __nv_bfloat16* w, void* y, uint32_t m, uint32_t n, uint32_t k,
+        const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false, true, true>(wmap, xmap, y, m, n, k);
 }

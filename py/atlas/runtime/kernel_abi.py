@@ -164,6 +164,21 @@ GEMM_DECODE_TMA_F32OUT_SPLIT7 = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_s
                                   _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_SPLIT7 = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_split7",
                                   _DECODE_TMA)
+# ... persistent (the unsplit and split-2 grids that run several waves): grid C x S for C
+# clusters the device holds at once, each looping over tiles c, c + C, ... (gemm_decode_tma.cu
+# header; ops/matmul_decode.py persistent_grid), the same products bit for bit
+GEMM_DECODE_TMA_PERSISTENT = S("gemm_decode_tma", "gemm_decode_tma_bf16_persistent",
+                               _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_PERSISTENT = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_persistent",
+                                      _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_PERSISTENT = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_persistent",
+                                      _DECODE_TMA)
+GEMM_DECODE_TMA_PERSISTENT_SPLIT2 = S("gemm_decode_tma", "gemm_decode_tma_bf16_persistent_split2",
+                                      _DECODE_TMA)
+GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2 = S(
+    "gemm_decode_tma", "gemm_decode_tma_bf16_f32_persistent_split2", _DECODE_TMA)
+GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2 = S(
+    "gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_persistent_split2", _DECODE_TMA)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

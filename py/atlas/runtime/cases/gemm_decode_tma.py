@@ -8,10 +8,15 @@ same block shape) bit for bit -- the two differ only in how bytes reach shared m
 what only the TMA kernel allows: two-warpgroup blocks at N = 16, boxes whose rows run
 past both m and n while k ends inside a box, and the clusters of 3, 5, 6 and 7 (against the
 oracle alone: the cp.async kernel has only the powers of two), at edge shapes and at the
-narrow projections the split rule gives them with ATLAS_DECODE_GEMM_ANY_SPLIT=1.
+narrow projections the split rule gives them with ATLAS_DECODE_GEMM_ANY_SPLIT=1. And the
+persistent entries (gemm_decode_tma_*_persistent*: clusters looping over tiles) against the
+oracle and bit for bit against the one-tile entry of the same split and block shape, at cluster
+counts that give each cluster several tiles, one, or none, and through the route's own grid.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -20,7 +25,7 @@ from ...core.numerics import f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_decode
-from ..ops.routes import DECODE_GEMM_SPLITS
+from ..ops.routes import DECODE_GEMM_SPLITS, KernelRoutes
 from .gemm_decode_sm90 import (GEMM_DECODE_SHAPES, GEMM_DECODE_SWIGLU_SHAPES,
                                GEMM_DECODE_WIDE_SHAPES)
 from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16, swiglu_oracle
@@ -56,6 +61,28 @@ GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES = [
     (64, 96, 640, 3, True),             # k-tiles 10 = 3 + 3 + 4, I past the tile's pairs
     (9, 40, 1024, 5, False),            # N 16 on one warpgroup, I below a tile
 ]
+
+#: (m, n, k, out_f32, split, wide, swiglu, clusters) the persistent entries run at `clusters`
+#: clusters (launch_pick's override; None: the route's own grid, persistent_launch_grid, at
+#: shapes whose one-tile grid runs several waves). Every block shape's partial-tile layout:
+#: past the ring (two warpgroups, N <= 64) or over its top 1, 2 or 3 slots (the others)
+GEMM_DECODE_TMA_PERSISTENT_SHAPES = [
+    (64, 1000, 4096, False, 1, True, False, 3),    # 8 tiles: 3 + 3 + 2, 8 laps of the ring each
+    (17, 600, 520, True, 2, True, False, 2),       # k % 64 = 8: 4 + 5 k-tiles of a 10-slot ring
+    (1, 300, 8200, False, 2, False, False, 1),     # one cluster, 5 tiles; partial over slot 10
+    (256, 520, 1000, False, 1, True, False, 2),    # N 256: the partial over slots 1..3 of 4
+    (200, 300, 640, False, 2, False, False, 2),    # N 256 one warpgroup: over slots 3, 4 of 5
+    (100, 700, 384, True, 1, False, False, 4),     # N 128 f32: 11 tiles, over slot 3 of 4
+    (64, 640, 1024, False, 2, True, False, 8),     # 5 tiles, 8 clusters: 3 without a tile
+    (3, 400, 64, False, 2, True, False, 2),        # one k-tile: rank 0 has none, each tile
+    (64, 2000, 1024, False, 2, True, True, 3),     # SwiGLU I = 1000: 16 tiles, I past a tile
+    (9, 600, 4096, False, 1, False, True, 2),      # SwiGLU N 16 one warpgroup: 10 tiles
+    (256, 400, 640, False, 2, True, True, 1),      # SwiGLU N 256: 4 tiles in one cluster
+    (64, 10000, 1024, False, 2, True, True, None),  # the route: 79 tiles x 2 > 132 blocks
+    (9, 20000, 256, True, 1, False, False, None),  # the route: 313 tiles > 264 pair blocks
+]
+#: the one-tile entry's output beside the persistent one's
+ONE_TILE = "_one_tile"
 
 
 def _split(kc: KernelCache, m: int, n: int, k: int, split: int | None,
@@ -104,6 +131,48 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
                       same_bits=((name, name + CPASYNC),) if len(runs) == 2 else ())
 
 
+def gemm_decode_tma_persistent_case(rng: np.random.Generator, m: int, n: int, k: int,
+                                    f32: bool, split: int, wide: bool, swiglu: bool,
+                                    clusters: int | None) -> KernelCase:
+    """y (act with `swiglu`, n = 2 I) through the persistent entry at `clusters` clusters
+    (None: decode_gemm under the persistent route, which must pick that form at these shapes:
+    tests/unit/test_gemm_decode_tma.py), and through the one-tile entry of the same split and
+    warpgroups: the oracle for both, same bits."""
+    scale = (4.0 if swiglu else 1.0) * k ** -0.5  # SwiGLU gates reach the SiLU's curve
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
+    name = "act" if swiglu else "y"
+    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, n // 2 if swiglu else n),
+                      bf16_valued=f32)
+    groups = matmul_decode.decode_groups(m, wide, tma=True)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routes = KernelRoutes.from_env()
+        one_tile = KernelCache(backend, replace(routes, decode_gemm_persistent=False))
+        matmul_decode.launch_pick(one_tile, stream, p["x"], p["w"], p[name + ONE_TILE], m, n, k,
+                                  f32, swiglu, True, (split, groups))
+        if clusters is None:
+            looped = KernelCache(backend, replace(routes, decode_gemm_persistent=True))
+            matmul_decode.decode_gemm(looped, stream, p["x"], p["w"], p[name], m, n, k, f32,
+                                      split=split, wide=groups == 2, swiglu=swiglu, tma=True)
+        else:
+            matmul_decode.launch_pick(one_tile, stream, p["x"], p["w"], p[name], m, n, k, f32,
+                                      swiglu, True, (split, groups), clusters)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        y = linear_oracle(x)["y"]
+        if swiglu:
+            y = swiglu_oracle(f32_to_bf16_bits(y.astype(np.float32)))
+        return {name: y, name + ONE_TILE: y}
+
+    label = ("wide " if wide else "") + f"split{split} " + ("route" if clusters is None
+                                                            else f"c{clusters}")
+    kind = f"swiglu m{m} i{n // 2}" if swiglu else f"m{m} n{n}"
+    return KernelCase(f"gemm_decode_tma persistent {label} {kind} k{k}{' f32' if f32 else ''}",
+                      "gemm_decode_tma", inputs, {name: spec, name + ONE_TILE: spec}, run,
+                      oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      same_bits=((name, name + ONE_TILE),))
+
+
 def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]]:
     """Every (m, n, k, out_f32, split, wide, swiglu) the TMA kernel is checked at."""
     return ([(*shape, False, False) for shape in GEMM_DECODE_SHAPES]
@@ -118,4 +187,6 @@ def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]
 
 @kernel_cases("gemm_decode_tma")
 def gemm_decode_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [gemm_decode_tma_case(rng, *shape) for shape in tma_case_shapes()]
+    return ([gemm_decode_tma_case(rng, *shape) for shape in tma_case_shapes()]
+            + [gemm_decode_tma_persistent_case(rng, *shape)
+               for shape in GEMM_DECODE_TMA_PERSISTENT_SHAPES])

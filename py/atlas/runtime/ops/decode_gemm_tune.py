@@ -84,11 +84,15 @@ class TuneKey:
     out_f32: bool
     swiglu: bool
     tma: bool
+    persistent: bool = False
 
     def text(self) -> str:
-        """The key's part of a table key (stable: the file outlives the process)."""
+        """The key's part of a table key (stable: the file outlives the process). Timed under
+        KernelRoutes.decode_gemm_persistent, a pick's multi-wave grids ran the persistent form:
+        such keys say so, and the one-tile form's keep their text."""
         return (f"cols={self.cols} n={self.n} k={self.k} f32={int(self.out_f32)} "
-                f"swiglu={int(self.swiglu)} tma={int(self.tma)}")
+                f"swiglu={int(self.swiglu)} tma={int(self.tma)}"
+                + (" persistent=1" if self.persistent else ""))
 
 
 def build_prefix(gpu: str, sm_count: int, digest: str) -> str:

@@ -25,6 +25,11 @@ on by default): the first eager launch of each launch shape times every candidat
 ops/decode_gemm_tune.py) and the fastest is kept, by device and kernel build, in a file; the
 model (`launch_split`, `decode_groups`) stays the baseline a candidate must beat by 4%, and the
 choice inside a graph capture of a shape never launched eagerly.
+
+Under KernelRoutes.decode_gemm_persistent (ATLAS_DECODE_GEMM_PERSISTENT=1) a TMA launch whose
+grid would run more than one wave, at a split with persistent entries (PERSISTENT_SPLITS),
+launches the persistent form (`persistent_grid`): as many clusters as the device holds at
+once, each looping over tiles with one ring, the next tile streaming in during the epilogue.
 """
 
 from __future__ import annotations
@@ -51,6 +56,10 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT3, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT5, GEMM_DECODE_TMA_SWIGLU_SPLIT6,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_PERSISTENT,
+                          GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_PERSISTENT,
+                          GEMM_DECODE_TMA_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_SWIGLU_PERSISTENT,
+                          GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .decode_gemm_tune import LAUNCHES_PER_REP, MAX_COPIES, ROTATE_BYTES, Pick, TuneKey
@@ -113,6 +122,18 @@ _TMA_SWIGLU_SIGS: dict[int, KernelSig] = {
     7: GEMM_DECODE_TMA_SWIGLU_SPLIT7, 8: GEMM_DECODE_TMA_SWIGLU_SPLIT8,
 }
 
+#: the splits the TMA kernel has persistent entries for: the grids that run several waves
+#: (the LM head unsplit, Qwen3-8B gate_up at 64 rows split 2: 384 blocks, 2.9 waves)
+PERSISTENT_SPLITS = (1, 2)
+_TMA_PERSISTENT_SIGS: dict[tuple[int, bool], KernelSig] = {
+    (1, False): GEMM_DECODE_TMA_PERSISTENT, (1, True): GEMM_DECODE_TMA_F32OUT_PERSISTENT,
+    (2, False): GEMM_DECODE_TMA_PERSISTENT_SPLIT2,
+    (2, True): GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2,
+}
+_TMA_PERSISTENT_SWIGLU_SIGS: dict[int, KernelSig] = {
+    1: GEMM_DECODE_TMA_SWIGLU_PERSISTENT, 2: GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2,
+}
+
 
 def decode_cols(m: int) -> int:
     """The wgmma N an m-row batch runs at: m rounded up to a DECODE_COLS width."""
@@ -163,6 +184,41 @@ DECODE_MAX_SHARED = max(smem_bytes(cols, groups) for cols in DECODE_COLS
                         for groups in DECODE_GROUPS)
 TMA_MAX_SHARED = max(smem_bytes(cols, groups, TMA_MAX_STAGES) for cols in DECODE_COLS
                      for groups in DECODE_GROUPS)
+
+#: a block's share of shared memory, static included (gemm_decode_tma.cu block_shared): half
+#: an SM's 228 KiB less the 1 KiB the driver reserves a block for two blocks an SM, else 227 KiB
+PAIR_BLOCK_SHARED = 113 * 1024
+SOLO_BLOCK_SHARED = 227 * 1024
+#: the TMA kernel's static shared memory: its full and empty mbarriers (kBarrierBytes)
+TMA_BARRIER_BYTES = 2 * TMA_MAX_STAGES * 8
+
+
+def partial_bytes(cols: int, groups: int) -> int:
+    """The epilogue's f32 partial tile: [cols][64 groups + 4] (gemm_decode_tile.cuh
+    partial_pitch)."""
+    return cols * (DECODE_ROWS * groups + 4) * 4
+
+
+def persistent_part_offset(cols: int, groups: int) -> int:
+    """Where the persistent kernel's partial tile starts, in bytes past its ring's base: right
+    past the ring where the block's share holds both, else as high as the share allows,
+    over the ring's top slots (gemm_decode_tma.cu persistent_part_offset)."""
+    ring = ring_stages(cols, groups, TMA_MAX_STAGES) * stage_bytes(cols, groups)
+    share = PAIR_BLOCK_SHARED if blocks_per_sm(cols, groups) == 2 else SOLO_BLOCK_SHARED
+    top = (share - TMA_BARRIER_BYTES - 1024 - partial_bytes(cols, groups)) // 16 * 16
+    return min(top, ring)
+
+
+def persistent_smem_bytes(cols: int, groups: int) -> int:
+    """Dynamic shared memory of a persistent launch: the ring and the partial tile past or
+    over it, + 1 KiB to align the ring's base (gemm_decode_tma.cu persistent_smem_bytes); the
+    blocks an SM stay the one-tile form's."""
+    ring = ring_stages(cols, groups, TMA_MAX_STAGES) * stage_bytes(cols, groups)
+    return max(ring, persistent_part_offset(cols, groups) + partial_bytes(cols, groups)) + 1024
+
+
+TMA_PERSISTENT_MAX_SHARED = max(persistent_smem_bytes(cols, groups) for cols in DECODE_COLS
+                                for groups in DECODE_GROUPS)
 
 
 def wave_fill(blocks: int, slots: int) -> float:
@@ -280,9 +336,15 @@ def uses_tma(kc: KernelCache, tma: bool | None = None) -> bool:
 
 
 def entry_point(split: int, out_f32: bool = False, swiglu: bool = False,
-                tma: bool = False) -> KernelSig:
+                tma: bool = False, persistent: bool = False) -> KernelSig:
     """The decode GEMM entry point of a launch: its cluster split, f32 logits or the SwiGLU
-    epilogue, on the TMA or the cp.async kernel."""
+    epilogue, on the TMA or the cp.async kernel; `persistent`: the TMA kernel's tile loop
+    (a split of PERSISTENT_SPLITS)."""
+    if persistent:
+        assert tma, "only the TMA kernel has persistent entries"
+        if swiglu:
+            return _TMA_PERSISTENT_SWIGLU_SIGS[split]
+        return _TMA_PERSISTENT_SIGS[split, out_f32]
     if swiglu:
         return (_TMA_SWIGLU_SIGS if tma else _SWIGLU_SIGS)[split]
     return (_TMA_SIGS if tma else _SIGS)[split, out_f32]
@@ -306,8 +368,9 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
     weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
     TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
-    dynamic shared memory (each entry point is opted in to its kernel's most once). The cp.async
-    kernel's blocks keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows
+    dynamic shared memory (each entry point is opted in to its kernel's most once); a TMA grid
+    of several waves under the persistent route runs `persistent_launch_grid`'s instead. The
+    cp.async kernel's blocks keep the routes' decode_gemm_l2_tiles k-tiles of their weight rows
     prefetched into L2 ahead of the ring, from before the PDL wait (ATLAS_DECODE_GEMM_L2_TILES);
     the TMA kernel's ring holds its weight rows' next tiles in flight itself.
     """
@@ -337,9 +400,12 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
 
 def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool,
-                pick: Pick) -> None:
+                pick: Pick, clusters: int | None = None) -> None:
     """One decode GEMM launch at `pick` = (split, warpgroups), of a product decode_gemm has
-    checked (the tuner's candidates; tools that time a pick)."""
+    checked (the tuner's candidates; tools that time a pick). `clusters` (TMA, a split of
+    PERSISTENT_SPLITS): the persistent form at that many clusters, whatever the routes say
+    (check cases that give each cluster several tiles, or fewer than one); None: the
+    persistent form where `persistent_launch_grid` gives one."""
     split, groups = pick
     cols = decode_cols(m)
     grid = -(-n // (DECODE_ROWS * groups)) * split
@@ -347,13 +413,56 @@ def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
         wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
         xmap = kc.tensor_map(x, m, k, cols)
+        threads = DECODE_THREADS * groups + TMA_PRODUCER_THREADS
+        looped = (clusters * split if clusters is not None
+                  else persistent_launch_grid(kc, m, n, out_f32, swiglu, pick))
+        if looped is not None:
+            launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma, True),
+                                        TMA_PERSISTENT_MAX_SHARED)
+            launch(stream, looped, threads, persistent_smem_bytes(cols, groups), x, w, y, m,
+                   n, k, wmap, xmap)
+            return
         launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma), TMA_MAX_SHARED)
-        launch(stream, grid, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
-               smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n, k, wmap, xmap)
+        launch(stream, grid, threads, smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n,
+               k, wmap, xmap)
         return
     launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
            kc.routes.decode_gemm_l2_tiles)
+
+
+def persistent_grid(tiles: int, split: int, resident: int) -> int | None:
+    """The grid of a persistent launch of `tiles` output tiles at `split`, with `resident`
+    blocks of the persistent entry on the device at once: every cluster the device holds
+    (resident // split, each looping over tiles c, c + C, ...), where the one-tile grid
+    (tiles x split blocks) would run more than one wave; None where it runs in one (each
+    cluster would get one tile: nothing to overlap), the split has no persistent entry
+    (PERSISTENT_SPLITS) or the device holds no cluster of it. A cluster's tiles are
+    ceil(tiles / C) or fewer, so the fill over clusters is the one-tile grid's over waves
+    (`wave_fill`): the split rule's choice stands, and only the refill between waves goes."""
+    clusters = resident // split
+    if split not in PERSISTENT_SPLITS or clusters < 1 or tiles * split <= resident:
+        return None
+    return clusters * split
+
+
+def persistent_launch_grid(kc: KernelCache, m: int, n: int, out_f32: bool, swiglu: bool,
+                           pick: Pick) -> int | None:
+    """The grid of the persistent form of a TMA launch at `pick` (`persistent_grid` over
+    the device's resident blocks of the persistent entry, KernelCache.resident_blocks, else
+    the modelled sm_count x blocks_per_sm), or None for the one-tile form: always None unless
+    the routes ask (KernelRoutes.decode_gemm_persistent, ATLAS_DECODE_GEMM_PERSISTENT=1)."""
+    split, groups = pick
+    if not kc.routes.decode_gemm_persistent or split not in PERSISTENT_SPLITS:
+        return None
+    cols = decode_cols(m)
+    launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, True, True),
+                                TMA_PERSISTENT_MAX_SHARED)
+    resident = kc.resident_blocks(launch.handle, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
+                                  persistent_smem_bytes(cols, groups), split)
+    if resident is None:
+        resident = kc.facts.sm_count * blocks_per_sm(cols, groups)
+    return persistent_grid(-(-n // (DECODE_ROWS * groups)), split, resident)
 
 
 def tunes(kc: KernelCache) -> bool:
@@ -403,7 +512,8 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
     tuner = kc.decode_tune
     assert tuner is not None
     module = (GEMM_DECODE_TMA if tma else GEMM_DECODE_SM90).module
-    key = TuneKey(decode_cols(m), n, k, out_f32, swiglu, tma)
+    key = TuneKey(decode_cols(m), n, k, out_f32, swiglu, tma,
+                  tma and kc.routes.decode_gemm_persistent)
     pick = tuner.lookup(module, key)
     if pick is not None and pick in valid_picks(m, k, tma):
         return pick

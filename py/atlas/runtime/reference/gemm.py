@@ -31,6 +31,10 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT3, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT5, GEMM_DECODE_TMA_SWIGLU_SPLIT6,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_PERSISTENT,
+                          GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_PERSISTENT,
+                          GEMM_DECODE_TMA_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_SWIGLU_PERSISTENT,
+                          GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
 from . import HostMemory, WithScratch, reference
 from .gemv import linear_bf16
 from .silu_mul import silu_mul_bf16
@@ -107,8 +111,11 @@ def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w:
 
 
 # The TMA decode GEMM: the same products; its tensor maps only say how the kernel reads x
-# and w, which the reference reads through their pointers.
+# and w, which the reference reads through their pointers. The persistent entries differ only
+# in which block computes a tile (the same sums in the same order): the same references.
 @reference(GEMM_DECODE_TMA)
+@reference(GEMM_DECODE_TMA_PERSISTENT)
+@reference(GEMM_DECODE_TMA_PERSISTENT_SPLIT2)
 @reference(GEMM_DECODE_TMA_SPLIT2)
 @reference(GEMM_DECODE_TMA_SPLIT3)
 @reference(GEMM_DECODE_TMA_SPLIT4)
@@ -122,6 +129,8 @@ def gemm_decode_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 
 
 @reference(GEMM_DECODE_TMA_F32OUT)
+@reference(GEMM_DECODE_TMA_F32OUT_PERSISTENT)
+@reference(GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT2)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT3)
 @reference(GEMM_DECODE_TMA_F32OUT_SPLIT4)
@@ -135,6 +144,8 @@ def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w
 
 
 @reference(GEMM_DECODE_TMA_SWIGLU)
+@reference(GEMM_DECODE_TMA_SWIGLU_PERSISTENT)
+@reference(GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT2)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT3)
 @reference(GEMM_DECODE_TMA_SWIGLU_SPLIT4)
