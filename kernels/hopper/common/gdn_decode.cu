@@ -58,9 +58,6 @@
 // which writes none of them: the state and the ring were last written by this layer's step
 // before, the step inputs by copies ahead of the step. So the state's DRAM round trip
 // overlaps the projection's tail; the projection row itself is read after the wait.
-// gated_deltanet_decode_bf16 lets the next kernel launch right after its wait;
-// gated_deltanet_decode_late_bf16 (kLateTrigger, ATLAS_GDN_DECODE_LATE_TRIGGER=1) only once the
-// block's last projection row has been read (see LateTrigger in the kernel). The same bits.
 // Dynamic shared memory: ops/linear_attention.py gdn_decode_smem_bytes.
 #include <cooperative_groups.h>
 
@@ -144,24 +141,20 @@ __device__ __forceinline__ float2 block_sum2(float a, float b, float* scratch) {
   return total;
 }
 
-// The kernel body of both entries; kLateTrigger: where the block lets the next kernel launch
-// (on its wait, or LateTrigger below).
-template <bool kLateTrigger>
-__device__ __forceinline__ void gdn_decode(const __nv_bfloat16* __restrict__ proj,
-                                           uint32_t proj_pitch,
-                                           const __nv_bfloat16* __restrict__ conv_w,
-                                           __nv_bfloat16* __restrict__ conv_state,
-                                           const __nv_bfloat16* __restrict__ a_log,
-                                           const __nv_bfloat16* __restrict__ dt_bias,
-                                           const __nv_bfloat16* __restrict__ norm_w,
-                                           float* __restrict__ state,
-                                           const int32_t* __restrict__ state_slots,
-                                           const int32_t* __restrict__ state_out,
-                                           const int32_t* __restrict__ cu_q,
-                                           const int32_t* __restrict__ kv_lens,
-                                           __nv_bfloat16* __restrict__ out, uint32_t num_seqs,
-                                           uint32_t hk, uint32_t hv, uint32_t dk, uint32_t dv,
-                                           uint32_t kernel, float eps) {
+}  // namespace
+
+extern "C" __global__ void __cluster_dims__(kSplit, 1, 1) __launch_bounds__(kMaxThreads, 2)
+gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj_pitch,
+                           const __nv_bfloat16* __restrict__ conv_w,
+                           __nv_bfloat16* __restrict__ conv_state,
+                           const __nv_bfloat16* __restrict__ a_log,
+                           const __nv_bfloat16* __restrict__ dt_bias,
+                           const __nv_bfloat16* __restrict__ norm_w, float* __restrict__ state,
+                           const int32_t* __restrict__ state_slots,
+                           const int32_t* __restrict__ state_out,
+                           const int32_t* __restrict__ cu_q, const int32_t* __restrict__ kv_lens,
+                           __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk,
+                           uint32_t hv, uint32_t dk, uint32_t dv, uint32_t kernel, float eps) {
   extern __shared__ float smem[];
   // the cluster's sums of squares, by rank, double-buffered by token parity: a peer may
   // write token j + 1's before this block has read token j's, never token j + 2's (a
@@ -245,11 +238,7 @@ __device__ __forceinline__ void gdn_decode(const __nv_bfloat16* __restrict__ pro
     ++run;
   const int t0 = ld_step_input(cu_q + b), oslot0 = ld_step_input(state_out + b);
   const bool in_place = oslot0 == slot;  // plain decode (then run == 1)
-  // the projection row is the previous kernel's output
-  if constexpr (kLateTrigger)
-    atlas::pdl_wait();
-  else
-    atlas::pdl_enter();
+  atlas::pdl_enter();  // the projection row is the previous kernel's output
 
   const int col = col0 + cg * kCols;
   // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
@@ -323,15 +312,6 @@ __device__ __forceinline__ void gdn_decode(const __nv_bfloat16* __restrict__ pro
 
     // 3. L2 norms of q and k (the barrier also publishes xs), the gate terms
     const float2 sums = block_sum2(sq, sk, scratch);
-    // LateTrigger: the last token's row inputs were this block's last global loads, and the
-    // barrier above says every thread's conv chunk has arrived (z, b and a were requested
-    // with it). Only now may the next kernel launch: at batch 1 the out_proj GEMV's blocks
-    // request all of their weights before their wait, and that flood would otherwise queue
-    // in front of these row reads. The last token's state write-back (2 MiB a layer at
-    // batch 1), the norm and the output still overlap its launch. Exactly once a block (run
-    // and step are block-uniform); a block that returned above counts as triggered on exit.
-    if constexpr (kLateTrigger)
-      if (step == run - 1) atlas::pdl_launch_dependents();
     const float q_scale = rsqrtf(sums.x + atlas::kDeltaL2Eps) * rsqrtf(static_cast<float>(DK));
     const float k_scale = rsqrtf(sums.y + atlas::kDeltaL2Eps);
     const float decay = expf(gt.decay_log);
@@ -421,46 +401,4 @@ __device__ __forceinline__ void gdn_decode(const __nv_bfloat16* __restrict__ pro
           make_uint2(atlas::pack_bf16x2(o4[0], o4[1]), atlas::pack_bf16x2(o4[2], o4[3]));
     }
   }
-}
-
-}  // namespace
-
-extern "C" __global__ void __cluster_dims__(kSplit, 1, 1) __launch_bounds__(kMaxThreads, 2)
-gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj_pitch,
-                           const __nv_bfloat16* __restrict__ conv_w,
-                           __nv_bfloat16* __restrict__ conv_state,
-                           const __nv_bfloat16* __restrict__ a_log,
-                           const __nv_bfloat16* __restrict__ dt_bias,
-                           const __nv_bfloat16* __restrict__ norm_w, float* __restrict__ state,
-                           const int32_t* __restrict__ state_slots,
-                           const int32_t* __restrict__ state_out,
-                           const int32_t* __restrict__ cu_q, const int32_t* __restrict__ kv_lens,
-                           __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk,
-                           uint32_t hv, uint32_t dk, uint32_t dv, uint32_t kernel, float eps) {
-  gdn_decode<false>(proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
-                    state_slots, state_out, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel,
-                    eps);
-}
-
-// LateTrigger (ATLAS_GDN_DECODE_LATE_TRIGGER=1): gated_deltanet_decode_bf16 that lets the next
-// kernel launch only once its block's projection row reads are done instead of on its wait
-// (the out_proj GEMV after it: 16.8 MB of weights requested before its wait on Qwen3.5-35B-A3B).
-// The same outputs.
-extern "C" __global__ void __cluster_dims__(kSplit, 1, 1) __launch_bounds__(kMaxThreads, 2)
-gated_deltanet_decode_late_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj_pitch,
-                                const __nv_bfloat16* __restrict__ conv_w,
-                                __nv_bfloat16* __restrict__ conv_state,
-                                const __nv_bfloat16* __restrict__ a_log,
-                                const __nv_bfloat16* __restrict__ dt_bias,
-                                const __nv_bfloat16* __restrict__ norm_w,
-                                float* __restrict__ state, const int32_t* __restrict__ state_slots,
-                                const int32_t* __restrict__ state_out,
-                                const int32_t* __restrict__ cu_q,
-                                const int32_t* __restrict__ kv_lens,
-                                __nv_bfloat16* __restrict__ out, uint32_t num_seqs, uint32_t hk,
-                                uint32_t hv, uint32_t dk, uint32_t dv, uint32_t kernel,
-                                float eps) {
-  gdn_decode<true>(proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state,
-                   state_slots, state_out, cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel,
-                   eps);
 }

@@ -362,14 +362,11 @@ GATED_DELTA_STEP = S(
 # equal to CONV1D, GATED_DELTA_STEP and GATED_RMSNORM in turn. proj rows (proj_pitch apart)
 # are the fused input projection [q | k | v | z | b | a]; conv_w bf16 [conv_dim, kernel];
 # norm_w bf16 [dv]; out bf16 [tokens, hv * dv]; one token per sequence.
-_GDN_DECODE = (
+GDN_DECODE = S(
+    "gdn_decode", "gated_deltanet_decode_bf16",
     "proj:ptr proj_pitch:u32 conv_w:ptr conv_state:ptr a_log:ptr dt_bias:ptr norm_w:ptr "
     "state:ptr state_slots:ptr state_out:ptr cu_q:ptr kv_lens:ptr out:ptr num_seqs:u32 hk:u32 "
     "hv:u32 dk:u32 dv:u32 kernel:u32 eps:f32")
-GDN_DECODE = S("gdn_decode", "gated_deltanet_decode_bf16", _GDN_DECODE)
-# (the same, letting the next kernel launch once its projection row reads are done instead
-# of on its wait: ATLAS_GDN_DECODE_LATE_TRIGGER=1)
-GDN_DECODE_LATE = S("gdn_decode", "gated_deltanet_decode_late_bf16", _GDN_DECODE)
 
 # --- attention ---------------------------------------------------------------------------
 PREFILL_ATTN = S(

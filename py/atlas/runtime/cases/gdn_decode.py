@@ -12,24 +12,20 @@ case: one captured launch replayed for 40 tokens of one sequence (step inputs co
 the graph's fixed buffers, as the decode runner does), from position 0 through ten laps of
 the ring; and verification runs (a sequence's K + 1 tokens as consecutive rows, each
 token's state left in an out slot) checked bit for bit against one-row decode steps.
-The late-trigger twin (gated_deltanet_decode_late_bf16, ATLAS_GDN_DECODE_LATE_TRIGGER=1) runs
-as the gdn_decode_late_* cases: batch 1 of the flagship, a mixed batch with fresh sequences,
-the graph case, and verification runs whose one-row steps take the default entry, so the
-twin's runs must hold that entry's bits. The other cases take the entry the environment picks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...core.dtype import DType
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
+from ..kernel_abi import GDN_DECODE
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, linear_attention
-from ..ops.routes import KernelRoutes
 from .conv1d import conv_state, defined_rows, naive_conv
 from .gated_delta import STATE_TOL, Heads, naive_delta_rule
 from .gated_rmsnorm import naive_gated_norm
@@ -114,21 +110,11 @@ def _inputs(rng: np.random.Generator, lay: Layer, tokens: int, slots: int,
     }
 
 
-def _kernels(backend: GpuBackend, late: bool | None) -> KernelCache:
-    """The launches' cache: the environment's routes, the late-trigger twin forced on / off
-    unless `late` is None."""
-    routes = KernelRoutes.from_env()
-    if late is not None:
-        routes = replace(routes, gdn_decode_late_trigger=late)
-    return KernelCache(backend, routes)
-
-
 def _launch(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr], lay: Layer,
-            proj: DevicePtr, kv_lens: DevicePtr, out: DevicePtr, num_seqs: int,
-            late: bool | None) -> None:
+            proj: DevicePtr, kv_lens: DevicePtr, out: DevicePtr, num_seqs: int) -> None:
     h = lay.heads
     linear_attention.gdn_decode(
-        _kernels(backend, late), stream, proj, lay.proj_row + 8, p["conv_w"], p["conv_state"],
+        KernelCache(backend), stream, proj, lay.proj_row + 8, p["conv_w"], p["conv_state"],
         p["a_log"], p["dt_bias"], p["norm_w"], p["state"], p["state_slots"], p["state_slots"],
         p["cu_q"], kv_lens, out, num_seqs, h.hk, h.hv, h.dk, h.dv, lay.kernel, EPS)
 
@@ -146,10 +132,9 @@ def _outputs(lay: Layer, inputs: dict[str, np.ndarray], tokens: int) -> dict[str
 REFERENCE_ABS_TOL = 4e-3
 
 
-def _batch_case(rng: np.random.Generator, name: str, lay: Layer, starts: list[int],
-                late: bool | None = None) -> KernelCase:
-    """One decode step of len(starts) sequences, sequence i at position starts[i]; `late`:
-    the late-trigger twin forced on / off (None: the environment's routes)."""
+def _batch_case(rng: np.random.Generator, name: str, lay: Layer,
+                starts: list[int]) -> KernelCase:
+    """One decode step of len(starts) sequences, sequence i at position starts[i]."""
     n = len(starts)
     slots = rng.permutation(n + 2)[:n].astype(np.int32)
     fresh = [int(slots[i]) for i, s in enumerate(starts) if s == 0]
@@ -158,7 +143,7 @@ def _batch_case(rng: np.random.Generator, name: str, lay: Layer, starts: list[in
                   kv_lens=(np.asarray(starts) + 1).astype(np.int32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        _launch(backend, stream, p, lay, p["proj"], p["kv_lens"], p["out"], n, late)
+        _launch(backend, stream, p, lay, p["proj"], p["kv_lens"], p["out"], n)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return oracle_steps(inp, lay, [(int(slots[i]), starts[i]) for i in range(n)])
@@ -168,7 +153,7 @@ def _batch_case(rng: np.random.Generator, name: str, lay: Layer, starts: list[in
                       compare_mask={"conv_state": mask}, reference_abs_tol=REFERENCE_ABS_TOL)
 
 
-def _graph_case(rng: np.random.Generator, lay: Layer, late: bool | None = None) -> KernelCase:
+def _graph_case(rng: np.random.Generator, lay: Layer) -> KernelCase:
     """One sequence from position 0, a captured launch replayed for each of its tokens."""
     h, slot, tokens = lay.heads, 1, GRAPH_TOKENS
     inputs = _inputs(rng, lay, tokens, 3, [slot])
@@ -181,10 +166,9 @@ def _graph_case(rng: np.random.Generator, lay: Layer, late: bool | None = None) 
         step = {"proj": backend.alloc(pitch_bytes), "kv": backend.alloc(4),
                 "out": backend.alloc(out_bytes)}
         try:
-            kc = _kernels(backend, late)  # resolve the kernel outside the capture
-            kc.get(linear_attention.gdn_decode_kernel_for(kc.routes))
+            KernelCache(backend).get(GDN_DECODE)  # resolve the kernel outside the capture
             backend.begin_capture(stream)
-            _launch(backend, stream, p, lay, step["proj"], step["kv"], step["out"], 1, late)
+            _launch(backend, stream, p, lay, step["proj"], step["kv"], step["out"], 1)
             graph = backend.end_capture(stream)
             for t in range(tokens):
                 backend.copy_d2d(step["proj"], p["proj"] + t * pitch_bytes, pitch_bytes, stream)
@@ -201,22 +185,19 @@ def _graph_case(rng: np.random.Generator, lay: Layer, late: bool | None = None) 
         return oracle_steps(inp, lay, [(slot, t) for t in range(tokens)])
 
     mask = defined_rows(inputs["conv_state"].shape, inputs["state_slots"], [tokens], [0])
-    name = f"gdn_decode{'_late' if late else ''}_graph_{tokens}_tokens"
-    return KernelCase(name, "gdn_decode", inputs,
+    return KernelCase(f"gdn_decode_graph_{tokens}_tokens", "gdn_decode", inputs,
                       _outputs(lay, inputs, tokens), run, oracle,
                       compare_mask={"conv_state": mask}, reference_abs_tol=REFERENCE_ABS_TOL,
                       capturable=False)
 
 
 def _run_case(rng: np.random.Generator, name: str, lay: Layer,
-              seqs: list[tuple[int, int]], late: bool | None = None) -> KernelCase:
+              seqs: list[tuple[int, int]]) -> KernelCase:
     """A verification step: sequence i feeds seqs[i] = (start, n) tokens as consecutive
     rows (n == 1: a plain decode row, in place; else a run leaving each token's state in an
     out slot of its own), in one launch; and every row again as a one-row decode step in
     place on a copy of the pools. Row by row the outputs, the states and the rings must hold
-    the same bits (model/runner.py's hybrid verification). With `late` the launch of the
-    runs takes the late-trigger twin and the one-row steps the default entry: the twin must
-    compute that entry's bits."""
+    the same bits (model/runner.py's hybrid verification)."""
     h, k = lay.heads, lay.kernel
     n_rows = sum(n for _, n in seqs)
     slot_of = list(range(1, len(seqs) + 1))
@@ -253,7 +234,7 @@ def _run_case(rng: np.random.Generator, name: str, lay: Layer,
                                  ring + slot * per_ring + (q % k) * row_bytes, row_bytes, stream)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc, kc_plain = _kernels(backend, late), _kernels(backend, False if late else None)
+        kc = KernelCache(backend)
         common = (p["conv_w"], p["a_log"], p["dt_bias"], p["norm_w"])
         linear_attention.gdn_decode(
             kc, stream, p["proj"], pitch, common[0], p["conv_state"], *common[1:], p["state"],
@@ -264,7 +245,7 @@ def _run_case(rng: np.random.Generator, name: str, lay: Layer,
         for r in range(n_rows):
             slots = p["state_slots"] + 4 * r    # the sequence's own slot, in place
             linear_attention.gdn_decode(
-                kc_plain, stream, p["proj"] + 2 * pitch * r, pitch, common[0], p["ring_plain_pool"],
+                kc, stream, p["proj"] + 2 * pitch * r, pitch, common[0], p["ring_plain_pool"],
                 *common[1:], p["state_plain"], slots, slots, p["cu_one"], p["kv_lens"] + 4 * r,
                 p["out_plain"] + out_bytes * r, 1, h.hk, h.hv, h.dk, h.dv, k, EPS)
             snapshot(backend, stream, p, "plain", r, p["state_plain"], p["ring_plain_pool"],
@@ -316,15 +297,4 @@ def gdn_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
         # the flagship's heads: K = 4 after a 511-token prompt, beside a plain decode row
         _run_case(rng, "gdn_decode_verify_run_qwen3.5-35b-a3b", Layer(QWEN3_5_MOE_HEADS),
                   [(511, 5), (40, 1)]),
-        # the late-trigger twin: batch 1 of the flagship (the A/B's step), a mixed batch
-        # with fresh sequences, the graph from position 0, and verification runs against
-        # the default entry's one-row steps
-        _batch_case(rng, "gdn_decode_late_qwen3.5-35b-a3b_b1", Layer(QWEN3_5_MOE_HEADS), [511],
-                    late=True),
-        _batch_case(rng, "gdn_decode_late_batch_mixed", small, [0, 1, 2, 7, 0, 300], late=True),
-        _graph_case(rng, small, late=True),
-        _run_case(rng, "gdn_decode_late_verify_runs_mixed", small,
-                  [(6, 4), (300, 1), (0, 3), (1, 2)], late=True),
-        _run_case(rng, "gdn_decode_late_verify_run_qwen3.5-35b-a3b", Layer(QWEN3_5_MOE_HEADS),
-                  [(511, 5), (40, 1)], late=True),
     ]

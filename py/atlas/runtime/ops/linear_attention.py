@@ -14,19 +14,16 @@ Geometry mirrors kernels/hopper/common/conv1d.cu and gated_delta.cu:
   warps), runs the conv, the norms, the recurrent step and the gated RMSNorm for its
   dv / GDN_DECODE_SPLIT columns of the head, holding its state tile in registers; a run
   of one sequence's rows (a verification) is its first row's cluster's, token by token.
-  Under routes.gdn_decode_late_trigger its twin lets the next kernel launch only once its
-  blocks have read their projection rows, not on its wait (`gdn_decode_kernel_for`).
 Every form takes the step's cu_q / kv_lens (a sequence starting at position 0 starts from
 zero state) and one state slot per sequence.
 """
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, KernelSig, Stream
+from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (CONV1D, GATED_DELTA_CHUNK, GATED_DELTA_CHUNK_TC,
-                          GATED_DELTA_STEP, GDN_DECODE, GDN_DECODE_LATE)
+                          GATED_DELTA_STEP, GDN_DECODE)
 from . import KernelCache
-from .routes import KernelRoutes
 from ._preconditions import require_aligned, require_multiple
 
 CONV_THREADS = 128
@@ -178,15 +175,6 @@ def gdn_decode_fits(dk: int, dv: int, kernel: int, proj_pitch: int) -> bool:
             and gdn_decode_smem_bytes(dk, dv, kernel) <= _SMEM_DEFAULT_LIMIT)
 
 
-def gdn_decode_kernel_for(routes: KernelRoutes) -> KernelSig:
-    """The fused decode entry the routes pick: GDN_DECODE, or under
-    routes.gdn_decode_late_trigger (ATLAS_GDN_DECODE_LATE_TRIGGER=1; unset is off until
-    measured) its twin whose blocks trigger the next kernel's launch after their projection
-    row reads, so the out_proj GEMV's weight flood does not queue in front of them. Both
-    compute the same bits, at any batch."""
-    return GDN_DECODE_LATE if routes.gdn_decode_late_trigger else GDN_DECODE
-
-
 def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int,
                conv_w: DevicePtr, conv_state: DevicePtr, a_log: DevicePtr, dt_bias: DevicePtr,
                norm_w: DevicePtr, state: DevicePtr, state_slots: DevicePtr,
@@ -224,7 +212,7 @@ def gdn_decode(kc: KernelCache, stream: Stream, proj: DevicePtr, proj_pitch: int
     for ptr_name, ptr in (("a_log", a_log), ("dt_bias", dt_bias), ("norm_w", norm_w)):
         require_aligned(name, ptr_name, ptr, 2)
     require_aligned(name, "state", state, 16)
-    kc.get(gdn_decode_kernel_for(kc.routes))(
-        stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv), smem, proj,
-        proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w, state, state_slots, state_out,
-        cu_q, kv_lens, out, num_seqs, hk, hv, dk, dv, kernel, eps)
+    kc.get(GDN_DECODE)(stream, (GDN_DECODE_SPLIT, hv, num_seqs), gdn_decode_threads(dk, dv),
+                       smem, proj, proj_pitch, conv_w, conv_state, a_log, dt_bias, norm_w,
+                       state, state_slots, state_out, cu_q, kv_lens, out, num_seqs, hk, hv, dk,
+                       dv, kernel, eps)

@@ -306,13 +306,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   three-launch fused path (model/moe.py): the A/B of the fusion, the same values.
 * ATLAS_GDN_FUSED=0: a Gated-DeltaNet layer's decode step as three launches (conv1d, the
   recurrent delta rule, the gated RMSNorm) instead of the fused gdn_decode kernel.
-* ATLAS_GDN_DECODE_LATE_TRIGGER (1 / 0; unset: off until measured): the fused kernel's twin
-  gated_deltanet_decode_late_bf16, which lets the next kernel launch once its blocks have
-  read their projection rows (before the state write-back) instead of right after its wait
-  (at batch 1 the out_proj GEMV's blocks request all of their weights before their wait,
-  16.8 MB on Qwen3.5-35B-A3B, and that flood lands while the step still reads its rows and
-  writes its 2 MiB of state: the H200's critical path charged GDN 7.3 us a layer, out_proj
-  after it 2.4). The same bits at every batch.
 * ATLAS_GDN_CHUNK_TC=0: the chunked (prefill) delta rule on CUDA cores only, never the
   tensor-core kernel (gated_delta_chunk_tc).
 * ATLAS_GEMV_RING=0: bf16 products of 2..8 rows (a speculative verification, decode batches
@@ -464,7 +457,6 @@ class KernelRoutes:
     moe_down_norm: bool = True
     moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
-    gdn_decode_late_trigger: bool | None = None
     gdn_chunk_tc: bool = True
     quant_mma: bool = True
     quant_direct: bool | None = None
@@ -576,7 +568,6 @@ class KernelRoutes:
                    moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
-                   gdn_decode_late_trigger=_env_tristate(env, "ATLAS_GDN_DECODE_LATE_TRIGGER"),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
                    quant_mma=env_switch(env, "ATLAS_QUANT_MMA", True),
                    quant_direct=_env_tristate(env, "ATLAS_QUANT_DIRECT"),

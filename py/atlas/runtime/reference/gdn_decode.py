@@ -1,6 +1,4 @@
-"""Reference for gated_deltanet_decode_bf16 and its late-trigger twin
-gated_deltanet_decode_late_bf16 (kernels/*/common/gdn_decode.cu: the same outputs, only where
-the blocks let the next kernel launch differs).
+"""Reference for gated_deltanet_decode_bf16 (kernels/*/common/gdn_decode.cu).
 
 Specification: a Gated-DeltaNet layer's decode step between its projections is the
 composition of three kernels' specifications, one token per sequence (row cu_q[b], position
@@ -29,14 +27,13 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import GDN_DECODE, GDN_DECODE_LATE
+from ..kernel_abi import GDN_DECODE
 from . import HostMemory, pitched_rows, reference
 from .conv1d import conv_ring, conv_silu, ring_append, ring_history
 from .gated_delta import gate_terms, normalized_qk, recurrent_form
 from .gated_rmsnorm import gated_rms_norm
 
 
-@reference(GDN_DECODE_LATE)  # its PDL trigger moved: the same bits
 @reference(GDN_DECODE)
 def gated_deltanet_decode_bf16(mem: HostMemory, grid: Dim3, block: Dim3, proj: int,
                                proj_pitch: int, conv_w: int, conv_state: int, a_log: int,
