@@ -70,24 +70,6 @@ struct LongRope {
   float eps;
 };
 
-// GatedOutput (decode_attn_long_d256_gated_bf16 and its late twin): the sigmoid output gate
-// of gated full attention (Qwen3.5, Qwen3-Next) applied where the kernel writes its
-// normalized output, attn_gate.cu's numerics: out = bf16(bf16(o) * bf16(sigmoid(g))), g of
-// head h of sequence row b at ptr[b * pitch + h * head_pitch + d] (the gate follows its query
-// in the qkv row). The o_proj GEMV then follows the attention directly (no
-// sigmoid_gate_mul launch between them) and preloads its weights under it.
-struct OutGate {
-  const __nv_bfloat16* ptr;  // null: no gate
-  uint32_t pitch;
-  uint32_t head_pitch;
-};
-
-// bf16(bf16(v) * bf16(sigmoid(g))): the gated value of output element v
-__device__ __forceinline__ float gate_output(float v, __nv_bfloat16 g) {
-  const float s = atlas::round_bf16(1.f / (1.f + expf(-atlas::bf16_to_f32(g))));
-  return atlas::round_bf16(v) * s;
-}
-
 template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
@@ -131,14 +113,11 @@ struct LongTile {
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
-// `gate_rows` (kGated): the gate of the group's first head (OutGate), heads head_pitch apart;
-// each thread's 4 gate values are requested with its first batch of splits.
-template <int D, bool kGated, typename RowOf>
+template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active, const __nv_bfloat16* gate_rows,
-                                                     int head_pitch) {
+                                                     int active) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -158,9 +137,6 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     const size_t row = row_of(r);
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
-    uint2 graw = make_uint2(0u, 0u);
-    if constexpr (kGated)  // written by the qkv projection launches back: through L2
-      graw = __ldcg(reinterpret_cast<const uint2*>(gate_rows + r * head_pitch + d));
     float top = -INFINITY, total = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < active; s0 += kBatch) {
@@ -194,14 +170,9 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
       top = mx;
     }
     // active >= 1: total >= 1
-    float4 res = make_float4(acc.x / total, acc.y / total, acc.z / total, acc.w / total);
-    if constexpr (kGated) {
-      const __nv_bfloat16* g = reinterpret_cast<const __nv_bfloat16*>(&graw);
-      res = make_float4(gate_output(res.x, g[0]), gate_output(res.y, g[1]),
-                        gate_output(res.z, g[2]), gate_output(res.w, g[3]));
-    }
     *reinterpret_cast<uint2*>(out + row * D + d) =
-        make_uint2(atlas::pack_bf16x2(res.x, res.y), atlas::pack_bf16x2(res.z, res.w));
+        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
+                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
 }
 
@@ -216,19 +187,14 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-// kGated (GatedOutput): the output gate applied where the block writes the normalized output
-// (a one-split launch, or the split merge; a launch that leaves partials to the combine has
-// no gate: ops/attention.fuses_output_gate routes only the former here).
-template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kGated = false>
+template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{},
-    const OutGate& gate = OutGate{}) {
+    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -243,11 +209,6 @@ __device__ __forceinline__ void decode_attn_long(
     position = rope.positions[b];
   }
   const int group = hq / hkv, h0 = kvh * group;
-  // kGated: the gate of the group's first head (tile row 0) in this sequence's qkv row
-  const __nv_bfloat16* gate_rows =
-      kGated ? gate.ptr + static_cast<size_t>(b) * gate.pitch +
-                   static_cast<size_t>(h0) * gate.head_pitch
-             : nullptr;
   // the output row (sequence row x hq + q head) of tile row i
   auto out_row = [&](int i) -> size_t {
     return static_cast<size_t>(b) * hq + h0 + i;
@@ -580,9 +541,7 @@ __device__ __forceinline__ void decode_attn_long(
     }
     // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
-      float v = acc / total;
-      if constexpr (kGated) v = gate_output(v, gate_rows[row * gate.head_pitch + d]);
-      out[out_row(row) * D + d] = __float2bfloat16_rn(v);
+      out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
       continue;
     }
     const size_t part_row = out_row(row) * num_splits + split;
@@ -593,10 +552,8 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
   if (num_splits > 1 && counters != nullptr)
-    merge_splits_if_last<D, kGated>(part_o, part_ml,
-                                    counters + static_cast<size_t>(b) * hkv + kvh, out, out_row,
-                                    group, num_splits, active, gate_rows,
-                                    static_cast<int>(gate.head_pitch));
+    merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                            out_row, group, num_splits, active);
 }
 
 }  // namespace
@@ -638,64 +595,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
                         out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
                         scale, long_smem);
-}
-
-// GatedOutput: decode_attn_long_d256_bf16 with the output gate applied by the block that
-// writes the normalized output (a one-split launch or the split merge; the launch builder
-// passes counters whenever there are several splits). The gated entries' body, after the
-// entry's wait; kLateTrigger as the rope entries' (LateTrigger).
-template <bool kLateTrigger>
-__device__ __forceinline__ void decode_attn_long_d256_gated_entry(
-    const __nv_bfloat16* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-    const int* block_tables, const int* kv_lens, float* part_o, float* part_ml,
-    unsigned* counters, __nv_bfloat16* out, uint32_t hq, uint32_t hkv, uint32_t head_dim,
-    uint32_t block_size, uint32_t max_blocks, uint32_t num_splits, float scale,
-    const OutGate& gate, __nv_bfloat16* smem) {
-  if (head_dim != 256) __trap();  // ops/attention_long.py LONG_GATED_HEAD_DIMS
-  decode_attn_long<256, false, false, kLateTrigger, true>(
-      q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-      block_size, max_blocks, static_cast<int>(num_splits), scale, smem, LongRope{}, gate);
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    decode_attn_long_d256_gated_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-                                     const __nv_bfloat16* v_cache, const int* block_tables,
-                                     const int* kv_lens, float* part_o, float* part_ml,
-                                     unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
-                                     uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                                     uint32_t block_size, uint32_t max_blocks,
-                                     uint32_t num_splits, float scale,
-                                     const __nv_bfloat16* gate, uint32_t gate_pitch,
-                                     uint32_t gate_head_pitch) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();  // q, the gate, kv_lens, the tables and the cache come from earlier work
-  decode_attn_long_d256_gated_entry<false>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                           part_ml, counters, out, hq, hkv, head_dim,
-                                           block_size, max_blocks, num_splits, scale,
-                                           OutGate{gate, gate_pitch, gate_head_pitch},
-                                           long_smem);
-}
-
-// The gated entry letting the next kernel (o_proj, which requests its weights before its
-// wait) launch once the block's K/V tiles landed (LateTrigger's rule: at one sequence where
-// routes.decode_attn_long_late_trigger, model/load.py).
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    decode_attn_long_d256_gated_late_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
-                                          const __nv_bfloat16* v_cache, const int* block_tables,
-                                          const int* kv_lens, float* part_o, float* part_ml,
-                                          unsigned* counters, __nv_bfloat16* out,
-                                          uint32_t num_seqs, uint32_t hq, uint32_t hkv,
-                                          uint32_t head_dim, uint32_t block_size,
-                                          uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, const __nv_bfloat16* gate,
-                                          uint32_t gate_pitch, uint32_t gate_head_pitch) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
-  decode_attn_long_d256_gated_entry<true>(q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                                          part_ml, counters, out, hq, hkv, head_dim,
-                                          block_size, max_blocks, num_splits, scale,
-                                          OutGate{gate, gate_pitch, gate_head_pitch},
-                                          long_smem);
 }
 
 // The rope-fused entries' body (after the entry's wait): kStaged selects the prologue,

@@ -517,8 +517,6 @@ class DenseDecoderModel:
         # a verification step: each sequence's rows share one read of its K/V
         verify_launch = dict(rows_per_block=plan.step_keys,
                              min_chunk=kc.routes.decode_attn_verify_min_keys)
-        # gated attention's output gate in the decode attention's output writes
-        gated = not verify and self._attention_gates_output(plan, rows)
         if verify and self._verify_clustered(plan.step_keys):  # fused, a cluster a kv head
             attention_verify.decode_attention_verify_cluster(
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
@@ -545,15 +543,12 @@ class DenseDecoderModel:
                     self.block_size, self.max_blocks, plan.num_splits, self.scale,
                     **verify_launch)
             elif rows:
-                gate = matmul.AttnGate(b.qkv + 2 * d.head_dim, d.head_dim,
-                                       d.q_pitch) if gated else None
                 attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                            b.kv_lens, b.part_o, b.part_ml, b.attn_counters,
                                            b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                                            self.block_size, self.max_blocks, plan.num_splits,
                                            self.scale, max_splits=plan.split_capacity,
-                                           long=False if plan.row_invariant else None,
-                                           gate=gate, gate_pitch=d.qkv_width)
+                                           long=False if plan.row_invariant else None)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,
@@ -561,17 +556,7 @@ class DenseDecoderModel:
                                         plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
                                         self.block_size, self.max_blocks, self.scale,
                                         plan.max_q_len)
-        self._output_projection(s, b, lw, t, res, gated=gated)
-
-    def _attention_gates_output(self, plan: AttentionPlan, rows: int) -> bool:
-        """Whether a step's decode attention applies gated attention's output gate itself
-        (ops.attention.fuses_output_gate): a gated family, every row of the step a decode row
-        (the prefill kernel's rows would stay ungated) and the default routing."""
-        d = self.dims
-        return (d.gated_attn and rows == plan.num_seqs and not plan.row_invariant
-                and attention.fuses_output_gate(self.kc, rows, d.heads, d.kv_heads,
-                                                d.head_dim, self.max_blocks * self.block_size,
-                                                plan.num_splits, plan.split_capacity))
+        self._output_projection(s, b, lw, t, res)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan) -> None:
@@ -602,17 +587,16 @@ class DenseDecoderModel:
                                            self.scale, plan.max_q_len)
 
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
-                           res: Residual | None = None, gated: bool = False) -> None:
+                           res: Residual | None = None) -> None:
         """delta = o_proj(attn) (summed over the ranks when tensor-parallel; `res` marks it
         pending). Gated full
         attention (hybrid families) first multiplies attn by its sigmoid output gate, whose
-        head h follows its query in the qkv row, unless the attention already did (`gated`:
-        `_attention_gates_output`): inside the bf16 o_proj GEMV's x load where
+        head h follows its query in the qkv row: inside the bf16 o_proj GEMV's x load where
         `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place."""
         o, d, kc = lw.o, self.dims, self.kc
         assert o is not None
         gate = None
-        if d.gated_attn and not gated:
+        if d.gated_attn:
             if isinstance(o, Bf16Linear) and matmul.fuses_attn_gate(kc, t, o.n, o.k):
                 gate = matmul.AttnGate(b.qkv + 2 * d.head_dim, d.head_dim, d.q_pitch)
             else:

@@ -473,15 +473,6 @@ _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part
                 "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
-# DECODE_ATTN_LONG_D256 with gated attention's sigmoid output gate applied where the kernel
-# writes the output (one split, or counters given): gate = the qkv row's first gate element,
-# rows gate_pitch and heads gate_head_pitch elements apart (ops/attention.fuses_output_gate);
-# the late twin lets the next kernel launch once its K/V tiles landed, not on entry
-_DECODE_LONG_GATED = _DECODE_LONG + " gate:ptr gate_pitch:u32 gate_head_pitch:u32"
-DECODE_ATTN_LONG_D256_GATED = S("attention_long", "decode_attn_long_d256_gated_bf16",
-                                _DECODE_LONG_GATED)
-DECODE_ATTN_LONG_D256_GATED_LATE = S("attention_long", "decode_attn_long_d256_gated_late_bf16",
-                                     _DECODE_LONG_GATED)
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
 # classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
 # at the row's slot (none for slot < 0) and substituted for that cache row

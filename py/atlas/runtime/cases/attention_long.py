@@ -27,15 +27,12 @@ import dataclasses
 
 import numpy as np
 
-from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from ..ops.matmul import AttnGate
 from .attention import Geometry, case_routes, decode_case
 from .attention_rope import decode_rope_case
 from .attention_sm90 import probability_rounding_tol
-from .gemv import random_bf16
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
@@ -167,63 +164,9 @@ LONG_ROPE_LATE_SHAPES = [
 ]
 
 
-#: the output gate's roundings on top of the attention output's tolerance: the output, the
-#: sigmoid and their product each rounded to bf16 (2^-9 relative each)
-GATE_RTOL = 3 * 2.0 ** -9
-
-
-def long_gated_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                    num_splits: int, late: bool) -> KernelCase:
-    """long_decode_case on the gated D-256 entry (decode_attn_long_d256_gated, `late`: its
-    late-trigger twin, which launches take at one sequence), merging its splits (the gated
-    entries write the output themselves): the gate read from a qkv-shaped row (each q head
-    followed by its gate, then k and v: Qwen3.5's layout), out = attention x sigmoid(gate)."""
-    case = long_decode_case(rng, name, g, kv_lens, num_splits)
-    num_seqs, d = len(kv_lens), g.head_dim
-    max_blocks = case.inputs["block_tables"].shape[1]
-    width = g.hq * 2 * d + 2 * g.hkv * d
-    inputs = {**case.inputs, "qkv": random_bf16(rng, (num_seqs, width), 4.0)}
-    routes = dataclasses.replace(case_routes("long_merge"), decode_attn_long_gate=True,
-                                 decode_attn_long_late_trigger=late)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        gate = AttnGate(p["qkv"] + 2 * d, d, 2 * d)
-        for _ in range(2):
-            attention.decode_attention(KernelCache(backend, routes), stream, p["q"],
-                                       p["k_cache"], p["v_cache"], p["block_tables"],
-                                       p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
-                                       p["out"], num_seqs, g.hq, g.hkv, d, g.block_size,
-                                       max_blocks, num_splits, g.scale, long=True, gate=gate,
-                                       gate_pitch=width)
-
-    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        want = case.oracle(x)
-        rows = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
-        gates = rows[:, :g.hq * 2 * d].reshape(num_seqs, g.hq, 2, d)[:, :, 1]
-        return {**want, "out": want["out"] / (1.0 + np.exp(-gates))}
-
-    outputs = dict(case.outputs)
-    atol, rtol = outputs["out"].tol
-    outputs["out"] = OutputSpec(outputs["out"].dtype, outputs["out"].shape,
-                                (atol, rtol + GATE_RTOL))
-    return dataclasses.replace(case, inputs=inputs, outputs=outputs, run=run, oracle=oracle)
-
-
-#: (name, geometry, kv_lens, num_splits, late) on the gated D-256 entries: Qwen3.5-35B-A3B's
-#: batch-1 step (16 splits of 32 keys at context 512, merged by the last; the late twin),
-#: one split, and a batch of 3 merging 4 splits with a sequence without keys
-LONG_GATED_SHAPES = [
-    ("long D256 gqa8 bs16 b1 splits16 gated late", Geometry(16, 2, 256, 16), [512], 16, True),
-    ("long D256 gqa8 bs16 b1 splits1 gated late", Geometry(16, 2, 256, 16), [300], 1, True),
-    ("long D256 gqa8 bs16 splits4 gated", Geometry(16, 2, 256, 16), [2048, 0, 700], 4, False),
-    ("long D256 mha bs7 splits2 gated", Geometry(2, 2, 256, 7), [300, 64], 2, False),
-]
-
-
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
-            + [long_gated_case(rng, *shape) for shape in LONG_GATED_SHAPES]
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)

@@ -25,10 +25,9 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
 from .routes import KernelRoutes
-from .attention_long import (LONG_GATED_HEAD_DIMS, LONG_ROPE_HEAD_DIMS, decode_attention_long,
+from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
-                             uses_long, writes_output)
-from .matmul import AttnGate
+                             uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -206,8 +205,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
                      long: bool | None = None, trace: DevicePtr = 0,
-                     max_splits: int = 0, gate: AttnGate | None = None,
-                     gate_pitch: int = 0) -> None:
+                     max_splits: int = 0) -> None:
     """One query per sequence, split-K.
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
@@ -228,17 +226,14 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     `long` forces (True, on num_splits splits as given) or avoids (False) that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
     phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
-    `gate` (rows gate_pitch elements apart): gated attention's sigmoid output gate applied by
-    the long kernel as it writes out, where `fuses_output_gate` says so (else ValueError).
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if long is None:
-        long, num_splits = _long_plan(kc, num_seqs, hq, hkv, head_dim, max_blocks * block_size,
-                                      num_splits, max_splits)
-    if gate is not None and not long:
-        raise ValueError("decode_attention: the output gate needs the long kernel "
-                         "(fuses_output_gate)")
+        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
+        if long:
+            num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
+                                            max_blocks * block_size, num_splits, max_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and (not clustered or kc.routes.decode_attn_split_major
                   or not kc.routes.decode_attn_b1_chain):
@@ -255,33 +250,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale, gate, gate_pitch)
+                          max_blocks, num_splits, scale)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
-
-
-def _long_plan(kc: KernelCache, num_seqs: int, hq: int, hkv: int, head_dim: int,
-               max_keys: int, num_splits: int, max_splits: int) -> tuple[bool, int]:
-    """decode_attention's default choice: whether the launch takes the long kernel
-    (`attention_long.uses_long`) and on how many splits (its `long_launch_splits`; else
-    num_splits as given)."""
-    if not uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs):
-        return False, num_splits
-    return True, long_launch_splits(kc, num_seqs, hkv, head_dim, max_keys, num_splits,
-                                    max_splits)
-
-
-def fuses_output_gate(kc: KernelCache, num_seqs: int, hq: int, hkv: int, head_dim: int,
-                      max_keys: int, num_splits: int, max_splits: int = 0) -> bool:
-    """Whether decode_attention (its default routing, same arguments) applies gated
-    attention's output gate itself (routes.decode_attn_long_gate): the long kernel at a head
-    dim of LONG_GATED_HEAD_DIMS on a launch that writes the output (one split, or its last
-    split merging: `attention_long.writes_output`). The caller then runs no sigmoid_gate_mul
-    before o_proj."""
-    if not kc.routes.decode_attn_long_gate or head_dim not in LONG_GATED_HEAD_DIMS:
-        return False
-    long, splits = _long_plan(kc, num_seqs, hq, hkv, head_dim, max_keys, num_splits,
-                              max_splits)
-    return long and writes_output(kc, splits, num_seqs)
 
 
 def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,

@@ -38,11 +38,9 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_GATED,
-                          DECODE_ATTN_LONG_D256_GATED_LATE, DECODE_ATTN_LONG_ROPE_LATE,
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
-from .matmul import AttnGate
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
@@ -51,8 +49,6 @@ LONG_HEAD_DIMS = (64, 128, 256)
 #: head dimensions of the rope-fused entry points (DECODE_ATTN_LONG_ROPE_WAIT and its staged
 #: twin: Q in shared memory, two blocks per SM)
 LONG_ROPE_HEAD_DIMS = (64, 128)
-#: head dimensions of the entries that apply gated attention's output gate (GatedOutput)
-LONG_GATED_HEAD_DIMS = (256,)
 #: q heads per kv head it serves: the 16 rows of one mma.m16n8k16 A tile
 LONG_MAX_GROUP = 16
 #: threads per block (attention_long.cu kThreads) and keys per ring tile (kBKV)
@@ -126,16 +122,6 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
         return DECODE_ATTN_LONG_ROPE_WAIT
     return (DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late_trigger and num_seqs == 1
             else DECODE_ATTN_LONG_ROPE_STAGED)
-
-
-def long_gated_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
-    """The gated D-256 entry (GatedOutput): at one sequence under
-    routes.decode_attn_long_late_trigger its twin that lets o_proj launch once its K/V tiles
-    landed (the rope entries' rule: only batch 1's GEMV requests its weights before its
-    wait)."""
-    return (DECODE_ATTN_LONG_D256_GATED_LATE
-            if routes.decode_attn_long_late_trigger and num_seqs == 1
-            else DECODE_ATTN_LONG_D256_GATED)
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
@@ -224,50 +210,22 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                           part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                           out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                           block_size: int, max_blocks: int, num_splits: int,
-                          scale: float, gate: AttnGate | None = None,
-                          gate_pitch: int = 0) -> None:
+                          scale: float) -> None:
     """The split-K partials of decode_attention on the long kernel and, where
     `merges_splits`, their merge into out by the kernel's last split (counters: u32
     [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
     caller validated the shared arguments and runs the combine after a launch of more
-    splits that does not merge). `gate` (gated attention's output gate, rows gate_pitch
-    elements apart): out = out * sigmoid(gate) by the gated entry, which needs a launch that
-    writes out itself (one split, or merging: `writes_output`) and a head dim of
-    LONG_GATED_HEAD_DIMS."""
+    splits that does not merge)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
+    launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
     tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
-    args = (q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs,
-            hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
-    grid = (num_splits, hkv, num_seqs)
-    if gate is None:
-        launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
-        launch(stream, grid, LONG_THREADS, long_smem_bytes(head_dim), *args)
-        return
-    if head_dim not in LONG_GATED_HEAD_DIMS or gate.head_dim != head_dim:
-        raise ValueError(f"decode_attention_long: the output gate needs head_dim in "
-                         f"{LONG_GATED_HEAD_DIMS} equal to the gate's, got {head_dim} and "
-                         f"{gate.head_dim}")
-    if not writes_output(kc, num_splits, num_seqs):
-        raise ValueError(f"decode_attention_long: the output gate needs a launch that writes "
-                         f"the output (one split or merging), got {num_splits} splits for "
-                         f"{num_seqs} sequences without the merge")
-    if gate.ptr % 8 or gate.head_pitch % 4 or gate_pitch % 4 or gate_pitch < hq * gate.head_pitch:
-        raise ValueError(f"decode_attention_long: gate {gate.ptr:#x} needs 8-byte alignment "
-                         f"and head_pitch / gate_pitch multiples of 4 with gate_pitch >= hq x "
-                         f"head_pitch (head_pitch={gate.head_pitch}, gate_pitch={gate_pitch})")
-    launch = _launch_long(kc, long_gated_kernel_for(kc.routes, num_seqs), head_dim, False)
-    launch(stream, grid, LONG_THREADS, long_smem_bytes(head_dim), *args, gate.ptr, gate_pitch,
-           gate.head_pitch)
-
-
-def writes_output(kc: KernelCache, num_splits: int, num_seqs: int) -> bool:
-    """Whether a long launch of num_splits for num_seqs sequences writes the normalized
-    output itself (one split, or `merges_splits`) rather than partials for the combine."""
-    return num_splits == 1 or merges_splits(kc, num_splits, num_seqs)
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
+           k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
+           hkv, head_dim, block_size, max_blocks, num_splits, scale)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,

@@ -151,14 +151,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weights before their wait, and that flood lands while the attention's K/V and L2 trips
   are in flight: gpu53's critical path charged the 30B's attention 14.7 us a layer, o_proj
   after it 1.95; late, gpu54: 13.67 and 1.97). The measurements are at late_trigger_pays.
-* ATLAS_DECODE_ATTN_LONG_GATE=1: gated full attention's sigmoid output gate (Qwen3.5,
-  Qwen3-Next) applied by the D-256 tensor-core decode attention where it writes its output
-  (decode_attn_long_d256_gated_bf16; at one sequence under the late trigger above its late
-  twin; ops/attention.fuses_output_gate: pure decode steps whose launch writes the output
-  itself) instead of a sigmoid_gate_mul launch before o_proj: the o_proj GEMV then follows
-  the attention and preloads its weights under it (gpu53's critical path charged the 35B's
-  o_proj after sigmoid_gate_mul 5.1 us a layer, out_proj after the GDN 2.4). Off until
-  measured.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -487,7 +479,6 @@ class KernelRoutes:
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
-    decode_attn_long_gate: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -607,7 +598,6 @@ class KernelRoutes:
                                                       True),
                    decode_attn_long_late_trigger=_env_tristate(
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
-                   decode_attn_long_gate=env_switch(env, "ATLAS_DECODE_ATTN_LONG_GATE", False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

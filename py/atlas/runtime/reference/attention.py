@@ -49,7 +49,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
-                          DECODE_ATTN_LONG_D256_GATED, DECODE_ATTN_LONG_D256_GATED_LATE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
                           DECODE_ATTN_LONG_ROPE_WAIT,
                           DECODE_ATTN_ROPE,
@@ -64,7 +63,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
 from ..ops.attention import decode_cluster_rule, decode_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
-from .attn_gate import sigmoid_gate_mul_bf16
 from .rope_kv import qk_norm_rope_kv_bf16
 
 #: (keys per partial, partials) of a sequence's kv_len on a num_splits grid
@@ -260,26 +258,6 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
         if po.shape[1]:
             o[b] = po[:, 0]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
-
-
-@reference(DECODE_ATTN_LONG_D256_GATED_LATE)  # the gated entry, its PDL trigger moved
-@reference(DECODE_ATTN_LONG_D256_GATED)
-def decode_attn_long_gated_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
-                                v_cache: int, block_tables: int, kv_lens: int, part_o: int,
-                                part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
-                                hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                                num_splits: int, scale: float, gate: int, gate_pitch: int,
-                                gate_head_pitch: int) -> None:
-    """The long kernel's output (one split, or merged: the gated entries always write it),
-    then attn_gate.py's sigmoid_gate_mul over it in place."""
-    if num_splits > 1 and not counters:
-        raise ValueError("decode_attn_long_d256_gated: several splits need counters (the "
-                         "gate applies where the kernel writes the output)")
-    decode_attn_long_bf16(mem, grid, block, q, k_cache, v_cache, block_tables, kv_lens, part_o,
-                          part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale)
-    sigmoid_gate_mul_bf16(mem, grid, block, out, gate, out, num_seqs, hq, head_dim, gate_pitch,
-                          gate_head_pitch)
 
 
 @reference(DECODE_ATTN_LONG_ROPE_LATE)  # the staged entry, its PDL trigger moved: the same bits
