@@ -1,5 +1,5 @@
-"""The persistent TMA decode GEMM (gemm_decode_tma_*_persistent*): its route (off by default,
-ATLAS_DECODE_GEMM_PERSISTENT=1 on), which launches take it (TMA grids of several waves at a
+"""The persistent TMA decode GEMM (gemm_decode_tma_*_persistent*): its route (on by default,
+ATLAS_DECODE_GEMM_PERSISTENT=0 off), which launches take it (TMA grids of several waves at a
 split with persistent entries) and with what grid (every cluster the device holds) and shared
 memory (the ring and the partial tile, the one-tile form's blocks an SM), its references and
 check cases on the host backend, and its tuning key. The device check is
@@ -19,6 +19,7 @@ from atlas.runtime.ops.routes import KernelRoutes
 from test_gemm_decode_tma import _TmaDecodeMock
 
 ON = {"ATLAS_DECODE_GEMM_PERSISTENT": "1"}
+OFF = {"ATLAS_DECODE_GEMM_PERSISTENT": "0"}
 #: an SM's shared memory, and what the driver reserves a block (sm_90)
 SM_SHARED, BLOCK_RESERVED = 228 * 1024, 1024
 
@@ -46,10 +47,10 @@ def _launch(dev: _TmaDecodeMock, env: dict[str, str], m: int, n: int, k: int, *,
     return record.func, record.grid[0], record.block[0], record.shared
 
 
-def test_route_is_off_by_default_and_an_env_switch() -> None:
-    assert not KernelRoutes.from_env({}).decode_gemm_persistent
+def test_route_is_on_by_default_and_an_env_switch() -> None:
+    assert KernelRoutes.from_env({}).decode_gemm_persistent
     assert KernelRoutes.from_env(ON).decode_gemm_persistent
-    assert not KernelRoutes.from_env({"ATLAS_DECODE_GEMM_PERSISTENT": "0"}).decode_gemm_persistent
+    assert not KernelRoutes.from_env(OFF).decode_gemm_persistent
 
 
 @pytest.mark.parametrize("m, n, k, f32, swiglu, one_tile, looped, grid, threads, cols", [
@@ -63,7 +64,7 @@ def test_route_is_off_by_default_and_an_env_switch() -> None:
 ])
 def test_route_takes_the_persistent_entry_with_every_resident_cluster(
         m, n, k, f32, swiglu, one_tile, looped, grid, threads, cols) -> None:
-    off = _launch(_TmaDecodeMock(), {}, m, n, k, out_f32=f32, swiglu=swiglu)
+    off = _launch(_TmaDecodeMock(), OFF, m, n, k, out_f32=f32, swiglu=swiglu)
     assert off[:2] == one_tile
     assert off[3] == matmul_decode.smem_bytes(cols, threads // 128, matmul_decode.TMA_MAX_STAGES)
     on = _launch(_TmaDecodeMock(), ON, m, n, k, out_f32=f32, swiglu=swiglu)

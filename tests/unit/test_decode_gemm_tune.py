@@ -24,6 +24,16 @@ from atlas.runtime.ops.decode_gemm_tune import TuneEntry, TuneKey, TuneTable, ch
 from atlas.runtime.ops.routes import KernelRoutes
 
 
+#: these tests pin the one-tile entries (the persistent form: test_decode_gemm_persistent.py)
+ONE_TILE = {"ATLAS_DECODE_GEMM_PERSISTENT": "0"}
+
+
+@pytest.fixture(autouse=True)
+def _one_tile_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KernelCache(dev) reads the environment: the one-tile entries there too."""
+    monkeypatch.setenv("ATLAS_DECODE_GEMM_PERSISTENT", "0")
+
+
 # ---- the selection rule -----------------------------------------------------------------
 
 @pytest.mark.parametrize("times, model, pick", [
@@ -190,7 +200,7 @@ def test_a_table_entry_decides_entry_point_and_block(table_path: Path) -> None:
     # forced split or block shape (argument or routes) bypasses the table
     matmul_decode.decode_gemm(kc, 0, x, w, y, *_O_PROJ, split=2)
     matmul_decode.decode_gemm(kc, 0, x, w, y, *_O_PROJ, wide=False)
-    forced = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "1"}))
+    forced = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, "ATLAS_DECODE_GEMM_SPLIT": "1"}))
     matmul_decode.decode_gemm(forced, 0, x, w, y, *_O_PROJ)
     assert [(r.func, r.block[0]) for r in dev.drain_launches()] == [
         ("gemm_decode_tma_bf16_split2", 288), ("gemm_decode_tma_bf16_split4", 160),

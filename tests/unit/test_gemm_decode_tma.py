@@ -30,6 +30,16 @@ from atlas.runtime.ops.routes import DECODE_GEMM_SPLITS, DECODE_GEMM_TMA_SPLITS,
 from test_gemm_decode_sm90 import _constant as _kernel_constant
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
+
+#: these tests pin the one-tile entries (the persistent form: test_decode_gemm_persistent.py)
+ONE_TILE = {"ATLAS_DECODE_GEMM_PERSISTENT": "0"}
+
+
+@pytest.fixture(autouse=True)
+def _one_tile_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KernelCache(dev) reads the environment: the one-tile entries there too."""
+    monkeypatch.setenv("ATLAS_DECODE_GEMM_PERSISTENT", "0")
+
 SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_tma.cu"
 
 CASES = [case_defs.gemm_decode_tma_case(np.random.default_rng(93), *shape)
@@ -175,7 +185,7 @@ def test_tensor_maps_are_encoded_once_per_buffer_shape_and_box() -> None:
 
 def test_switch_and_absence_choose_the_cp_async_kernel() -> None:
     def launched(env: dict[str, str], dev: MockGpuBackend) -> str:
-        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        kc = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, **env}))
         x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 8192)
         matmul.linear(kc, 0, x, w, y, 64, 4096, 4096)
         (record,) = dev.drain_launches()
@@ -279,7 +289,8 @@ class _OccupancyMock(_TmaDecodeMock):
 def test_occupancy_switch_asks_the_device_once_per_shape() -> None:
     dev = _OccupancyMock()
     x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 4096 * 2)
-    plain = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_OCCUPANCY": "0"}))
+    plain = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE,
+                                                    "ATLAS_DECODE_GEMM_OCCUPANCY": "0"}))
     matmul_decode.decode_gemm(plain, 0, x, w, y, 64, 4096, 4096)
     assert dev.drain_launches()[0].func == "gemm_decode_tma_bf16_split4" and not dev.asked
     kc = KernelCache(dev)  # the default counts the driver's resident blocks
@@ -326,14 +337,14 @@ def test_any_split_switch_reaches_the_odd_clusters_on_the_tma_kernel_only() -> N
         dev = _OccupancyMock()
         x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 2)
         wide = {"ATLAS_DECODE_GEMM_WIDE": "1"}  # two warpgroups on both kernels
-        matmul_decode.decode_gemm(KernelCache(dev, KernelRoutes.from_env({**env, **wide})), 0,
+        matmul_decode.decode_gemm(KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, **env, **wide})), 0,
                                   x, w, y, m, n, k)
         (record,) = dev.drain_launches()
         assert (record.func, record.grid[0]) == (func, grid), env
         assert sorted(a[3] for a in dev.asked) == asked, env
     assert not KernelRoutes.from_env({}).decode_gemm_any_split
     dev = _OccupancyMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_DECODE_GEMM_SPLIT": "3"}))
+    kc = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, "ATLAS_DECODE_GEMM_SPLIT": "3"}))
     x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 2)
     with pytest.raises(ValueError, match="split 3 is not one of"):
         matmul_decode.decode_gemm(kc, 0, x, w, y, m, n, k, tma=False)
@@ -353,7 +364,7 @@ def test_wide_switch_is_a_tristate() -> None:
     dev = _TmaDecodeMock()
     x, w, y = dev.alloc(64 * 4096 * 2), dev.alloc(4096 * 4096 * 2), dev.alloc(64 * 8192)
     for env, threads in (({}, 288), ({"ATLAS_DECODE_GEMM_WIDE": "0"}, 160)):
-        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        kc = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, **env}))
         matmul_decode.decode_gemm(kc, 0, x, w, y, 64, 4096, 4096)
         assert dev.drain_launches()[0].block == (threads, 1, 1)
 

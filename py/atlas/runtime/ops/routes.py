@@ -106,13 +106,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   holds 62 four-block clusters, 248 blocks, not 264, so the modelled rule's split-4 grids of
   256 blocks ran in two waves: Qwen3-8B b64 step 9.987 -> 9.543 ms with the count, gpu21;
   tools/gpu/decode_gemm_occupancy.py prints both).
-* ATLAS_DECODE_GEMM_PERSISTENT=1: a TMA decode GEMM launch whose grid runs more than one wave
-  at a split with persistent entries (1 and 2: matmul_decode.PERSISTENT_SPLITS) launches the
-  persistent form instead: as many clusters as the device holds at once, each looping over
-  tiles with one ring whose next tile streams in during the epilogue, where each wave of the
-  one-tile grid refills its rings from empty (Qwen3-8B gate_up at 64 rows: 2.9 waves, 65.75
-  us, 3.06 TB/s). The tuner's timings of a shape then time that form (its table key says
-  persistent). Off by default until the H200 A/B is measured.
+* ATLAS_DECODE_GEMM_PERSISTENT=0: a TMA decode GEMM launch whose grid runs more than one
+  wave at a split with persistent entries (1 and 2: matmul_decode.PERSISTENT_SPLITS) on the
+  one-tile entry, each wave refilling its rings from empty, instead of the persistent form
+  (the default): as many clusters as the device holds at once, each looping over tiles with
+  one ring whose next tile streams in during the epilogue. The tuner's timings of a shape
+  time the form the route takes (its table key says persistent). Measured (gpu58,
+  2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on, GPU per step, on / off in both orders):
+  9.162 / 9.166 ms vs 9.210 / 9.259; gate_up 63.44 us a call vs 66.04.
 * ATLAS_DECODE_GEMM_TUNE=0: the decode GEMM's split and warpgroups a block come from the
   model (decode_split over the driver's occupancy, decode_groups) for every launch shape, as
   before session 15, instead of from measuring: on a device (the CUDA backend), the first
@@ -472,7 +473,7 @@ class KernelRoutes:
     decode_gemm_occupancy: bool = True
     decode_gemm_any_split: bool = False
     decode_gemm_tune: bool = True
-    decode_gemm_persistent: bool = False
+    decode_gemm_persistent: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -586,7 +587,7 @@ class KernelRoutes:
                    decode_gemm_any_split=env_switch(env, "ATLAS_DECODE_GEMM_ANY_SPLIT", False),
                    decode_gemm_tune=env_switch(env, "ATLAS_DECODE_GEMM_TUNE", True),
                    decode_gemm_persistent=env_switch(env, "ATLAS_DECODE_GEMM_PERSISTENT",
-                                                     False),
+                                                     True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),
