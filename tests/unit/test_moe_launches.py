@@ -16,7 +16,6 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-ROUTE_AND_GATE_UP = ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
 FUSED_NORM = "moe_down_add_rmsnorm_bf16"
 
 
@@ -46,8 +45,9 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
 #: norm in `normed`
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
-#: the input add_rmsnorm is its own launch
-SPARSE = ["add_rmsnorm_bf16"] + ROUTE_AND_GATE_UP + [FUSED_NORM]
+#: the router launch also does the input residual add + RMSNorm (ATLAS_MOE_ROUTER_NORM)
+NORM_ROUTE_AND_GATE_UP = ["moe_add_rmsnorm_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
+SPARSE = NORM_ROUTE_AND_GATE_UP + [FUSED_NORM]
 DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 
@@ -86,7 +86,7 @@ def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch):
     (replay,) = dev.graph_launches
     names = [r.func for r in replay.graph]
     at = names.index("moe_down_sum_bf16")
-    assert names[at - 3:at] == ["add_rmsnorm_bf16", *ROUTE_AND_GATE_UP]
+    assert names[at - 2:at] == NORM_ROUTE_AND_GATE_UP
     assert names[at + 1:at + 3] == ["add_rmsnorm_bf16", QKV]
     assert FUSED_NORM not in names
 

@@ -1,6 +1,7 @@
 """The launch sequence of a quantized MoE layer, recorded by MockGpuBackend: a decode step's
 sparse layer with a folded shared expert (Qwen3.5-35B-A3B's shape) is three launches in the
-graph (router with the shared slot, gate/up, down + the next residual add and RMSNorm), as
+graph (router with the shared slot doing the residual add + RMSNorm before it, gate/up, down +
+the next residual add and RMSNorm), as
 the bf16 layer; ATLAS_MOE_FUSED_DECODE=0 gives the down launch its plain output and an
 add_rmsnorm after it; a prefill chunk dequantizes the experts and takes the grouped path."""
 
@@ -17,8 +18,9 @@ from atlas.runtime.quantize import quantize_checkpoint
 from tests.numerics.quant_support import narrow_shared_expert
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-# NVFP4 experts' down launch is the early twin by default (ops/moe_quant.py down_early)
-ROUTER, GATE_UP, DOWN = ("moe_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
+# NVFP4 experts' down launch is the early twin by default (ops/moe_quant.py down_early); the
+# router launch also does the residual add + RMSNorm before the layer (ATLAS_MOE_ROUTER_NORM)
+ROUTER, GATE_UP, DOWN = ("moe_add_rmsnorm_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
                          "moe_down_sum_early_nvfp4")
 PLAIN = "moe_down_sum_nvfp4"  # ATLAS_MOE_QUANT_DOWN_EARLY=0's entry
 
@@ -54,6 +56,7 @@ def test_decode_layer_is_three_launches_with_the_shared_expert_folded(nvfp4_fold
     for at in [i for i, n in enumerate(names) if n == ROUTER]:
         assert names[at:at + 3] == [ROUTER, GATE_UP, DOWN]
         assert graph[at].args["shared_slots"] == 1  # the shared slot, routed on the device
+        assert graph[at].args["offset"] == 1 and names[at - 1] != "add_rmsnorm_offset_bf16"
         down = graph[at + 2].args
         assert down["slots"] == 4 and down["routed"] == 3 and down["experts"] == 9
         assert down["residual"] and down["normed"] and down["offset"] == 1  # Qwen3.5 norms

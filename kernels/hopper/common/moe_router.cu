@@ -114,8 +114,8 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
   }
 }
 
-// NormIn (moe_add_rmsnorm_gate_topk_*_bf16, ATLAS_MOE_ROUTER_NORM=1): the model's add_rmsnorm
-// before a decode MoE block done by the router's blocks. Every block forms each token's
+// NormIn (moe_add_rmsnorm_gate_topk_*_bf16, the default; ATLAS_MOE_ROUTER_NORM=0: never): the
+// model's add_rmsnorm before a decode MoE block done by the router's blocks. Every block forms each token's
 // r = bf16(residual + delta) and x = RMSNorm(r) * w (rmsnorm.cu's numerics and, for rows of
 // at most 8 x 256 elements, its per-thread and block sum order: the same bits) in its shared
 // memory from the residual and delta rows, where it would stage `normed`; the block drawing

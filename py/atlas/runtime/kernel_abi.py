@@ -617,7 +617,7 @@ MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "renormalize:u32 scale:f32")
 # The same two routers with the model's add_rmsnorm before them done by their blocks
 # (moe_router.cu NormIn: residual += delta, normed = RMSNorm(residual) * w, or * (1 + w) with
-# offset; both written by the last block): ATLAS_MOE_ROUTER_NORM=1
+# offset; both written by the last block): the default (ATLAS_MOE_ROUTER_NORM=0: never)
 _NORM_ROUTER = "residual:ptr delta:ptr norm_w:ptr normed:ptr w_gate:ptr shared_gate:ptr "
 _NORM_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                      "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "

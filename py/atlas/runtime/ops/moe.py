@@ -334,8 +334,8 @@ class RouterNorm:
 
 def router_takes_norm(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
     """Whether a decode MoE block's router launch may also do the residual add + RMSNorm
-    before it (`RouterNorm`, ATLAS_MOE_ROUTER_NORM=1, off until measured): the fused router
-    runs (not `routes_in_experts`) and the row fits its threads' norm vectors."""
+    before it (`RouterNorm`; ATLAS_MOE_ROUTER_NORM=0: never): the fused router runs (not
+    `routes_in_experts`) and the row fits its threads' norm vectors."""
     return (kc.routes.moe_router_norm and 1 <= tokens <= DECODE_MAX_TOKENS
             and not routes_in_experts(kc, tokens, shape)
             and shape.hidden <= 8 * ROUTER_NORM_VECS * ROUTER_GATE_THREADS)

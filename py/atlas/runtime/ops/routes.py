@@ -253,11 +253,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (unset or 0: the one-wave rule, ops/moe.py gate_up_tiles). Off by default: measured (gpu22,
   2026-12-02, with ATLAS_MOE_ROUTE_IN_EXPERTS=1) Qwen3-30B-A3B b1 312.5 tok/s vs 314.3 with
   both off, Qwen3.5-35B-A3B 394.4 vs 393.3: no gain (no per-kernel profile yet).
-* ATLAS_MOE_ROUTER_NORM=1: a decode MoE block's residual add + RMSNorm done by its fused
-  router launch (moe_add_rmsnorm_gate_topk_*_bf16, moe_router.cu NormIn: every block forms
-  the normed row itself from the residual and o_proj's delta, the last writes both back)
-  instead of an add_rmsnorm launch before it (gpu53's critical path charged add_rmsnorm 1.6
-  us a layer on Qwen3-30B-A3B, the router 4.9 after it). Off until measured.
+* ATLAS_MOE_ROUTER_NORM=0: a decode MoE block's residual add + RMSNorm as an add_rmsnorm
+  launch before its router instead of by the fused router launch (the default:
+  moe_add_rmsnorm_gate_topk_*_bf16, moe_router.cu NormIn: every block forms the normed row
+  itself from the residual and o_proj's delta, the last writes both back). Measured (PDL on,
+  batch 1 x 512, GPU per step, on vs off): Qwen3.5-35B-A3B 2.479 vs 2.500 (gpu58), 2.483 /
+  2.483 vs 2.504 / 2.505 (gpu59); Qwen3-30B-A3B 2.829 / 2.830 vs 2.832 / 2.831 (gpu58);
+  Qwen3.5-35B-A3B NVFP4 2.531 vs 2.527 (gpu58), 2.527 vs 2.524 (gpu59). (Session 13's
+  version of it lost: docs/kernels.md "Removed paths".)
 * ATLAS_MOE_ROUTE_IN_EXPERTS=1 (with ATLAS_MOE_GATE_UP_TILED=1): a batch-1 decode MoE block's
   router launch writes only the logits (moe_gate_logits_bf16) and the tiled gate/up (after
   its wait) and the GEMV-shaped down (before its wait) each compute the top-k from them with
@@ -442,7 +445,7 @@ class KernelRoutes:
     moe_gate_up_tiled: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
-    moe_router_norm: bool = False
+    moe_router_norm: bool = True
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -552,7 +555,7 @@ class KernelRoutes:
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
-                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", False),
+                   moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
