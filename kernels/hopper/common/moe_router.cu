@@ -26,6 +26,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "moe_route.cuh"
+#include "rmsnorm_core.cuh"
 
 namespace {
 
@@ -114,14 +115,15 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
   }
 }
 
-// NormIn (moe_add_rmsnorm_gate_topk_*_bf16, the default; ATLAS_MOE_ROUTER_NORM=0: never): the
-// model's add_rmsnorm before a decode MoE block done by the router's blocks. Every block forms each token's
-// r = bf16(residual + delta) and x = RMSNorm(r) * w (rmsnorm.cu's numerics and, for rows of
-// at most 8 x 256 elements, its per-thread and block sum order: the same bits) in its shared
-// memory from the residual and delta rows, where it would stage `normed`; the block drawing
-// the router's last ticket (every block has read the residual before its ticket) writes r
-// back into residual and x into normed, which the expert launches read. So the residual add
-// and the norm cost no launch and no dependent trip of their own in the latency chain.
+// NormIn (moe_add_rmsnorm_gate_topk_*_bf16, the default; ATLAS_MOE_ROUTER_NORM=0: never):
+// the model's add_rmsnorm before a decode MoE block done by the router's blocks. Every block
+// forms each token's r = bf16(residual + delta) and x = RMSNorm(r) * w (rmsnorm_core.cuh, as
+// rmsnorm.cu, and for rows of at most 8 x 256 elements its per-thread and block sum order:
+// the same bits) in its shared memory from the residual and delta rows, where it would stage
+// `normed`; the block drawing the router's last ticket (every block has read the residual
+// before its ticket) writes r back into residual and x into normed, which the expert launches
+// read. So the residual add and the norm cost no launch and no dependent trip of their own in
+// the latency chain.
 struct NormIn {
   __nv_bfloat16* residual;      // [tokens, hidden]: += delta
   const __nv_bfloat16* delta;   // [tokens, hidden]
@@ -153,39 +155,19 @@ __device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int k
   for (int j = 0; j < kNormVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
     if (i < kc) {
-      float v[8], dd[8];
-      atlas::unpack_bf16x8(r[j], v);
-      atlas::unpack_bf16x8(d[j], dd);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] += dd[e];
-      r[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
+      r[j] = atlas::rmsnorm::add_bf16x8(r[j], d[j]);  // bf16(residual + delta)
       rs[i] = r[j];
     }
   }
 #pragma unroll
-  for (int j = 0; j < kNormVecs; ++j) {
-    if (threadIdx.x + j * blockDim.x < kc) {
-      float v[8];
-      atlas::unpack_bf16x8(r[j], v);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
-    }
-  }
+  for (int j = 0; j < kNormVecs; ++j)
+    if (threadIdx.x + j * blockDim.x < kc) sumsq = atlas::rmsnorm::sumsq_bf16x8(r[j], sumsq);
   const float inv_rms = rsqrtf(atlas::block_sum(sumsq, scratch) / static_cast<float>(8 * kc) +
                                n.eps);
 #pragma unroll
   for (int j = 0; j < kNormVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i < kc) {
-      float wf[8], v[8], y[8];
-      atlas::unpack_bf16x8(nw[j], wf);
-      atlas::unpack_bf16x8(r[j], v);
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        y[e] = n.offset ? (v[e] * inv_rms) * (1.f + wf[e])
-                        : wf[e] * atlas::round_bf16(v[e] * inv_rms);
-      xs[i] = atlas::pack_bf16x8(y);
-    }
+    if (i < kc) xs[i] = atlas::rmsnorm::scale_bf16x8(r[j], nw[j], inv_rms, n.offset != 0);
   }
 }
 

@@ -18,6 +18,7 @@
 // scaling loop's w loads do not add one more L2 trip.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
+#include "rmsnorm_core.cuh"
 
 namespace {
 
@@ -52,26 +53,16 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
     for (int j = 0; j < kMaxVecs; ++j) {
       const int i = threadIdx.x + j * blockDim.x;
       if (i < nvec) {
-        float v[8], d[8];
-        atlas::unpack_bf16x8(packed[j], v);
-        atlas::unpack_bf16x8(dpacked[j], d);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += d[e];
-        packed[j] = atlas::pack_bf16x8(v);  // bf16(residual + delta)
+        packed[j] = atlas::rmsnorm::add_bf16x8(packed[j], dpacked[j]);  // bf16(residual + delta)
         rv[i] = packed[j];
       }
     }
   }
   float sumsq = 0.f;
 #pragma unroll
-  for (int j = 0; j < kMaxVecs; ++j) {
-    if (threadIdx.x + j * blockDim.x < nvec) {
-      float v[8];
-      atlas::unpack_bf16x8(packed[j], v);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sumsq = fmaf(v[e], v[e], sumsq);
-    }
-  }
+  for (int j = 0; j < kMaxVecs; ++j)
+    if (threadIdx.x + j * blockDim.x < nvec)
+      sumsq = atlas::rmsnorm::sumsq_bf16x8(packed[j], sumsq);
   __shared__ float scratch[32];
   const float total = atlas::block_sum(sumsq, scratch);
   const float inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
@@ -80,15 +71,7 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) {
-      float wf[8], v[8], y[8];
-      atlas::unpack_bf16x8(wv[i], wf);
-      atlas::unpack_bf16x8(packed[j], v);
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        y[e] = kOffset ? (v[e] * inv_rms) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(v[e] * inv_rms);
-      ov[i] = atlas::pack_bf16x8(y);
-    }
+    if (i < nvec) ov[i] = atlas::rmsnorm::scale_bf16x8(packed[j], wv[i], inv_rms, kOffset);
   }
 }
 

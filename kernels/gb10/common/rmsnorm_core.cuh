@@ -1,0 +1,1 @@
+../../hopper/common/rmsnorm_core.cuh
