@@ -447,7 +447,8 @@ def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
               else matmul_decode.ring_stages(cols, groups))
     ring = (f"TMA ring of {stages} stages" if tma else f"cp.async ring of {stages} stages, "
             f"L2 window {kc.routes.decode_gemm_l2_tiles} k-tiles")
-    # ATLAS_DECODE_GEMM_PERSISTENT=1: the grids of several waves loop over tiles instead
+    # the persistent route (default; ATLAS_DECODE_GEMM_PERSISTENT=0: off): the grids of several
+    # waves loop over tiles instead
     looped = (matmul_decode.persistent_launch_grid(kc, m, n, out_f32, swiglu, (split, groups))
               if tma else None)
     grid = "" if looped is None else f", persistent grid of {looped} blocks"

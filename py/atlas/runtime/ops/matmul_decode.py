@@ -26,8 +26,8 @@ ops/decode_gemm_tune.py) and the fastest is kept, by device and kernel build, in
 model (`launch_split`, `decode_groups`) stays the baseline a candidate must beat by 4%, and the
 choice inside a graph capture of a shape never launched eagerly.
 
-Under KernelRoutes.decode_gemm_persistent (ATLAS_DECODE_GEMM_PERSISTENT=1) a TMA launch whose
-grid would run more than one wave, at a split with persistent entries (PERSISTENT_SPLITS),
+Under KernelRoutes.decode_gemm_persistent (the default; ATLAS_DECODE_GEMM_PERSISTENT=0: never)
+a TMA launch whose grid would run more than one wave, at a split with persistent entries (PERSISTENT_SPLITS),
 launches the persistent form (`persistent_grid`): as many clusters as the device holds at
 once, each looping over tiles with one ring, the next tile streaming in during the epilogue.
 """
@@ -451,7 +451,8 @@ def persistent_launch_grid(kc: KernelCache, m: int, n: int, out_f32: bool, swigl
     """The grid of the persistent form of a TMA launch at `pick` (`persistent_grid` over
     the device's resident blocks of the persistent entry, KernelCache.resident_blocks, else
     the modelled sm_count x blocks_per_sm), or None for the one-tile form: always None unless
-    the routes ask (KernelRoutes.decode_gemm_persistent, ATLAS_DECODE_GEMM_PERSISTENT=1)."""
+    the routes ask (KernelRoutes.decode_gemm_persistent, on unless
+    ATLAS_DECODE_GEMM_PERSISTENT=0)."""
     split, groups = pick
     if not kc.routes.decode_gemm_persistent or split not in PERSISTENT_SPLITS:
         return None
