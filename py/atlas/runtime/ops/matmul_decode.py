@@ -26,10 +26,11 @@ ops/decode_gemm_tune.py) and the fastest is kept, by device and kernel build, in
 model (`launch_split`, `decode_groups`) stays the baseline a candidate must beat by 4%, and the
 choice inside a graph capture of a shape never launched eagerly.
 
-Under KernelRoutes.decode_gemm_persistent (the default; ATLAS_DECODE_GEMM_PERSISTENT=0: never)
-a TMA launch whose grid would run more than one wave, at a split with persistent entries (PERSISTENT_SPLITS),
-launches the persistent form (`persistent_grid`): as many clusters as the device holds at
-once, each looping over tiles with one ring, the next tile streaming in during the epilogue.
+Under KernelRoutes.decode_gemm_persistent (the default; ATLAS_DECODE_GEMM_PERSISTENT=0:
+never) a TMA launch whose grid would run more than one wave, at a split with persistent
+entries (PERSISTENT_SPLITS), launches the persistent form (`persistent_grid`): as many
+clusters as the device holds at once, each looping over tiles with one ring, the next tile
+streaming in during the epilogue.
 """
 
 from __future__ import annotations
