@@ -337,8 +337,8 @@ def test_any_split_switch_reaches_the_odd_clusters_on_the_tma_kernel_only() -> N
         dev = _OccupancyMock()
         x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 2)
         wide = {"ATLAS_DECODE_GEMM_WIDE": "1"}  # two warpgroups on both kernels
-        matmul_decode.decode_gemm(KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, **env, **wide})), 0,
-                                  x, w, y, m, n, k)
+        kc = KernelCache(dev, KernelRoutes.from_env({**ONE_TILE, **env, **wide}))
+        matmul_decode.decode_gemm(kc, 0, x, w, y, m, n, k)
         (record,) = dev.drain_launches()
         assert (record.func, record.grid[0]) == (func, grid), env
         assert sorted(a[3] for a in dev.asked) == asked, env

@@ -1,6 +1,7 @@
-"""ATLAS_MOE_ROUTER_NORM (default on): a decode MoE block's residual add + RMSNorm done by its fused router
-launch (moe_router.cu NormIn) instead of an add_rmsnorm launch before it: when the model hands
-it over, and that MoE models decode the same tokens from the same logits either way."""
+"""ATLAS_MOE_ROUTER_NORM (default on): a decode MoE block's residual add + RMSNorm done by its
+fused router launch (moe_router.cu NormIn) instead of an add_rmsnorm launch before it: when
+the model hands it over, and that MoE models decode the same tokens from the same logits
+either way."""
 
 from __future__ import annotations
 
