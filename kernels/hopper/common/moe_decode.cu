@@ -62,6 +62,7 @@
 #include "bf16_vec.cuh"
 #include "gemv_core.cuh"
 #include "moe_route.cuh"
+#include "rmsnorm_core.cuh"
 
 namespace {
 
@@ -631,27 +632,16 @@ __device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
     if (kEarlyW && v < nvec) cached_w[k] = __ldg(wv + v);
   }
   float sumsq = 0.f;
-  auto add_squares = [&](const uint4& q) {
-    float x[8];
-    atlas::unpack_bf16x8(q, x);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sumsq = fmaf(x[e], x[e], sumsq);
-  };
 #pragma unroll
   for (int k = 0; k < kNormCached; ++k)
-    if (threadIdx.x + k * stride < nvec) add_squares(cached[k]);
-  for (int v = cached_end + threadIdx.x; v < nvec; v += stride) add_squares(__ldcg(rv + v));
+    if (threadIdx.x + k * stride < nvec) sumsq = atlas::rmsnorm::sumsq_bf16x8(cached[k], sumsq);
+  for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
+    sumsq = atlas::rmsnorm::sumsq_bf16x8(__ldcg(rv + v), sumsq);
   const float total = atlas::block_sum(sumsq, scratch);
   const float inv_rms = rsqrtf(total / static_cast<float>(a.hidden) + a.eps);
   uint4* ov = reinterpret_cast<uint4*>(a.normed + static_cast<size_t>(token) * a.hidden);
   auto normalize = [&](int v, const uint4& q, const uint4& w) {
-    float x[8], wf[8], y[8];
-    atlas::unpack_bf16x8(q, x);
-    atlas::unpack_bf16x8(w, wf);
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      y[e] = kOffset ? (x[e] * inv_rms) * (1.f + wf[e]) : wf[e] * atlas::round_bf16(x[e] * inv_rms);
-    ov[v] = atlas::pack_bf16x8(y);
+    ov[v] = atlas::rmsnorm::scale_bf16x8(q, w, inv_rms, kOffset);
   };
 #pragma unroll
   for (int k = 0; k < kNormCached; ++k) {
