@@ -195,11 +195,8 @@ class MoeMlp:
             shared = moe_ops.SharedExpertWeights(self.shared.gate_up, self.shared.down,
                                                  self.shared.gate)
         route = None
-        if norm is not None:  # the router launch also does the add + norm before the block
-            moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
-                              bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate, norm=norm)
-        elif self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
+        # (`norm` implies the fused router: router_takes_norm excludes routes_in_experts)
+        if self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
             # the router writes only the logits; gate/up and down each take the top-k of them
             moe_ops.gate_logits(kc, s, b.normed, self.router, bf.logits, t, sh, shared,
                                 bf.shared_gate)
@@ -207,7 +204,7 @@ class MoeMlp:
         else:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate)
+                              bf.shared_gate, norm=norm)
         sh = self._local(kc, s, t, sh)
         finish = None
         if then_norm is not None and kc.routes.moe_down_norm:
