@@ -187,7 +187,8 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false>
+template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
+          bool kEarly = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -196,6 +197,7 @@ __device__ __forceinline__ void decode_attn_long(
     int block_size, int max_blocks,
     int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
+  static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
   using T = LongTile<D, kRope>;
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
@@ -237,16 +239,23 @@ __device__ __forceinline__ void decode_attn_long(
   int page[R];
   if (num_splits == 1) lookup_at(0, page);
 
-  const int chunk = max((kv_len + num_splits - 1) / num_splits, kMinKeysPerSplit);
+  // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
+  // early_split_rule), so no block copies a half-empty tile and the last block merges half
+  // as many partials at short contexts; the combine's rule otherwise (it re-derives it)
+  const int per = (kv_len + num_splits - 1) / num_splits;
+  const int chunk = kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
+                                                  : max(per, kMinKeysPerSplit);
   const int begin = split * chunk, end = min(begin + chunk, kv_len);
   const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
     // its first split.
-    if (num_splits == 1 || (counters != nullptr && split == 0))
+    if (num_splits == 1 || (counters != nullptr && split == 0)) {
+      if constexpr (kEarly) atlas::pdl_wait();  // nothing is written before the wait
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
+    }
     return;
   }
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
@@ -292,7 +301,7 @@ __device__ __forceinline__ void decode_attn_long(
   const int staged_rows = group + (sub ? 2 : 0);  // q heads, then k and v
   uint4 raw[kStaged ? kRowLoads : 1];
   uint4 consts = make_uint4(0u, 0u, 0u, 0u);
-  if constexpr (kStaged) {
+  auto load_rows = [&] {
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * D;
 #pragma unroll
     for (int i = 0; i < kRowLoads; ++i) {
@@ -303,16 +312,22 @@ __device__ __forceinline__ void decode_attn_long(
                             idx % T::kChunks)
                    : make_uint4(0u, 0u, 0u, 0u);
     }
+  };
+  // Early: before the wait, so plain loads (ptxas sinks the read-only path's below it)
+  auto load_const = [&](const uint4* p) { return kEarly ? atlas::ld_prefetch(p) : __ldg(p); };
+  if constexpr (kStaged) {
+    if constexpr (!kEarly) load_rows();
     // threads [0, 2 kChunks): q then k norm weight chunks; the next D / 4: cos/sin
     if (tid < 2 * T::kChunks) {
       if (rope.q_norm_w != nullptr)  // normed: both weights (as below)
-        consts = __ldg(tid < T::kChunks
-                           ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
-                           : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid - T::kChunks);
+        consts = load_const(tid < T::kChunks
+                                ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
+                                : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid -
+                                      T::kChunks);
     } else if (tid < 2 * T::kChunks + D / 4) {
-      consts = __ldg(reinterpret_cast<const uint4*>(rope.cos_sin +
-                                                    static_cast<size_t>(position) * D) +
-                     tid - 2 * T::kChunks);
+      consts = load_const(reinterpret_cast<const uint4*>(rope.cos_sin +
+                                                         static_cast<size_t>(position) * D) +
+                          tid - 2 * T::kChunks);
     }
   }
 
@@ -327,6 +342,13 @@ __device__ __forceinline__ void decode_attn_long(
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
+  // RopeEarly: everything above (kv_len, the slot and position, the table, the first tiles,
+  // the constants) was requested under the qkv projection; its rows follow the wait
+  if constexpr (kEarly) {
+    atlas::pdl_wait();
+    if constexpr (!kLateTrigger) atlas::pdl_launch_dependents();
+    load_rows();
+  }
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
   // a2 [g][2c+8..] a3 [g+8][2c+8..] of each 16-column k-step. D <= 128: in registers,
@@ -597,9 +619,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                         scale, long_smem);
 }
 
-// The rope-fused entries' body (after the entry's wait): kStaged selects the prologue,
-// kLateTrigger where the block lets the next kernel launch (LateTrigger).
-template <bool kStaged, bool kLateTrigger = false>
+// The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
+// selects the prologue, kLateTrigger where the block lets the next kernel launch
+// (LateTrigger), kEarly where it waits (RopeEarly).
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -610,11 +633,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope);
   else
@@ -693,4 +716,55 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           part_ml, counters, out, hq, hkv, head_dim,
                                           block_size, max_blocks, num_splits, scale, eps,
                                           long_smem);
+}
+
+// RopeEarly (one sequence, ATLAS_DECODE_ATTN_LONG_EARLY; ops/attention_long.py
+// long_rope_kernel_for): the staged entry with everything but the qkv rows read before the
+// PDL wait: kv_len, the row's slot and position, the block-table entries, the ring's first
+// tiles (cp.async) and the norm weights and cos/sin row, so after the wait only the rows (L2
+// hits: the projection just wrote them) stand between the block and its keys. Sound for the
+// reason decode_attn.cuh's RopedQ gives: every kernel lets its dependents launch only after
+// its own wait, so while this block runs before its wait only the kernel launched just
+// before it may still run, and the model launches this right after the layer's qkv
+// projection (model.py _attention_after_qkv, decode steps), which writes only the qkv rows;
+// the step inputs come from copies ahead of the step, and every cached row copied here was
+// written by an earlier step's launch of this layer, except the step's own key, which is
+// never copied (it is substituted from the rows). Nothing is written before the wait. With
+// SplitMerge its splits are whole 64-key tiles (early_split_rule). _late: the trigger of
+// decode_attn_long_rope_late_bf16 (after the K/V tiles landed).
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                     __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                     const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                     const int* positions, const int* slots,
+                                     const int* block_tables, const int* kv_lens,
+                                     float* part_o, float* part_ml, unsigned* counters,
+                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                     uint32_t max_blocks, uint32_t num_splits, float scale,
+                                     float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                          __nv_bfloat16* v_cache,
+                                          const __nv_bfloat16* q_norm_w,
+                                          const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                          const int* positions, const int* slots,
+                                          const int* block_tables, const int* kv_lens,
+                                          float* part_o, float* part_ml, unsigned* counters,
+                                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                          uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                          uint32_t max_blocks, uint32_t num_splits,
+                                          float scale, float eps) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }

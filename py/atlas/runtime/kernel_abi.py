@@ -491,6 +491,12 @@ DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged
 # ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1)
 DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
                                _DECODE_LONG_ROPE)
+# (the staged entry reading all but the qkv rows before its wait, merging whole-tile splits,
+# at one sequence: ATLAS_DECODE_ATTN_LONG_EARLY=1; and with the late trigger)
+DECODE_ATTN_LONG_ROPE_EARLY = S("attention_long", "decode_attn_long_rope_early_bf16",
+                                _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_early_late_bf16",
+                                     _DECODE_LONG_ROPE)
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -173,7 +173,16 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1), alone and with the merge
                 "long_late": {"decode_attn_long_late_trigger": True},
                 "long_late_merge": {"decode_attn_long_late_trigger": True,
-                                    "decode_attn_long_merge": True}}
+                                    "decode_attn_long_merge": True},
+                # the early twins (ATLAS_DECODE_ATTN_LONG_EARLY=1, one sequence): without
+                # the merge (the combine's split rule), with it (whole-tile splits), and
+                # with the merge and the late trigger
+                "long_early": {"decode_attn_long_early": True},
+                "long_early_merge": {"decode_attn_long_early": True,
+                                     "decode_attn_long_merge": True},
+                "long_early_late_merge": {"decode_attn_long_early": True,
+                                          "decode_attn_long_late_trigger": True,
+                                          "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -16,7 +16,8 @@ without keys gets zeros). Every case launches twice. The rope-fused entry
 k and v appended at the slot and substituted for that key, padding rows, one launch merging
 its splits; its waiting twin (decode_attn_long_rope_wait, ATLAS_DECODE_ATTN_LONG_STAGED=0:
 the prologue's reads in dependent trips) runs every one of them again (`twin="long_wait"`),
-and so does its late-trigger twin (decode_attn_long_rope_late, `twin="long_late"`).
+and so does its late-trigger twin (decode_attn_long_rope_late, `twin="long_late"`); the
+early twins (decode_attn_long_rope_early[_late]) run batch-1 cases of their own.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
 """
@@ -164,6 +165,26 @@ LONG_ROPE_LATE_SHAPES = [
 ]
 
 
+#: the early twins (decode_attn_long_rope_early / _early_late, ATLAS_DECODE_ATTN_LONG_EARLY=1:
+#: the reads before the PDL wait, whole-tile splits when merging), which launches take at
+#: one sequence only: Qwen3-0.6B's batch-1 grid (30 splits) at 568 keys (9 active), a first
+#: token, the step's key alone in the second tile, two tiles a split (2,500 keys: 20 of
+#: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger, one split, and the
+#: combine after 3 splits (no merge: the combine's rule; no norm, D 64, 7-key pages)
+LONG_ROPE_EARLY_SHAPES = [
+    (f"long_rope D128 gqa2 b1 splits30 merge early {n}", Geometry(16, 8, 128, 16), [n], 30,
+     {"twin": "long_early_merge"}) for n in (568, 1, 65, 2500)] + [
+    ("long_rope D128 gqa4 b1 splits8 pad merge early", Geometry(32, 8, 128, 16), [300], 8,
+     {"pad_last": True, "twin": "long_early_merge"}),
+    ("long_rope D128 gqa8 b1 splits16 merge early late", Geometry(32, 4, 128, 16), [568], 16,
+     {"twin": "long_early_late_merge"}),
+    ("long_rope D128 gqa4 b1 splits1 early", Geometry(32, 8, 128, 16), [1536], 1,
+     {"twin": "long_early"}),
+    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
+     {"normed": False, "twin": "long_early"}),
+]
+
+
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
@@ -171,4 +192,5 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
-                                                 + LONG_ROPE_LATE_SHAPES)])
+                                                 + LONG_ROPE_LATE_SHAPES
+                                                 + LONG_ROPE_EARLY_SHAPES)])

@@ -38,7 +38,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_LATE,
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
@@ -111,17 +112,35 @@ def late_trigger_pays(o_proj_bytes: int) -> bool:
     return o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
 
 
+def early_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per split, active splits) of the early entries when they merge their splits
+    (attention_long.cu RopeEarly): ops.attention.decode_split_rule's ceil(kv_len /
+    num_splits) rounded up to whole LONG_TILE_KEYS tiles. A split takes as many tiles as
+    under that rule (nested ceilings: ceil(kv_len / (64 num_splits)) either way), so no block
+    takes longer, while at short contexts half as many blocks copy tiles and the last one
+    merges half as many partials (Qwen3-0.6B's batch 1 at 568 keys on 30 splits: 9 splits of
+    64 keys, one L2 trip of merge loads, where 18 of 32 keys take two)."""
+    per = -(-kv_len // num_splits)
+    chunk = max(-(-per // LONG_TILE_KEYS) * LONG_TILE_KEYS, LONG_TILE_KEYS)
+    return chunk, -(-kv_len // chunk)
+
+
 def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
     """The rope-fused entry point the routes select for a launch of num_seqs sequences: the
     staged prologue's (routes.decode_attn_long_staged, the default) or the waiting one's;
     at one sequence with routes.decode_attn_long_late_trigger, the staged entry's twin that
     lets the next kernel launch only once its K/V tiles landed (only batch 1's o_proj, the
     single-row GEMV, requests all of its weights before its wait; batch 8 measured even to
-    slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636)."""
+    slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636); at
+    one sequence with routes.decode_attn_long_early, the twins of those two that read all but
+    the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
+    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
-    return (DECODE_ATTN_LONG_ROPE_LATE if routes.decode_attn_long_late_trigger and num_seqs == 1
-            else DECODE_ATTN_LONG_ROPE_STAGED)
+    late = routes.decode_attn_long_late_trigger and num_seqs == 1
+    if routes.decode_attn_long_early and num_seqs == 1:
+        return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
+    return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
