@@ -27,7 +27,9 @@ def test_the_routes_pick_the_early_entries_at_one_sequence() -> None:
     assert long_rope_kernel_for(routes, 2) is DECODE_ATTN_LONG_ROPE_STAGED
     assert long_rope_kernel_for(replace(routes, decode_attn_long_staged=False), 1) \
         is DECODE_ATTN_LONG_ROPE_WAIT
-    assert not KernelRoutes().decode_attn_long_early
+    assert KernelRoutes().decode_attn_long_early  # the default since gpu62
+    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_EARLY": "0"})
+    assert long_rope_kernel_for(off, 1) is DECODE_ATTN_LONG_ROPE_STAGED
 
 
 @pytest.mark.parametrize("num_splits", [1, 3, 16, 30, 33, 64])

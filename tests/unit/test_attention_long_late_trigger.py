@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_the_routes_pick_the_entry() -> None:
-    routes = KernelRoutes()
+    routes = KernelRoutes(decode_attn_long_early=False)  # the early twins: their own test
     assert routes.decode_attn_long_late_trigger is None
     assert long_rope_kernel_for(routes, 1) is DECODE_ATTN_LONG_ROPE_STAGED
     late = replace(routes, decode_attn_long_late_trigger=True)

@@ -8,6 +8,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "decode_merge.cuh"
+#include "phase_trace.cuh"
 #include "rope_core.cuh"
 
 namespace coop = cooperative_groups;
@@ -102,69 +103,6 @@ struct HeadSlice {
 using atlas::DecodeScratch;  // per-warp partials, merged by the whole block (decode_merge.cuh)
 static_assert(kWarps == atlas::kMergeWarps && kDecodeHeadsPerPass == atlas::kMergeHeads &&
               kDecodeMaxDim == atlas::kMergeMaxDim, "DecodeScratch's shape");
-
-// ---- phase trace (the *_trace_bf16 twins; ops/attention.py TRACE_*) ----------------------
-// The traced twins are the same template instances with PhaseTrace for NoTrace: thread 0 of
-// every block stamps %globaltimer (ns, one clock for the whole GPU) and clock64 (this SM's
-// cycles) when it reaches each phase, so tools/gpu/trace_decode_attn.py can say where a
-// launch's time goes (issue order, the fixed latency per phase) instead of guessing. NoTrace
-// compiles to nothing: the production entry points are unchanged.
-enum TracePhase : int {
-  kTraceStart,        // first instruction
-  kTraceKvLen,        // kv_len read and the block's split decided (used, so arrived)
-  kTracePrologue,     // the pre-wait reads issued, the constants staged (just before the wait)
-  kTraceLoaded,       // thread 0's pre-wait K/V rows arrived (used: so the wait's own cost
-                      // is waited - loaded, whether or not griddepcontrol.wait drains loads)
-  kTraceWaited,       // griddepcontrol.wait returned
-  kTraceQReady,       // q (normed and rotated) in registers: the qkv row arrived
-  kTraceRound1,       // the first K/V round consumed (its scores and p v)
-  kTraceKeysDone,     // the split's last K/V round consumed
-  kTraceBlockMerged,  // the block's warps merged and its partial / output stored
-  kTraceMerged,       // the split / cluster merge done
-  kTraceEnd,          // exit (every path, the early ones included)
-  kTracePhases
-};
-constexpr int kTraceWords = 32;       // u64 words a block: ns at [p], cycles at [16 + p]
-constexpr int kTraceSmWord = 12;      // the block's SM id
-constexpr int kTraceKeyedWord = 13;   // 1 when the block attended over keys
-static_assert(kTracePhases <= kTraceSmWord, "trace layout");
-
-struct NoTrace {
-  __device__ __forceinline__ void mark(TracePhase) const {}
-  __device__ __forceinline__ void mark(TracePhase, float) const {}
-  __device__ __forceinline__ void mark(TracePhase, int) const {}
-  __device__ __forceinline__ void note(int, unsigned long long) const {}
-};
-
-struct PhaseTrace {
-  unsigned long long* block;  // this block's kTraceWords
-
-  __device__ __forceinline__ explicit PhaseTrace(unsigned long long* trace)
-      : block(trace + ((static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x +
-                       blockIdx.x) * kTraceWords) {}
-
-  __device__ __forceinline__ void mark(TracePhase phase) const {
-    if (threadIdx.x != 0) return;
-    unsigned long long ns;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    const long long cycles = clock64();
-    block[phase] = ns;
-    block[16 + phase] = static_cast<unsigned long long>(cycles);
-  }
-  // The stamp taken after `dep` is computed: the empty asm consuming it orders the clock
-  // reads behind whatever produced it, so the stamp means "arrived and used".
-  __device__ __forceinline__ void mark(TracePhase phase, float dep) const {
-    asm volatile("" :: "f"(dep));
-    mark(phase);
-  }
-  __device__ __forceinline__ void mark(TracePhase phase, int dep) const {
-    asm volatile("" :: "r"(dep));
-    mark(phase);
-  }
-  __device__ __forceinline__ void note(int word, unsigned long long value) const {
-    if (threadIdx.x == 0) block[word] = value;
-  }
-};
 
 // One iteration's K and V rows: kDecodeUnroll keys of this lane's key group, 16 bytes each.
 struct DecodeKv {

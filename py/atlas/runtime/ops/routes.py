@@ -152,11 +152,16 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weights before their wait, and that flood lands while the attention's K/V and L2 trips
   are in flight: gpu53's critical path charged the 30B's attention 14.7 us a layer, o_proj
   after it 1.95; late, gpu54: 13.67 and 1.97). The measurements are at late_trigger_pays.
-* ATLAS_DECODE_ATTN_LONG_EARLY=1: at one sequence, the staged entry's twins that read
-  everything but the qkv rows (kv_len, slot, position, block table, the ring's first K/V
-  tiles, the norm weights and cos/sin row) before their PDL wait, under the qkv projection,
-  and merge splits of whole 64-key tiles (decode_attn_long_rope_early_bf16, _early_late_bf16
-  with the late trigger; ops/attention_long.early_split_rule). Unmeasured; off.
+* ATLAS_DECODE_ATTN_LONG_EARLY=0: at one sequence, the staged entry (or its late twin)
+  instead of their early twins (the default since gpu62), which read everything but the qkv
+  rows (kv_len, slot, position, block table, the ring's first K/V tiles, the norm weights and
+  cos/sin row) before their PDL wait, under the qkv projection, and merge splits of whole
+  64-key tiles (decode_attn_long_rope_early_bf16, _early_late_bf16 with the late trigger;
+  ops/attention_long.early_split_rule). Measured (gpu62, 2026-12-03, batch 1, PDL on, GPU
+  ms a step, early vs not, both orders where two): Qwen3-0.6B x 512 0.741 / 0.742 vs 0.751
+  / 0.752, Qwen3-30B-A3B 2.813 / 2.810 vs 2.831 / 2.828, Qwen3-8B 4.258 vs 4.304 (x 4,096
+  4.507 vs 4.576), Llama-3.2-1B 0.824 vs 0.840; the attention after the qkv GEMV on the
+  critical path: 8.8 vs 9.1 us, 13.4 vs 13.7, 9.7 vs 11.0 (16.4 vs 18.3), 5.1 vs 6.0.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -488,7 +493,7 @@ class KernelRoutes:
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
-    decode_attn_long_early: bool = False
+    decode_attn_long_early: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -609,7 +614,7 @@ class KernelRoutes:
                    decode_attn_long_late_trigger=_env_tristate(
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
-                                                     False),
+                                                     True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

@@ -1,0 +1,1 @@
+../../hopper/common/phase_trace.cuh
