@@ -25,6 +25,14 @@ line.
    waiting for the previous kernel's to leave their SMs).
    Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
    duration, blocks per SM at once, the launch's span.
+   `--long`: the same for the tensor-core kernel's batch-1 entry instead
+   (attention_long.cu decode_attn_long_rope_early_bf16 and its traced twin, the rope-fused
+   geometries at D 64 / 128, the grid a long-context engine gives batch 1:
+   step_inputs.decode_splits at LONG_CONTEXT_KEYS); its phases: kv_len (the split decided),
+   prologue (the table, first tiles and constants requested: just before the wait), waited,
+   q_ready (the rows normed and rotated), loaded (the first tile landed), round1 (its
+   products), keys_done, block_merged (the warps merged, the partial stored), merged (past
+   the split merge's ticket; the last block past the merge), end.
 2. Time vs keys (batch 1, keys 1..8,192): the production kernel's own time from CUDA-graph
    replays of back-to-back launches (PDL on; input sets, GEMV weights included, cycled
    through 128 MB, so short contexts' K/V stays in L2 when the kernel runs alone), and the
@@ -58,6 +66,7 @@ from bench_kernels import (ENGINE_MAX_SEQ_LEN, EPS, ROPE_THETA, Env, ks, open_en
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import Stream  # noqa: E402
 from atlas.runtime.ops import attention, matmul  # noqa: E402
+from atlas.runtime.ops.attention_long import LONG_CONTEXT_KEYS, LONG_ROPE_HEAD_DIMS  # noqa: E402
 
 #: the projection GEMV's input width per traced geometry (the real models' hidden sizes)
 HIDDEN = {"qwen3-0.6b": 1024, "qwen3-8b": 4096, "qwen3-30b-a3b": 2048,
@@ -93,13 +102,15 @@ class Problem:
     batch: int
     keys: int
     hidden: int
+    long: bool = False  # the tensor-core kernel's batch-1 (early) entry
 
     def __post_init__(self) -> None:
         env, h = self.env, self.heads
         torch, b, d, bs = env.torch, self.batch, h.head_dim, ks.KV_BLOCK_SIZE
-        self.splits = decode_splits(b, h.kv_heads, max(ENGINE_MAX_SEQ_LEN, self.keys),
-                                    env.num_sms)
-        self.grid = attention.decode_grid(self.splits, h.heads, h.kv_heads, b, env.kc.routes)
+        reach = max(LONG_CONTEXT_KEYS if self.long else ENGINE_MAX_SEQ_LEN, self.keys)
+        self.splits = decode_splits(b, h.kv_heads, reach, env.num_sms)
+        self.grid = ((self.splits, h.kv_heads, b) if self.long else
+                     attention.decode_grid(self.splits, h.heads, h.kv_heads, b, env.kc.routes))
         st = paged_kv(env, b, self.keys, h.kv_heads, d, bs)
         self.max_blocks = st["tables"].shape[1]
         half = d // 2
@@ -123,8 +134,8 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        self.kernel = attention.decode_kernel(env.kc.routes, self.splits,
-                                              h.rope).func.removesuffix("_bf16")
+        self.kernel = ("decode_attn_long_rope_early" if self.long else attention.decode_kernel(
+            env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
 
     def new_trace(self) -> Any:
         return self.env.torch.zeros((self.blocks, attention.TRACE_WORDS),
@@ -142,7 +153,7 @@ class Problem:
             attention.decode_attention_rope(
                 env.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
                 p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), *common, EPS,
-                trace=tr)
+                trace=tr, long=True if self.long else None)
         else:
             attention.decode_attention(env.kc, stream, p(st["qkv"]), p(st["k_pool"]),
                                        p(st["v_pool"]), *common, long=False, trace=tr)
@@ -293,7 +304,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int) -> list[str]:
+def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int,
+          long: bool = False) -> list[str]:
     out = [f"{heads.name} (hq {heads.heads}, hkv {heads.kv_heads}, D {heads.head_dim}) "
            f"batch 1: keys, attention us, GEMV + attention us, GEMV us, added behind the GEMV"]
     points, behind = [], []
@@ -302,7 +314,7 @@ def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int
             heads.head_dim
         per_set = 4 * n * heads.kv_heads * heads.head_dim + 2 * width * hidden  # K/V + GEMV w
         copies = max(2, min(MAX_COPIES, -(-ROTATE_BYTES // per_set))) if env.cuda else 2
-        sets = [Problem(env, heads, 1, n, hidden) for _ in range(copies)]
+        sets = [Problem(env, heads, 1, n, hidden, long) for _ in range(copies)]
         alone = graph_us(env, sets, lambda pr, s: pr.attend(s), repeats)
         pair = graph_us(env, sets, lambda pr, s: (pr.project(s), pr.attend(s)), repeats)
         gemv = graph_us(env, sets, lambda pr, s: pr.project(s), repeats)
@@ -328,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=10, help="timed graph replays per point")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
+    ap.add_argument("--long", action="store_true",
+                    help="the tensor-core kernel's batch-1 entry (rope-fused D 64 / 128 heads)")
     ap.add_argument("--curves-only", action="store_true",
                     help="only the time-vs-keys lines (for routes without traced twins, e.g. "
                          "ATLAS_DECODE_ATTN_SPLIT_MAJOR=1)")
@@ -342,16 +356,20 @@ def main(argv: list[str] | None = None) -> int:
         keys, curve_keys, throughput = TRACE_KEYS, CURVE_KEYS, THROUGHPUT
         if args.quick:
             geoms, curve_keys = geoms[:2], (1, 64, 512, 1024, 4096, 8192)
+    if args.long:
+        geoms = [g for g in geoms if g[0].rope and g[0].head_dim in LONG_ROPE_HEAD_DIMS]
     if not args.curves_only:
-        problems = [Problem(env, h, 1, n, hidden) for h, hidden in geoms for n in keys]
+        problems = [Problem(env, h, 1, n, hidden, args.long) for h, hidden in geoms
+                    for n in keys]
         big = next((g for g in geoms if g[0].name == "qwen3-8b"),
                    next(g for g in geoms if g[0].rope))
-        problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
+        if not args.long:  # the early entry is batch 1's
+            problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
         for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
             print(line, flush=True)
         del problems
     for h, hidden in geoms:
-        for line in curve(env, h, hidden, curve_keys, args.repeats):
+        for line in curve(env, h, hidden, curve_keys, args.repeats, args.long):
             print(line, flush=True)
     return 0
 

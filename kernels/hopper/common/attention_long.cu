@@ -42,6 +42,7 @@
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
 #include "mma_util.cuh"
+#include "phase_trace.cuh"
 #include "rope_core.cuh"
 
 namespace {
@@ -188,17 +189,19 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false>
+          bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{}) {
+    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{},
+    unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
   using T = LongTile<D, kRope>;
+  const Tr tr = entry_trace<Tr>(trace);  // phase_trace.cuh: the traced twin only
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
   // rope: the split holding the step's key (kv_len - 1) of a row with a slot computes that
@@ -247,6 +250,8 @@ __device__ __forceinline__ void decode_attn_long(
                                                   : max(per, kMinKeysPerSplit);
   const int begin = split * chunk, end = min(begin + chunk, kv_len);
   const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
+  tr.mark(kTraceKvLen, active);
+  tr.note(kTraceKeyedWord, begin < kv_len ? 1u : 0u);
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
@@ -256,6 +261,7 @@ __device__ __forceinline__ void decode_attn_long(
       for (int idx = tid; idx < group * D; idx += kThreads)
         out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
     }
+    tr.mark(kTraceEnd);
     return;
   }
   const int n_tiles = (end - begin + kBKV - 1) / kBKV;
@@ -344,8 +350,10 @@ __device__ __forceinline__ void decode_attn_long(
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
   // RopeEarly: everything above (kv_len, the slot and position, the table, the first tiles,
   // the constants) was requested under the qkv projection; its rows follow the wait
+  tr.mark(kTracePrologue);
   if constexpr (kEarly) {
     atlas::pdl_wait();
+    tr.mark(kTraceWaited);
     if constexpr (!kLateTrigger) atlas::pdl_launch_dependents();
     load_rows();
   }
@@ -385,6 +393,7 @@ __device__ __forceinline__ void decode_attn_long(
                                         lane);
     }
     __syncthreads();  // Q and the stage are complete
+    tr.mark(kTraceQReady);
   } else if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
@@ -452,6 +461,7 @@ __device__ __forceinline__ void decode_attn_long(
   for (int t = 0; t < n_tiles; ++t) {
     atlas::cp_async_wait<kStages - 2>();  // tile t landed (this thread's copies)
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
+    if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
     // wait) may launch once every block's K/V reads are done, not while they queue behind it
     if constexpr (kLateTrigger)
@@ -520,7 +530,9 @@ __device__ __forceinline__ void decode_attn_long(
     uint32_t pf[1][4];
     atlas::prob_fragments<1>(s, 0, pf);
     atlas::pv_slice_mma<D, 1, false>(o, pf, sv, warp * 16, lane);
+    if (t == 0) tr.mark(kTraceRound1, o[0][0]);
   }
+  tr.mark(kTraceKeysDone, o[0][0]);
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring before the merge reuses it
 
@@ -573,9 +585,12 @@ __device__ __forceinline__ void decode_attn_long(
       part_ml[part_row * 2 + 1] = total;
     }
   }
+  tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
                             out_row, group, num_splits, active);
+  tr.mark(kTraceMerged);
+  tr.mark(kTraceEnd);
 }
 
 }  // namespace
@@ -622,24 +637,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
 // (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false>
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem) {
+    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem,
+    unsigned long long* trace = nullptr) {
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, smem, rope);
+        hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, smem, rope);
+        hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
@@ -767,4 +783,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem);
+}
+
+// The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
+// every block stamps phase_trace.cuh's phases into u64 trace[block][kTraceWords] (block = (z
+// * gridDim.y + y) * gridDim.x + x; zero the buffer first). Loaded: the first tile landed (in
+// the loop, after the wait); QReady: the rows normed and rotated; Merged: past the split
+// merge's ticket (the last block: past the merge too). The same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_trace_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        unsigned long long* trace) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem, trace);
 }

@@ -1070,21 +1070,6 @@ __device__ __forceinline__ auto cluster_part(Part* mine) {
     return mine;
 }
 
-// The trace a (traced or plain) entry point passes down, its first stamps taken.
-template <class T>
-__device__ __forceinline__ T entry_trace(unsigned long long* trace) {
-  if constexpr (std::is_same_v<T, NoTrace>) {
-    return NoTrace{};
-  } else {
-    const PhaseTrace tr(trace);
-    tr.mark(kTraceStart);
-    unsigned smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    tr.note(kTraceSmWord, smid);
-    return tr;
-  }
-}
-
 // decode_attn_bf16 and its clustered twin: q from memory, so the wait comes first.
 // Part: the cluster merge's shared memory (atlas::ClusterPart or atlas::PushPart: decode_attn
 // says which merge each means; a null ClusterPart for the unclustered kernels).

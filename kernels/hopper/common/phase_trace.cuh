@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace {
 
 // The traced twins are the same template instances with PhaseTrace for NoTrace: thread 0 of
@@ -69,5 +71,20 @@ struct PhaseTrace {
     if (threadIdx.x == 0) block[word] = value;
   }
 };
+
+// The trace a (traced or plain) entry point passes down, its first stamps taken.
+template <class T>
+__device__ __forceinline__ T entry_trace(unsigned long long* trace) {
+  if constexpr (std::is_same_v<T, NoTrace>) {
+    return NoTrace{};
+  } else {
+    const PhaseTrace tr(trace);
+    tr.mark(kTraceStart);
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    tr.note(kTraceSmWord, smid);
+    return tr;
+  }
+}
 
 }  // namespace

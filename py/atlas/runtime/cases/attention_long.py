@@ -170,7 +170,8 @@ LONG_ROPE_LATE_SHAPES = [
 #: one sequence only: Qwen3-0.6B's batch-1 grid (30 splits) at 568 keys (9 active), a first
 #: token, the step's key alone in the second tile, two tiles a split (2,500 keys: 20 of
 #: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger, one split, and the
-#: combine after 3 splits (no merge: the combine's rule; no norm, D 64, 7-key pages)
+#: combine after 3 splits (no merge: the combine's rule; no norm, D 64, 7-key pages), and the
+#: early entry's phase-traced twin
 LONG_ROPE_EARLY_SHAPES = [
     (f"long_rope D128 gqa2 b1 splits30 merge early {n}", Geometry(16, 8, 128, 16), [n], 30,
      {"twin": "long_early_merge"}) for n in (568, 1, 65, 2500)] + [
@@ -182,6 +183,9 @@ LONG_ROPE_EARLY_SHAPES = [
      {"twin": "long_early"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
+    # the phase-traced twin (tools/gpu/trace_decode_attn.py --long): the same outputs
+    ("long_rope D128 gqa2 b1 splits30 merge early traced", Geometry(16, 8, 128, 16), [568], 30,
+     {"twin": "long_early_merge", "traced": True}),
 ]
 
 

@@ -316,7 +316,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     RopedQ).
 
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the phase-traced twin of the
-    kernel the rules pick (none for the waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0).
+    kernel the rules pick (none for the waiting kernel of ATLAS_DECODE_ATTN_LATENCY=0); with
+    `long` True, of the tensor-core kernel's early entry (one sequence, grid (num_splits, hkv,
+    1)).
 
     Where `attention_long.uses_long` says so for num_seqs rows (long contexts, batches of
     routes.decode_attn_long_min_batch rows and more; `long` forces True / False), the
@@ -347,7 +349,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
-                                   block_size, max_blocks, num_splits, scale, eps)
+                                   block_size, max_blocks, num_splits, scale, eps, trace)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim, num_splits)
         return
     clustered = decode_clustered(num_splits, kc.routes)

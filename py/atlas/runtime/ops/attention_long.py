@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
+                          DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
@@ -254,7 +255,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                                out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float) -> None:
+                               eps: float, trace: DevicePtr = 0) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
@@ -263,7 +264,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     decode_attn_long_rope_staged_bf16 (routes.decode_attn_long_staged, the default: the
     prologue's reads in two trips; it loads the norm weights and the cos/sin row 16 bytes at
     a time, which ops.attention.decode_attention_rope's checks allow), else on the waiting
-    entry (the same outputs)."""
+    entry (the same outputs). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
+    the early entry's phase-traced twin, one sequence only (tools/gpu/trace_decode_attn.py)."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -271,9 +273,15 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
-    launch = _launch_long(kc, long_rope_kernel_for(kc.routes, num_seqs), head_dim, True)
+    if trace and num_seqs != 1:
+        raise ValueError("decode_attention_long_rope: the traced twin is the early entry's, "
+                         f"which launches take at one sequence (got {num_seqs})")
+    sig = DECODE_ATTN_LONG_ROPE_EARLY_TRACE if trace else long_rope_kernel_for(kc.routes,
+                                                                                num_seqs)
+    launch = _launch_long(kc, sig, head_dim, True)
     tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
+    extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
-           max_blocks, num_splits, scale, eps)
+           max_blocks, num_splits, scale, eps, *extra)
