@@ -238,9 +238,17 @@ __device__ __forceinline__ void decode_attn_long(
     }
   };
   // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
-  // entries are requested together with kv_len (one memory trip less before the first copy)
+  // entries are requested together with kv_len (one memory trip less before the first copy).
+  // So does an early launch merging its splits, guessing one tile a split (right up to
+  // kBKV x num_splits keys: 1,920 on batch 1's 30-split grid), checked once kv_len is in.
   int page[R];
-  if (num_splits == 1) lookup_at(0, page);
+  int guess = -1;  // the first key whose entries were requested with kv_len
+  if constexpr (kEarly) {
+    guess = num_splits == 1 ? 0 : counters != nullptr ? split * kBKV : -1;
+    if (guess >= 0) lookup_at(guess, page);
+  } else if (num_splits == 1) {
+    lookup_at(0, page);
+  }
 
   // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
   // early_split_rule), so no block copies a half-empty tile and the last block merges half
@@ -342,7 +350,7 @@ __device__ __forceinline__ void decode_attn_long(
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
-      if (t > 0 || num_splits != 1) lookup(t, page);
+      if (t > 0 || (kEarly ? guess != begin : num_splits != 1)) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
