@@ -276,7 +276,9 @@ def test_decode_partial_rule(kv_len: int, num_splits: int, rule: tuple[int, int]
 
 
 def test_decode_cluster_constants_match_the_kernel() -> None:
-    source = (ROOT / "kernels" / "hopper" / "common" / "decode_attn.cuh").read_text()
+    common = ROOT / "kernels" / "hopper" / "common"
+    # the template's constants, and the phase trace's (its own header since session 20)
+    source = (common / "decode_attn.cuh").read_text() + (common / "phase_trace.cuh").read_text()
     for name, value in (("kClusterSplits", attention.DECODE_CLUSTER_SPLITS),
                         ("kClusterMinKeys", attention.DECODE_CLUSTER_MIN_KEYS),
                         ("kMinKeysPerSplit", attention.DECODE_MIN_KEYS_PER_SPLIT),
