@@ -187,11 +187,11 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // one sequence whose keys fit kClusterSplits splits of at most kClusterMaxTiles tiles runs just
 // those, all in the kv head's first cluster (grid x a multiple of kClusterSplits), and each
 // active block leaves its split's normalized partial (o, and (m, l) in log2 units) in its own
-// shared memory instead of global memory: after one cluster barrier (release / acquire) rank r
-// merges elements [r n / 8, (r + 1) n / 8) of the group's n = G x D outputs over the active
-// splits in rank order through distributed shared memory (every split's loads in flight at once,
-// against their max) and stores them; a second barrier keeps each block's shared memory alive
-// until its peers have read it. No partial goes to L2, no ticket, no last block's L2 trip: the
+// shared memory instead of global memory: after one cluster barrier (release / acquire) active
+// rank r < A merges elements [r n / A, (r + 1) n / A) of the group's n = G x D outputs over the
+// A active splits in rank order through distributed shared memory (every split's loads in
+// flight at once, against their max) and stores them; a second barrier keeps each block's shared
+// memory alive until its peers have read it. No partial goes to L2, no ticket, no last block's L2 trip: the
 // gpu63 trace put the ticket at 0.84 us and the last block's merge after it. The first
 // cluster's idle blocks take part in both barriers.
 template <int D, typename RowOf>
@@ -200,8 +200,9 @@ __device__ __forceinline__ void merge_cluster(const float* cp_o, const float2* c
                                               int active) {
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   cluster.sync();  // every active split's partial is in its block's shared memory
+  // the active ranks' shares (the idle ones, past `active`, only join the barriers)
   const int rank = static_cast<int>(cluster.block_rank()), n = group * D;
-  const int lo = n * rank / kClusterSplits, hi = n * (rank + 1) / kClusterSplits;
+  const int lo = n * rank / active, hi = n * (rank + 1) / active;
   for (int e = lo + static_cast<int>(threadIdx.x); e < hi; e += kThreads) {
     const int r = e / D, d = e % D;
     float2 ml[kClusterSplits];
