@@ -287,15 +287,6 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
     (1, 5, None, [("decode_attn_long_rope_early_bf16", (5, 8, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_EARLY": "0"},
      [("decode_attn_long_rope_staged_bf16", (5, 8, 1))]),
-    # the cluster twin: whole clusters of 8 splits (30 -> 32), only where a launch merges and
-    # its grid holds a cluster
-    (1, 30, {"ATLAS_DECODE_ATTN_LONG_CLUSTER": "1"},
-     [("decode_attn_long_rope_early_cluster_bf16", (32, 8, 1))]),
-    (1, 5, {"ATLAS_DECODE_ATTN_LONG_CLUSTER": "1"},
-     [("decode_attn_long_rope_early_bf16", (5, 8, 1))]),
-    (1, 30, {"ATLAS_DECODE_ATTN_LONG_CLUSTER": "1", "ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
-     [("decode_attn_long_rope_early_bf16", (30, 8, 1)),
-      ("decode_attn_combine_bf16", (1, 32, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
 ])

@@ -12,9 +12,8 @@ from atlas.runtime.kernel_abi import (DECODE_ATTN_LONG_ROPE_EARLY,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                                       DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from atlas.runtime.ops.attention import decode_split_rule
-from atlas.runtime.ops.attention_long import (LONG_CLUSTER_MAX_TILES, LONG_CLUSTER_SPLITS,
-                                              LONG_TILE_KEYS, cluster_split_rule,
-                                              early_split_rule, long_rope_kernel_for)
+from atlas.runtime.ops.attention_long import (LONG_TILE_KEYS, early_split_rule,
+                                              long_rope_kernel_for)
 from atlas.runtime.ops.routes import KernelRoutes
 
 
@@ -51,21 +50,3 @@ def test_short_contexts_merge_fewer_partials() -> None:
     assert decode_split_rule(568, 30) == (32, 18)
     assert early_split_rule(568, 30) == (64, 9)
     assert early_split_rule(2500, 30) == (128, 20)
-
-
-@pytest.mark.parametrize("num_splits", [8, 30, 32, 64])
-def test_the_cluster_rule_keeps_short_histories_in_the_first_cluster(num_splits: int) -> None:
-    on_chip = LONG_CLUSTER_SPLITS * LONG_CLUSTER_MAX_TILES * LONG_TILE_KEYS
-    for kv_len in range(1, 4000, 5):
-        chunk, active = cluster_split_rule(kv_len, num_splits)
-        assert chunk % LONG_TILE_KEYS == 0 and active * chunk >= kv_len > (active - 1) * chunk
-        if kv_len <= on_chip:  # one cluster, at most two tiles a split
-            assert active <= LONG_CLUSTER_SPLITS and chunk <= 2 * LONG_TILE_KEYS
-            assert chunk == LONG_TILE_KEYS or kv_len > LONG_CLUSTER_SPLITS * LONG_TILE_KEYS
-        else:
-            assert (chunk, active) == early_split_rule(kv_len, num_splits)
-    assert cluster_split_rule(568, 30) == (128, 5)
-    assert cluster_split_rule(512, 30) == (64, 8)
-    # a grid under a cluster keeps the early rule
-    assert cluster_split_rule(300, 5) == early_split_rule(300, 5)
-

@@ -37,7 +37,6 @@
 // (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
 // ops/attention_long.py long_smem_bytes(D). Preconditions: head_dim 64, 128 or 256,
 // hq / hkv <= 16, q 16-byte aligned.
-#include <cooperative_groups.h>
 #include <cuda/atomic>
 
 #include "atlas_common.cuh"
@@ -54,9 +53,6 @@ constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.p
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
-// ClusterMerge: splits a cluster (the portable most), and at most two tiles each
-constexpr int kClusterSplits = 8;     // ops/attention_long.py LONG_CLUSTER_SPLITS
-constexpr int kClusterMaxTiles = 2;   // LONG_CLUSTER_MAX_TILES
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -95,9 +91,7 @@ struct LongTile {
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
-  // ClusterMerge: the split's normalized partial after them, o [kMaxGroup][D], (m, l) a row
-  static constexpr int kClusterBytes = (kMaxGroup * D + 2 * kMaxGroup) * 4;
-  static_assert(kMergeBytes + kClusterBytes <= kRingBytes, "the merges reuse the ring");
+  static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
   static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
                 "the blocks of an SM fit in its shared memory");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
@@ -183,51 +177,6 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
 }
 
-// ClusterMerge (the early entries' cluster twins, ATLAS_DECODE_ATTN_LONG_CLUSTER): a launch of
-// one sequence whose keys fit kClusterSplits splits of at most kClusterMaxTiles tiles runs just
-// those, all in the kv head's first cluster (grid x a multiple of kClusterSplits), and each
-// active block leaves its split's normalized partial (o, and (m, l) in log2 units) in its own
-// shared memory instead of global memory: after one cluster barrier (release / acquire) active
-// rank r < A merges elements [r n / A, (r + 1) n / A) of the group's n = G x D outputs over the
-// A active splits in rank order through distributed shared memory (every split's loads in
-// flight at once, against their max) and stores them; a second barrier keeps each block's shared
-// memory alive until its peers have read it. No partial goes to L2, no ticket, no last block's L2 trip: the
-// gpu63 trace put the ticket at 0.84 us and the last block's merge after it. The first
-// cluster's idle blocks take part in both barriers.
-template <int D, typename RowOf>
-__device__ __forceinline__ void merge_cluster(const float* cp_o, const float2* cp_ml,
-                                              __nv_bfloat16* out, RowOf row_of, int group,
-                                              int active) {
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  cluster.sync();  // every active split's partial is in its block's shared memory
-  // the active ranks' shares (the idle ones, past `active`, only join the barriers)
-  const int rank = static_cast<int>(cluster.block_rank()), n = group * D;
-  const int lo = n * rank / active, hi = n * (rank + 1) / active;
-  for (int e = lo + static_cast<int>(threadIdx.x); e < hi; e += kThreads) {
-    const int r = e / D, d = e % D;
-    float2 ml[kClusterSplits];
-    float v[kClusterSplits];
-#pragma unroll
-    for (int p = 0; p < kClusterSplits; ++p) {
-      const bool ok = p < active;  // an active split's m is finite
-      ml[p] = ok ? cluster.map_shared_rank(cp_ml, p)[r] : make_float2(-INFINITY, 0.f);
-      v[p] = ok ? cluster.map_shared_rank(cp_o, p)[r * D + d] : 0.f;
-    }
-    float top = -INFINITY;
-#pragma unroll
-    for (int p = 0; p < kClusterSplits; ++p) top = fmaxf(top, ml[p].x);
-    float total = 0.f, acc = 0.f;
-#pragma unroll
-    for (int p = 0; p < kClusterSplits; ++p) {
-      const float w = ml[p].y * exp2f(ml[p].x - top);  // past active: 0 x 2^-inf
-      total += w;
-      acc = fmaf(w, v[p], acc);
-    }
-    out[row_of(r) * D + d] = __float2bfloat16_rn(acc / total);  // active >= 1: total >= 1
-  }
-  cluster.sync();  // no block leaves while a peer still reads its shared memory
-}
-
 // q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
 // kRope: the rope-fused entries, which wait for the qkv projection on entry. Without kStaged
 // (decode_attn_long_rope_wait_bf16) each warp norms and rotates its rows straight from global
@@ -240,7 +189,7 @@ __device__ __forceinline__ void merge_cluster(const float* cp_o, const float2* c
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false, class Tr = NoTrace, bool kCluster = false>
+          bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -251,7 +200,6 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
-  static_assert(kEarly || !kCluster, "the cluster merge is the early entry's");
   using T = LongTile<D, kRope>;
   const Tr tr = entry_trace<Tr>(trace);  // phase_trace.cuh: the traced twin only
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -301,43 +249,18 @@ __device__ __forceinline__ void decode_attn_long(
   } else if (num_splits == 1) {
     lookup_at(0, page);
   }
-  // ClusterMerge: also two tiles a split (its rule's from kClusterSplits + 1 tiles on)
-  int page2[R];
-  if constexpr (kCluster)
-    if (guess > 0 && split < kClusterSplits) lookup_at(2 * guess, page2);
 
   // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
   // early_split_rule), so no block copies a half-empty tile and the last block merges half
   // as many partials at short contexts; the combine's rule otherwise (it re-derives it)
   const int per = (kv_len + num_splits - 1) / num_splits;
-  // ClusterMerge (launch-uniform: one sequence): a cluster's splits of one or two tiles
-  // (ops/attention_long.py cluster_split_rule), else the early rule
-  const int tiles = (kv_len + kBKV - 1) / kBKV;
-  const bool cmerge = kCluster && num_splits >= kClusterSplits && counters != nullptr &&
-                      tiles >= 1 && tiles <= kClusterSplits * kClusterMaxTiles;
-  const int chunk =
-      cmerge ? kBKV * ((tiles + kClusterSplits - 1) / kClusterSplits)
-      : kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
-                                      : max(per, kMinKeysPerSplit);
+  const int chunk = kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
+                                                  : max(per, kMinKeysPerSplit);
   const int begin = split * chunk, end = min(begin + chunk, kv_len);
-  if constexpr (kCluster)
-    if (cmerge && guess > 0 && begin == 2 * guess) {  // the two-tile guess holds
-#pragma unroll
-      for (int j = 0; j < R; ++j) page[j] = page2[j];
-      guess = begin;
-    }
   const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
   tr.mark(kTraceKvLen, active);
   tr.note(kTraceKeyedWord, begin < kv_len ? 1u : 0u);
   if (begin >= kv_len) {
-    if (cmerge) {  // the first cluster's idle blocks take part in its two barriers
-      if (split < kClusterSplits) {
-        cooperative_groups::this_cluster().sync();
-        cooperative_groups::this_cluster().sync();
-      }
-      tr.mark(kTraceEnd);
-      return;
-    }
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
     // its first split.
@@ -626,8 +549,6 @@ __device__ __forceinline__ void decode_attn_long(
   float* so = reinterpret_cast<float*>(smem);          // [kWarps][kMaxGroup][D]
   float* sm = so + kWarps * kMaxGroup * D;             // [kWarps][kMaxGroup]
   float* sl = sm + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]
-  float* cp_o = sl + kWarps * kMaxGroup;               // ClusterMerge: [kMaxGroup][D]
-  float2* cp_ml = reinterpret_cast<float2*>(cp_o + kMaxGroup * D);  // [kMaxGroup]
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float l = l_run[hh];
@@ -661,11 +582,6 @@ __device__ __forceinline__ void decode_attn_long(
       acc += so[(w * kMaxGroup + row) * D + d] * wt;
     }
     // an active split has >= 1 key: total >= 1
-    if (cmerge) {  // the split's partial stays in shared memory (log2 units)
-      cp_o[row * D + d] = acc / total;
-      if (d == 0) cp_ml[row] = make_float2(mx, total);
-      continue;
-    }
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
       out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
       continue;
@@ -678,12 +594,6 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
   tr.mark(kTraceBlockMerged);
-  if (cmerge) {
-    merge_cluster<D>(cp_o, cp_ml, out, out_row, group, active);
-    tr.mark(kTraceMerged);
-    tr.mark(kTraceEnd);
-    return;
-  }
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
                             out_row, group, num_splits, active);
@@ -735,8 +645,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
 // (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          bool kCluster = false>
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -748,11 +657,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr, kCluster>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr, kCluster>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
@@ -903,38 +812,4 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem, trace);
-}
-
-// ClusterMerge (ATLAS_DECODE_ATTN_LONG_CLUSTER=1, one sequence merging its splits): the early
-// entries in clusters of kClusterSplits along the splits (grid x a multiple of it), whose
-// launches of up to kClusterSplits x kClusterMaxTiles tiles (1,024 keys) merge through
-// distributed shared memory (merge_cluster) and longer ones as the early entries do.
-extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_cluster_bf16(
-        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
-        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, false, true, NoTrace, true>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
-}
-
-extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_late_cluster_bf16(
-        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
-        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, true, true, NoTrace, true>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
 }

@@ -497,14 +497,6 @@ DECODE_ATTN_LONG_ROPE_EARLY = S("attention_long", "decode_attn_long_rope_early_b
                                 _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_early_late_bf16",
                                      _DECODE_LONG_ROPE)
-# (the early entries in clusters of 8 splits, merging up to 1,024 keys through distributed
-# shared memory: ATLAS_DECODE_ATTN_LONG_CLUSTER=1; grid x a multiple of 8)
-DECODE_ATTN_LONG_ROPE_EARLY_CLUSTER = S("attention_long",
-                                        "decode_attn_long_rope_early_cluster_bf16",
-                                        _DECODE_LONG_ROPE)
-DECODE_ATTN_LONG_ROPE_EARLY_LATE_CLUSTER = S("attention_long",
-                                             "decode_attn_long_rope_early_late_cluster_bf16",
-                                             _DECODE_LONG_ROPE)
 # (the early entry's phase-traced twin: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")

@@ -182,15 +182,7 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                                      "decode_attn_long_merge": True},
                 "long_early_late_merge": {"decode_attn_long_early": True,
                                           "decode_attn_long_late_trigger": True,
-                                          "decode_attn_long_merge": True},
-                # and their cluster twins (ATLAS_DECODE_ATTN_LONG_CLUSTER=1)
-                "long_early_cluster_merge": {"decode_attn_long_early": True,
-                                             "decode_attn_long_cluster": True,
-                                             "decode_attn_long_merge": True},
-                "long_early_late_cluster_merge": {"decode_attn_long_early": True,
-                                                  "decode_attn_long_late_trigger": True,
-                                                  "decode_attn_long_cluster": True,
-                                                  "decode_attn_long_merge": True}}
+                                          "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -189,26 +189,6 @@ LONG_ROPE_EARLY_SHAPES = [
 ]
 
 
-#: the early entries' cluster twins (decode_attn_long_rope_early[_late]_cluster,
-#: ATLAS_DECODE_ATTN_LONG_CLUSTER=1, one sequence): on-chip merges of 1 to 8 splits of one tile
-#: (1, 64, 65, 512 keys) and of two (568, 1,024: the last split shorter), the early path past
-#: 1,024 keys (1,025, 2,500), a padding row on a grid of exactly one cluster, Qwen3-30B-A3B's
-#: group of 8 on its 32 splits with the late trigger, a group of 16 (two outputs a thread),
-#: and D 64 without norms on 7-key pages (9 splits: a grid of two clusters)
-LONG_ROPE_CLUSTER_SHAPES = [
-    (f"long_rope D128 gqa2 b1 splits30 merge cluster {n}", Geometry(16, 8, 128, 16), [n], 30,
-     {"twin": "long_early_cluster_merge"}) for n in (1, 64, 65, 512, 568, 1024, 1025, 2500)] + [
-    ("long_rope D128 gqa4 b1 splits8 pad merge cluster", Geometry(32, 8, 128, 16), [300], 8,
-     {"pad_last": True, "twin": "long_early_cluster_merge"}),
-    ("long_rope D128 gqa8 b1 splits32 merge cluster late", Geometry(32, 4, 128, 16), [568], 32,
-     {"twin": "long_early_late_cluster_merge"}),
-    ("long_rope D128 gqa16 b1 splits30 merge cluster", Geometry(16, 1, 128, 16), [700], 30,
-     {"twin": "long_early_cluster_merge"}),
-    ("long_rope D64 gqa3 no-norm bs7 b1 splits9 merge cluster", Geometry(9, 3, 64, 7), [200], 9,
-     {"normed": False, "twin": "long_early_cluster_merge"}),
-]
-
-
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
@@ -217,5 +197,4 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
                                                  + LONG_ROPE_LATE_SHAPES
-                                                 + LONG_ROPE_EARLY_SHAPES
-                                                 + LONG_ROPE_CLUSTER_SHAPES)])
+                                                 + LONG_ROPE_EARLY_SHAPES)])

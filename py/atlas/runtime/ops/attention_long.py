@@ -39,9 +39,7 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
-                          DECODE_ATTN_LONG_ROPE_EARLY_CLUSTER, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_CLUSTER,
-                          DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
@@ -71,10 +69,6 @@ LONG_MIN_SPLIT_KEYS = 512
 LONG_MAX_SPLITS = 64
 #: a split count is good enough once its waves of blocks are this full on average
 LONG_WAVE_EFFICIENCY = 0.9
-#: the cluster twins' splits a cluster and tiles a split at most (attention_long.cu
-#: kClusterSplits, kClusterMaxTiles): launches of up to 8 x 2 x 64 keys merge on chip
-LONG_CLUSTER_SPLITS = 8
-LONG_CLUSTER_MAX_TILES = 2
 
 
 def long_blocks_per_sm(head_dim: int) -> int:
@@ -130,25 +124,6 @@ def early_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
     per = -(-kv_len // num_splits)
     chunk = max(-(-per // LONG_TILE_KEYS) * LONG_TILE_KEYS, LONG_TILE_KEYS)
     return chunk, -(-kv_len // chunk)
-
-
-def cluster_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
-    """(keys per split, active splits) of the cluster twins when they merge their splits: up
-    to LONG_CLUSTER_SPLITS x LONG_CLUSTER_MAX_TILES tiles, the first cluster's splits of
-    ceil(tiles / 8) tiles (all merged through distributed shared memory: one tile a split up to
-    512 keys, two up to 1,024); longer histories (and grids under a cluster) as
-    early_split_rule."""
-    tiles = -(-kv_len // LONG_TILE_KEYS)
-    if num_splits >= LONG_CLUSTER_SPLITS and 1 <= tiles <= (LONG_CLUSTER_SPLITS *
-                                                            LONG_CLUSTER_MAX_TILES):
-        chunk = LONG_TILE_KEYS * -(-tiles // LONG_CLUSTER_SPLITS)
-        return chunk, -(-kv_len // chunk)
-    return early_split_rule(kv_len, num_splits)
-
-
-#: the cluster twin of each early entry (routes.decode_attn_long_cluster)
-CLUSTER_TWINS = {DECODE_ATTN_LONG_ROPE_EARLY: DECODE_ATTN_LONG_ROPE_EARLY_CLUSTER,
-                 DECODE_ATTN_LONG_ROPE_EARLY_LATE: DECODE_ATTN_LONG_ROPE_EARLY_LATE_CLUSTER}
 
 
 def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
@@ -303,15 +278,10 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                          f"which launches take at one sequence (got {num_seqs})")
     sig = DECODE_ATTN_LONG_ROPE_EARLY_TRACE if trace else long_rope_kernel_for(kc.routes,
                                                                                 num_seqs)
-    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
-    grid_x = num_splits
-    if (kc.routes.decode_attn_long_cluster and sig in CLUSTER_TWINS and tickets
-            and num_splits >= LONG_CLUSTER_SPLITS):  # the cluster merge: whole clusters
-        sig = CLUSTER_TWINS[sig]
-        grid_x = -(-num_splits // LONG_CLUSTER_SPLITS) * LONG_CLUSTER_SPLITS
     launch = _launch_long(kc, sig, head_dim, True)
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     extra = (trace,) if trace else ()
-    launch(stream, (grid_x, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, *extra)

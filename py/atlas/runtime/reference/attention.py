@@ -50,8 +50,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
-                          DECODE_ATTN_LONG_ROPE_EARLY_CLUSTER,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_CLUSTER,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
                           DECODE_ATTN_LONG_ROPE_WAIT,
@@ -65,7 +63,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG,
                           PREFILL_ATTN_SM90_WIDE)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
-from ..ops.attention_long import cluster_split_rule, early_split_rule
+from ..ops.attention_long import early_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
@@ -296,16 +294,6 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
     """The staged entry's output with a merging launch's splits whole 64-key tiles
     (ops/attention_long.early_split_rule); the same arguments."""
     decode_attn_long_rope_bf16(mem, grid, block, *args, merge_rule=early_split_rule)
-
-
-@reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_CLUSTER)  # its PDL trigger moved: the same bits
-@reference(DECODE_ATTN_LONG_ROPE_EARLY_CLUSTER)
-def decode_attn_long_rope_early_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
-                                             *args: float) -> None:
-    """The early entries' output with a merging launch's splits by cluster_split_rule (a
-    cluster's on chip up to 1,024 keys; the grid's x rounded up to whole clusters past
-    num_splits: those blocks have no keys); the same arguments."""
-    decode_attn_long_rope_bf16(mem, grid, block, *args, merge_rule=cluster_split_rule)
 
 
 @reference(DECODE_ATTN_COMBINE)
