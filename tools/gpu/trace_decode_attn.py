@@ -28,7 +28,8 @@ line.
    `--long`: the same for the tensor-core kernel's batch-1 entry instead
    (attention_long.cu decode_attn_long_rope_early_bf16 and its traced twin, the rope-fused
    geometries at D 64 / 128, the grid a long-context engine gives batch 1:
-   step_inputs.decode_splits at LONG_CONTEXT_KEYS); its phases: kv_len (the split decided),
+   step_inputs.decode_splits at LONG_CONTEXT_KEYS), and the batch-64 row on the staged
+   entry's traced twin (its stamps start after its wait); its phases: kv_len (the split decided),
    prologue (the table, first tiles and constants requested: just before the wait), waited,
    q_ready (the rows normed and rotated), loaded (the first tile landed), round1 (its
    products), keys_done, block_merged (the warps merged, the partial stored), merged (past
@@ -134,7 +135,9 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        self.kernel = ("decode_attn_long_rope_early" if self.long else attention.decode_kernel(
+        long_kernel = ("decode_attn_long_rope_early" if b == 1 else
+                       "decode_attn_long_rope_staged")
+        self.kernel = (long_kernel if self.long else attention.decode_kernel(
             env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
 
     def new_trace(self) -> Any:
@@ -363,8 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                     for n in keys]
         big = next((g for g in geoms if g[0].name == "qwen3-8b"),
                    next(g for g in geoms if g[0].rope))
-        if not args.long:  # the early entry is batch 1's
-            problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1]))
+        problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1], args.long))
         for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
             print(line, flush=True)
         del problems

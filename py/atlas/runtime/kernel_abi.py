@@ -500,6 +500,10 @@ DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_ea
 # (the early entry's phase-traced twin: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")
+# (the staged entry's phase-traced twin: batches, trace_decode_attn.py --long)
+DECODE_ATTN_LONG_ROPE_STAGED_TRACE = S("attention_long",
+                                       "decode_attn_long_rope_staged_trace_bf16",
+                                       _DECODE_LONG_ROPE + " trace:ptr")
 
 # verification rows (a speculating sequence's K + 1 consecutive rows) on tensor cores, each
 # sequence's K/V read once for all its rows (kernels/hopper/common/attention_verify.cu, hopper

@@ -183,9 +183,12 @@ LONG_ROPE_EARLY_SHAPES = [
      {"twin": "long_early"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
-    # the phase-traced twin (tools/gpu/trace_decode_attn.py --long): the same outputs
+    # the phase-traced twins (tools/gpu/trace_decode_attn.py --long): the same outputs, the
+    # early entry's at one sequence, the staged entry's for a batch of one split
     ("long_rope D128 gqa2 b1 splits30 merge early traced", Geometry(16, 8, 128, 16), [568], 30,
      {"twin": "long_early_merge", "traced": True}),
+    ("long_rope D128 gqa4 b3 splits1 staged traced", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
+     {"traced": True}),
 ]
 
 
