@@ -6,7 +6,7 @@ attention (attention_long.cu) took ~122 us a layer inside the step with PDL off 
 gpu39: 425.8 MB of K/V a layer, 3.47 TB/s, 81% of copy), while bench_kernels' `qwen3-8b b64
 hist1536 +rope` row runs it in ~102 us on 1,536 keys (3.93 TB/s, 92%). The launch, grid and
 split count are the same; the inputs are not. This times the production launch on inputs that
-differ from the table's one way at a time, each a CUDA graph of back-to-back launches:
+differ from the table's one way at a time:
 
   table     every sequence `history` keys, all pages shuffled (bench_kernels.paged_kv)
   longer    every sequence the step's mean length (the bytes alone)
@@ -15,10 +15,17 @@ differ from the table's one way at a time, each a CUDA graph of back-to-back lau
   ordered   the step's lengths, pages in BlockAllocator order (sequence after sequence)
   engine    as ordered, in a pool of the engine's size with its table stride (max_seq_len)
   heated    the table's inputs with a bf16 GEMM of the step's gate/up shape between launches
-            (weights streamed between two layers' attention, as in the step); the GEMM's
-            own graph is timed apart and subtracted
+            (201 MB of weights streamed: L2 turned over, as the step's GEMMs do between two
+            layers' attention)
+  cold      the table's inputs with a read-only sweep of COLD_BYTES between launches (L2
+            turned over at little power)
+  hot       the table's inputs with square bf16 GEMMs whose operands fit L2 between launches
+            (power drawn, L2 mostly kept)
 
-Each line: us a launch, K/V bytes a launch, GB/s over them. Run it under ATLAS_PDL=0 and 1.
+Each line: the median us of the launch between two CUDA events (eager, `--repeats`
+launches, whatever runs between them outside the events), K/V bytes a launch, GB/s over
+them. Run it under ATLAS_PDL=0 and 1, and with the routes to compare (e.g.
+ATLAS_DECODE_ATTN_LONG_TAB=1).
 
     python3 tools/gpu/attn_step_gap.py [--repeats N]
     python3 tools/gpu/attn_step_gap.py --dry-run   # CPU: tiny shapes on the HostBackend
@@ -36,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_kernels import EPS, ROPE_THETA, Env, ks, open_env, time_cuda  # noqa: E402
+from bench_kernels import EPS, ROPE_THETA, Env, ks, open_env  # noqa: E402
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import Stream  # noqa: E402
 from atlas.runtime.ops import attention  # noqa: E402
@@ -137,19 +144,40 @@ def variants(env: Env, s: Shape) -> list[tuple[str, Inputs]]:
     ]
 
 
-def graph_us(env: Env, run: Any, repeats: int) -> float:
+#: bytes the cold variant reads between two launches (twice the H200's L2)
+COLD_BYTES = 100 << 20
+#: the hot variant's square GEMM (three 8 MB operands) and how many run between launches
+HOT_SIDE, HOT_GEMMS = 2048, 4
+
+
+def launch_us(env: Env, inp: Inputs, between: Any, repeats: int) -> float:
+    """Median us of `inp`'s launch between two CUDA events over `repeats` launches, with
+    `between()` (or nothing) enqueued between consecutive launches outside the events."""
     if not env.cuda:
-        run(0)
+        inp.attend(env.stream())
         env.finish()
         return math.nan
-    return time_cuda(env, run, 1, repeats).us
+    torch = env.torch
+    for _ in range(3):  # warm: modules, shared-memory opt-in
+        inp.attend(env.stream())
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(repeats)]
+    env.sync()
+    for a, b in pairs:
+        if between is not None:
+            between()
+        a.record()
+        inp.attend(env.stream())
+        b.record()
+    env.sync()
+    return sorted(a.elapsed_time(b) * 1e3 for a, b in pairs)[repeats // 2]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ptx-dir", type=Path, help="PTX set directory (default: the registry's)")
     ap.add_argument("--model", default="qwen3-8b", help="model whose PTX set runs (registry)")
-    ap.add_argument("--repeats", type=int, default=30, help="timed graph replays per line")
+    ap.add_argument("--repeats", type=int, default=30, help="timed launches per line")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
     args = ap.parse_args(argv)
@@ -162,18 +190,28 @@ def main(argv: list[str] | None = None) -> int:
     rows, k, n = s.gemm
     gx, gw = env.uniform((rows, k)), env.uniform((n, k), -0.05, 0.05)
     gy = torch.empty((rows, n), dtype=torch.bfloat16, device=env.device)
+    side = 64 if args.dry_run else HOT_SIDE
+    ha, hb = env.uniform((side, side)), env.uniform((side, side))
+    hc = torch.empty((side, side), dtype=torch.bfloat16, device=env.device)
+    sweep = torch.ones(((64 << 10) if args.dry_run else COLD_BYTES) // 4, dtype=torch.float32,
+                       device=env.device)
 
-    def gemm() -> None:
+    def heated() -> None:
         torch.matmul(gx, gw.t(), out=gy)
+
+    def cold() -> None:
+        sweep.sum()
+
+    def hot() -> None:
+        for _ in range(HOT_GEMMS):
+            torch.matmul(ha, hb, out=hc)
 
     sets = variants(env, s)
     table = sets[0][1]
-    for name, inp in sets + [("heated", table)]:
-        if name == "heated":
-            both = graph_us(env, lambda _i: (gemm(), table.attend(env.stream())), args.repeats)
-            us = both - graph_us(env, lambda _i: gemm(), args.repeats)
-        else:
-            us = graph_us(env, lambda _i, inp=inp: inp.attend(env.stream()), args.repeats)
+    runs = [(name, inp, None) for name, inp in sets] + [
+        ("heated", table, heated), ("cold", table, cold), ("hot", table, hot)]
+    for name, inp, between in runs:
+        us = launch_us(env, inp, between, args.repeats)
         gbs = inp.kv_bytes / (us * 1e3) if us > 0 else math.nan
         print(f"{'':>34}{name:<8} {us:>8.2f} {inp.kv_bytes / 1e6:>8.1f} {gbs:>7.0f}  "
               f"{inp.splits} split(s) x {s.kv_heads} x {s.batch}; lens "
