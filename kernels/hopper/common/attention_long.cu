@@ -71,7 +71,7 @@ struct LongRope {
   float eps;
 };
 
-template <int D, bool kRope = false, bool kTab = false>
+template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
@@ -88,18 +88,12 @@ struct LongTile {
   // norm weights (bf16) and the position's cos/sin row (f32), which only the staged entry
   // fills (ops/attention_long.py long_smem_bytes: one launch size for both)
   static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
-  // TableWindow (kTab): block-table entries of kTabEntries pages after the stage (int32)
-  static constexpr int kTabEntries = 1024;
-  static constexpr int kTabPerThread = kTabEntries / kThreads;
-  static constexpr int kTabOffset = kRingBytes + kQBytes + kStageBytes;
-  static constexpr int kTabBytes = kTab ? kTabEntries * 4 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
-  static_assert(kBlocksPerSm * (kTabOffset + kTabBytes + 1024) <= kSmemPerSm,
+  static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
                 "the blocks of an SM fit in its shared memory");
-  static_assert(kTabOffset % 16 == 0 && kTabEntries % kThreads == 0, "the window's layout");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
@@ -195,7 +189,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false, class Tr = NoTrace, bool kTab = false>
+          bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -206,8 +200,7 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
-  static_assert(!kTab || (kStaged && !kEarly), "the table window is the staged entry's twin's");
-  using T = LongTile<D, kRope, kTab>;
+  using T = LongTile<D, kRope>;
   const Tr tr = entry_trace<Tr>(trace);  // phase_trace.cuh: the traced twin only
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
@@ -248,17 +241,13 @@ __device__ __forceinline__ void decode_attn_long(
   // entries are requested together with kv_len (one memory trip less before the first copy).
   // So does an early launch merging its splits, guessing one tile a split (right up to
   // kBKV x num_splits keys: 1,920 on batch 1's 30-split grid), checked once kv_len is in.
-  // TableWindow (kTab): the second tile's entries requested with the first's (page1), and
-  // the entries of the pages from the third tile on in a shared-memory window (see below)
   int page[R];
-  int page1[kTab ? R : 1];
   int guess = -1;  // the first key whose entries were requested with kv_len
   if constexpr (kEarly) {
     guess = num_splits == 1 ? 0 : counters != nullptr ? split * kBKV : -1;
     if (guess >= 0) lookup_at(guess, page);
   } else if (num_splits == 1) {
     lookup_at(0, page);
-    if constexpr (kTab) lookup_at(kBKV, page1);
   }
 
   // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
@@ -293,8 +282,7 @@ __device__ __forceinline__ void decode_attn_long(
   const int skip = sub ? kv_len - 1 : -1;
 
   auto lookup = [&](int tile, int (&page)[R]) { lookup_at(begin + tile * kBKV, page); };
-  // the copies of a tile, `entry(j, p)` the page of this thread's row j (key p)
-  auto issue_with = [&](int tile, auto entry) {
+  auto issue = [&](int tile, const int (&page)[R]) {
     __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
 #pragma unroll
@@ -302,48 +290,13 @@ __device__ __forceinline__ void decode_attn_long(
       const int r = row0 + j * kRowStep, p = begin + tile * kBKV + r;
       const bool ok = p < end;
       const size_t row =
-          (static_cast<size_t>(entry(j, p)) * hkv + kvh) * block_size + pages.row(p);
+          (static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p);
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
       if (p == skip) continue;  // the substituted key: no copy may land on it
       atlas::cp_async_16(sk + dst, k_cache + off, ok);
       atlas::cp_async_16(sv + dst, v_cache + off, ok);
     }
-  };
-  auto issue = [&](int tile, const int (&page)[R]) {
-    issue_with(tile, [&](int j, int) { return page[j]; });
-  };
-
-  // TableWindow (kTab): the entries of pages [win0, win0 + kTabEntries) of the row in shared
-  // memory, the pages of the split from its third tile on: requested once kv_len is in (one
-  // coalesced trip, only the split's pages), stored before the loop's first barrier, read by
-  // the copies of every later tile; a split of more pages refills it (block-uniform: one
-  // trip and two barriers per kTabEntries pages). So no tile's copies wait on a table read:
-  // in a step the tables are L2 misses (each layer streams far more than L2 between two
-  // reads of them), which the one-tile-ahead register lookups above leave ~one tile's time.
-  int* s_tab = reinterpret_cast<int*>(reinterpret_cast<char*>(smem) + T::kTabOffset);
-  int win0 = 0;
-  int wreg[kTab ? T::kTabPerThread : 1];
-  auto request_window = [&](int first, int count) {
-#pragma unroll
-    for (int i = 0; i < T::kTabPerThread; ++i) {
-      const int idx = tid + i * kThreads;
-      wreg[i] = idx < count && first + idx < max_blocks ? table[first + idx] : 0;
-    }
-  };
-  auto store_window = [&] {
-#pragma unroll
-    for (int i = 0; i < T::kTabPerThread; ++i) s_tab[tid + i * kThreads] = wreg[i];
-  };
-  auto issue_tab = [&](int tile) {
-    const int k0 = begin + tile * kBKV;
-    if (pages.page(min(k0 + kBKV, end) - 1) >= win0 + T::kTabEntries) {  // block-uniform
-      win0 = pages.page(k0);
-      request_window(win0, min(T::kTabEntries, pages.page(end - 1) - win0 + 1));
-      store_window();
-      __syncthreads();
-    }
-    issue_with(tile, [&](int, int p) { return p < end ? s_tab[pages.page(p) - win0] : 0; });
   };
 
   // Q as a [kMaxGroup][kQPitch] tile after the ring (kQShared), then the rope variant's
@@ -394,30 +347,15 @@ __device__ __forceinline__ void decode_attn_long(
 
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
-  if constexpr (kTab) {
-    static_assert(kStages == 3, "page and page1: the prologue's two tiles");
-    if (num_splits != 1) {  // both tiles' entries in one trip
-      lookup(0, page);
-      lookup(1, page1);
-    }
-    win0 = pages.page(begin + (kStages - 1) * kBKV);
-    request_window(win0, n_tiles > kStages - 1
-                             ? min(T::kTabEntries, pages.page(end - 1) - win0 + 1) : 0);
-    issue(0, page);  // n_tiles >= 1: an active split
-    atlas::cp_async_commit();
-    if (1 < n_tiles) issue(1, page1);
-    atlas::cp_async_commit();
-  } else {
 #pragma unroll
-    for (int t = 0; t < kStages - 1; ++t) {
-      if (t < n_tiles) {
-        if (t > 0 || (kEarly ? guess != begin : num_splits != 1)) lookup(t, page);
-        issue(t, page);
-      }
-      atlas::cp_async_commit();
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (t < n_tiles) {
+      if (t > 0 || (kEarly ? guess != begin : num_splits != 1)) lookup(t, page);
+      issue(t, page);
     }
-    if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
+    atlas::cp_async_commit();
   }
+  if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
   // RopeEarly: everything above (kv_len, the slot and position, the table, the first tiles,
   // the constants) was requested under the qkv projection; its rows follow the wait
   tr.mark(kTracePrologue);
@@ -530,8 +468,6 @@ __device__ __forceinline__ void decode_attn_long(
 
   for (int t = 0; t < n_tiles; ++t) {
     atlas::cp_async_wait<kStages - 2>();  // tile t landed (this thread's copies)
-    if constexpr (kTab)
-      if (t == 0) store_window();  // read by other threads' copies after the barrier
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
     if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
@@ -539,12 +475,8 @@ __device__ __forceinline__ void decode_attn_long(
     if constexpr (kLateTrigger)
       if (t == n_tiles - 1) atlas::pdl_launch_dependents();
     if (t + kStages - 1 < n_tiles) {
-      if constexpr (kTab) {
-        issue_tab(t + kStages - 1);
-      } else {
-        issue(t + kStages - 1, page);
-        if (t + kStages < n_tiles) lookup(t + kStages, page);
-      }
+      issue(t + kStages - 1, page);
+      if (t + kStages < n_tiles) lookup(t + kStages, page);
     }
     atlas::cp_async_commit();
     __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
@@ -713,8 +645,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
 // (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          bool kTab = false>
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -726,11 +657,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr, kTab>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr, kTab>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
@@ -784,31 +715,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                     num_splits, scale, eps, long_smem);
-}
-
-// TableWindow (ATLAS_DECODE_ATTN_LONG_TAB=1): decode_attn_long_rope_staged_bf16 with the
-// block-table entries of the split's pages past its first two tiles read into shared memory
-// in one trip after kv_len (decode_attn_long kTab), not one tile ahead of each tile's copies;
-// its dynamic shared memory holds the window past the stage (ops/attention_long.py
-// long_smem_bytes tab=True). The same outputs.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_staged_tab_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                                          __nv_bfloat16* v_cache,
-                                          const __nv_bfloat16* q_norm_w,
-                                          const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                                          const int* positions, const int* slots,
-                                          const int* block_tables, const int* kv_lens,
-                                          float* part_o, float* part_ml, unsigned* counters,
-                                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                                          uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                                          uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();
-  decode_attn_long_rope_entry<true, false, false, NoTrace, true>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that

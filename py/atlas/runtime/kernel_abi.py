@@ -487,10 +487,6 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
-# (the staged entry reading the table entries past its first two tiles into shared memory in
-# one trip: ATLAS_DECODE_ATTN_LONG_TAB=1)
-DECODE_ATTN_LONG_ROPE_STAGED_TAB = S("attention_long", "decode_attn_long_rope_staged_tab_bf16",
-                                     _DECODE_LONG_ROPE)
 # (the staged entry letting the next kernel launch once its K/V tiles landed, not on entry:
 # ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1)
 DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",

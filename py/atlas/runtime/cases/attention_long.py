@@ -16,9 +16,7 @@ without keys gets zeros). Every case launches twice. The rope-fused entry
 k and v appended at the slot and substituted for that key, padding rows, one launch merging
 its splits; its waiting twin (decode_attn_long_rope_wait, ATLAS_DECODE_ATTN_LONG_STAGED=0:
 the prologue's reads in dependent trips) runs every one of them again (`twin="long_wait"`),
-and so do its late-trigger twin (decode_attn_long_rope_late, `twin="long_late"`) and its
-table-window twin (decode_attn_long_rope_staged_tab, `twin="long_tab"`, with splits of more
-pages than the window); the
+and so does its late-trigger twin (decode_attn_long_rope_late, `twin="long_late"`); the
 early twins (decode_attn_long_rope_early[_late]) run batch-1 cases of their own.
 The kernel rounds each probability to bf16 for the PV product (cases/attention_sm90.py's
 bound: 2^-9 max|v| per output), added to the partials' and the output's tolerances.
@@ -154,18 +152,6 @@ LONG_ROPE_WAIT_SHAPES = [
     (f"{name} wait", g, lens, splits,
      {**kw, "twin": "long_wait_merge" if kw.get("twin") == "long_merge" else "long_wait"})
     for name, g, lens, splits, kw in LONG_ROPE_SHAPES]
-#: LONG_ROPE_SHAPES on the table-window twin (decode_attn_long_rope_staged_tab,
-#: ATLAS_DECODE_ATTN_LONG_TAB=1: the same outputs), and splits of more pages than its window
-#: holds (refilled once: 1,043 pages of 16 keys; 1,058 of 7 at D 64 beside a short row)
-LONG_ROPE_TAB_SHAPES = [
-    (f"{name} tab", g, lens, splits,
-     {**kw, "twin": "long_tab_merge" if kw.get("twin") == "long_merge" else "long_tab"})
-    for name, g, lens, splits, kw in LONG_ROPE_SHAPES] + [
-    ("long_rope D128 gqa4 splits1 tab refill", Geometry(32, 8, 128, 16), [16_680, 40], 1,
-     {"twin": "long_tab"}),
-    ("long_rope D64 gqa3 no-norm bs7 splits1 tab refill", Geometry(9, 3, 64, 7), [7_400, 5], 1,
-     {"normed": False, "twin": "long_tab"}),
-]
 #: the late-trigger twin (decode_attn_long_rope_late, ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1:
 #: the same outputs), which launches take at one sequence only: Qwen3-30B-A3B's batch-1 step
 #: (16 splits merged by the last), one split, and the combine after 3 splits (no norm, D 64)
@@ -214,5 +200,4 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
                                                  + LONG_ROPE_LATE_SHAPES
-                                                 + LONG_ROPE_TAB_SHAPES
                                                  + LONG_ROPE_EARLY_SHAPES)])

@@ -41,8 +41,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
-                          DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_STAGED_TAB, DECODE_ATTN_LONG_ROPE_WAIT)
+                          DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -60,8 +60,6 @@ LONG_TILE_KEYS = 64
 #: ring stages (kStages) and resident blocks per SM at D <= 128 (the launch bounds)
 LONG_STAGES = 3
 LONG_BLOCKS_PER_SM = 2
-#: block-table entries the table-window twin keeps in shared memory (LongTile::kTabEntries)
-LONG_TAB_ENTRIES = 1024
 #: an engine whose block tables reach this many keys takes the long kernel by default
 #: (routes.DEFAULT_DECODE_ATTN_LONG_MIN_KEYS: the kernel table's 16k-history rows and up)
 #: and gets `long_decode_splits`
@@ -80,18 +78,16 @@ def long_blocks_per_sm(head_dim: int) -> int:
     return 1 if head_dim > 128 else LONG_BLOCKS_PER_SM
 
 
-def long_smem_bytes(head_dim: int, rope: bool = False, tab: bool = False) -> int:
+def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
     tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
     after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the stage
     after that: the step's k and v rows (2 x D bf16), then the q and k norm weights (2 x D
     bf16) and the position's cos/sin row (D f32), which only the staged entry fills
-    (attention_long.cu LongTile::kStageBytes; one launch size for both rope entries); with
-    `tab` the table window after that (LONG_TAB_ENTRIES int32: kTabBytes)."""
+    (attention_long.cu LongTile::kStageBytes; one launch size for both rope entries)."""
     ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
     q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
-    window = 4 * LONG_TAB_ENTRIES if tab else 0
-    return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0) + window
+    return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0)
 
 
 def long_kernel_for(head_dim: int) -> KernelSig:
@@ -140,31 +136,21 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
     slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636); at
     one sequence with routes.decode_attn_long_early, the twins of those two that read all but
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
-    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64); for
-    batches with routes.decode_attn_long_tab, the staged entry's table-window twin."""
+    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
-    if late:
-        return DECODE_ATTN_LONG_ROPE_LATE
-    return DECODE_ATTN_LONG_ROPE_STAGED_TAB if routes.decode_attn_long_tab else \
-        DECODE_ATTN_LONG_ROPE_STAGED
+    return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
     """The launcher of `sig` with its dynamic shared memory opted in (once per signature:
-    the largest head dim it takes) on the carveout with the most shared memory (two 96-105
+    the largest head dim it takes) on the carveout with the most shared memory (two 96-101
     KiB blocks per SM at D 128)."""
     top = 256 if head_dim == 256 else 128
-    return kc.get_with_shared(sig, long_smem_bytes(top, rope, _has_window(sig)),
-                              most_shared=True)
-
-
-def _has_window(sig: KernelSig) -> bool:
-    """Whether the entry keeps the table window in its dynamic shared memory."""
-    return sig is DECODE_ATTN_LONG_ROPE_STAGED_TAB
+    return kc.get_with_shared(sig, long_smem_bytes(top, rope), most_shared=True)
 
 
 def available(kc: KernelCache) -> bool:
@@ -297,8 +283,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch = _launch_long(kc, sig, head_dim, True)
     tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     extra = (trace,) if trace else ()
-    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS,
-           long_smem_bytes(head_dim, True, _has_window(sig)),
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, *extra)
