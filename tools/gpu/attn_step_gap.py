@@ -18,9 +18,14 @@ differ from the table's one way at a time:
             (201 MB of weights streamed: L2 turned over, as the step's GEMMs do between two
             layers' attention)
   cold      the table's inputs with a read-only sweep of COLD_BYTES between launches (L2
-            turned over at little power)
-  hot       the table's inputs with square bf16 GEMMs whose operands fit L2 between launches
-            (power drawn, L2 mostly kept)
+            turned over at little power, 50 more 2 MB pages touched)
+  l2        the same with L2_BYTES, most of L2 (L2 turned over, 20 pages touched)
+  tlb       one 4-byte read in each of TLB_PAGES 2 MB pages of a fresh buffer between
+            launches (address translations turned over, L2 and power left alone)
+  power     square bf16 GEMMs on operands of a few MB between launches (power drawn, L2
+            and translations left alone)
+Then the read-only and copy rates of a cold 2 GB stream (torch sum / copy_), the ceilings a
+K/V stream that misses L2 can reach.
 
 Each line: the median us of the launch between two CUDA events (eager, `--repeats`
 launches, whatever runs between them outside the events), K/V bytes a launch, GB/s over
@@ -144,10 +149,14 @@ def variants(env: Env, s: Shape) -> list[tuple[str, Inputs]]:
     ]
 
 
-#: bytes the cold variant reads between two launches (twice the H200's L2)
-COLD_BYTES = 100 << 20
-#: the hot variant's square GEMM (three 8 MB operands) and how many run between launches
-HOT_SIDE, HOT_GEMMS = 2048, 4
+#: bytes the cold variant reads between two launches (twice the H200's L2), the l2 one's
+COLD_BYTES, L2_BYTES = 100 << 20, 40 << 20
+#: 2 MB pages the tlb variant touches, one 4-byte read each
+TLB_PAGES = 512
+#: the power variant's square GEMM (three 2 MB operands) and how many run between launches
+POWER_SIDE, POWER_GEMMS = 1024, 40
+#: the ceiling streams' bytes
+CEILING_BYTES = 2 << 30
 
 
 def launch_us(env: Env, inp: Inputs, between: Any, repeats: int) -> float:
@@ -190,11 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     rows, k, n = s.gemm
     gx, gw = env.uniform((rows, k)), env.uniform((n, k), -0.05, 0.05)
     gy = torch.empty((rows, n), dtype=torch.bfloat16, device=env.device)
-    side = 64 if args.dry_run else HOT_SIDE
+    side = 64 if args.dry_run else POWER_SIDE
     ha, hb = env.uniform((side, side)), env.uniform((side, side))
     hc = torch.empty((side, side), dtype=torch.bfloat16, device=env.device)
-    sweep = torch.ones(((64 << 10) if args.dry_run else COLD_BYTES) // 4, dtype=torch.float32,
-                       device=env.device)
+    scale = 1 if args.dry_run else 1 << 10  # the dry run's buffers: 1 KiB for each MiB
+    sweep = torch.ones(COLD_BYTES // scale // 4, dtype=torch.float32, device=env.device)
+    l2 = torch.ones(L2_BYTES // scale // 4, dtype=torch.float32, device=env.device)
+    page = (2 << 20) // scale // 4  # f32 elements a 2 MB page
+    pages = torch.ones(TLB_PAGES * page, dtype=torch.float32, device=env.device)
 
     def heated() -> None:
         torch.matmul(gx, gw.t(), out=gy)
@@ -202,21 +214,54 @@ def main(argv: list[str] | None = None) -> int:
     def cold() -> None:
         sweep.sum()
 
-    def hot() -> None:
-        for _ in range(HOT_GEMMS):
+    def l2_sweep() -> None:
+        l2.sum()
+
+    def tlb() -> None:
+        pages[::page].sum()
+
+    def power() -> None:
+        for _ in range(POWER_GEMMS):
             torch.matmul(ha, hb, out=hc)
 
     sets = variants(env, s)
     table = sets[0][1]
     runs = [(name, inp, None) for name, inp in sets] + [
-        ("heated", table, heated), ("cold", table, cold), ("hot", table, hot)]
+        ("heated", table, heated), ("cold", table, cold), ("l2", table, l2_sweep),
+        ("tlb", table, tlb), ("power", table, power)]
     for name, inp, between in runs:
         us = launch_us(env, inp, between, args.repeats)
         gbs = inp.kv_bytes / (us * 1e3) if us > 0 else math.nan
         print(f"{'':>34}{name:<8} {us:>8.2f} {inp.kv_bytes / 1e6:>8.1f} {gbs:>7.0f}  "
               f"{inp.splits} split(s) x {s.kv_heads} x {s.batch}; lens "
               f"{min(inp.lens)}..{max(inp.lens)}", flush=True)
+    if env.cuda:
+        for line in ceilings(env, args.repeats):
+            print(line, flush=True)
     return 0
+
+
+def ceilings(env: Env, repeats: int) -> list[str]:
+    """The read-only (sum) and copy (copy_, read + write bytes) rates of CEILING_BYTES that
+    miss L2, the median of `repeats` launches between events."""
+    torch = env.torch
+    src = torch.ones(CEILING_BYTES // 4, dtype=torch.float32, device=env.device)
+    dst = torch.empty_like(src)
+    out = []
+    for label, op, moved in (("read (sum)", src.sum, CEILING_BYTES),
+                             ("copy (copy_)", lambda: dst.copy_(src), 2 * CEILING_BYTES)):
+        op()
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(repeats)]
+        for a, b in pairs:
+            a.record()
+            op()
+            b.record()
+        env.sync()
+        us = sorted(a.elapsed_time(b) * 1e3 for a, b in pairs)[repeats // 2]
+        out.append(f"ceiling {label}: {moved / (us * 1e3):.0f} GB/s ({us:.1f} us for "
+                   f"{moved >> 20} MiB)")
+    return out
 
 
 if __name__ == "__main__":
