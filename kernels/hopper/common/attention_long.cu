@@ -189,7 +189,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false, class Tr = NoTrace, bool kTouch = false>
+          bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -345,30 +345,6 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
 
-  // TouchPages (kTouch): one 4-byte read of this head's K and V rows in each 2 MB region the
-  // split's pages fall in, issued with the first tiles (nothing waits on them): the address
-  // translations of the regions the stream reaches later are in flight from the start, not
-  // one translation miss after another in the middle of the stream. A warp's lanes take
-  // consecutive pages and a lane reads only where its page's region differs from the lane
-  // before's (every warp's first lane reads): a block of pages in allocation order touches
-  // each region about once.
-  auto touch_pages = [&] {
-    const int p0 = pages.page(begin), p1 = pages.page(end - 1);
-    for (int i0 = p0; i0 <= p1; i0 += kThreads) {  // block-uniform trip count
-      const int i = i0 + tid;
-      const bool mine = i <= p1;
-      const size_t at = mine ? (static_cast<size_t>(table[i]) * hkv + kvh) * block_size * D : 0;
-      const unsigned long long region =
-          reinterpret_cast<unsigned long long>(k_cache + at) >> 21;
-      const unsigned long long before = __shfl_up_sync(0xffffffffu, region, 1);
-      if (mine && (lane == 0 || region != before)) {
-        unsigned sink_k, sink_v;
-        asm volatile("ld.global.b32 %0, [%1];" : "=r"(sink_k) : "l"(k_cache + at));
-        asm volatile("ld.global.b32 %0, [%1];" : "=r"(sink_v) : "l"(v_cache + at));
-      }
-    }
-  };
-
   // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
 #pragma unroll
@@ -380,7 +356,6 @@ __device__ __forceinline__ void decode_attn_long(
     atlas::cp_async_commit();
   }
   if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
-  if constexpr (kTouch) touch_pages();
   // RopeEarly: everything above (kv_len, the slot and position, the table, the first tiles,
   // the constants) was requested under the qkv projection; its rows follow the wait
   tr.mark(kTracePrologue);
@@ -670,8 +645,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
 // (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          bool kTouch = false>
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -683,11 +657,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr, kTouch>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr, kTouch>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
@@ -741,29 +715,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                     num_splits, scale, eps, long_smem);
-}
-
-// TouchPages (ATLAS_DECODE_ATTN_LONG_TOUCH=1): decode_attn_long_rope_staged_bf16 whose blocks
-// read one word of each 2 MB region of their split's K and V with the first tiles (decode_attn_long
-// kTouch). The same outputs.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_staged_touch_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                                            __nv_bfloat16* v_cache,
-                                            const __nv_bfloat16* q_norm_w,
-                                            const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                                            const int* positions, const int* slots,
-                                            const int* block_tables, const int* kv_lens,
-                                            float* part_o, float* part_ml, unsigned* counters,
-                                            __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                                            uint32_t hkv, uint32_t head_dim,
-                                            uint32_t block_size, uint32_t max_blocks,
-                                            uint32_t num_splits, float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();
-  decode_attn_long_rope_entry<true, false, false, NoTrace, true>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that

@@ -41,8 +41,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
-                          DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_STAGED_TOUCH, DECODE_ATTN_LONG_ROPE_WAIT)
+                          DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -136,17 +136,13 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
     slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636); at
     one sequence with routes.decode_attn_long_early, the twins of those two that read all but
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
-    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64); for
-    batches with routes.decode_attn_long_touch, the staged entry's page-touching twin."""
+    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
-    if late:
-        return DECODE_ATTN_LONG_ROPE_LATE
-    return DECODE_ATTN_LONG_ROPE_STAGED_TOUCH if routes.decode_attn_long_touch else \
-        DECODE_ATTN_LONG_ROPE_STAGED
+    return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
