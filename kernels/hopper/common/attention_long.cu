@@ -51,7 +51,6 @@ constexpr int kThreads = 128;  // ops/attention_long.py LONG_THREADS
 constexpr int kWarps = kThreads / 32;
 constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.py LONG_TILE_KEYS)
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
-constexpr int kDeepStages = 6;   // Deep's: five (attention_long.py LONG_DEEP_STAGES)
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
@@ -72,13 +71,13 @@ struct LongRope {
   float eps;
 };
 
-template <int D, bool kRope = false, int kDepth = kStages>
+template <int D, bool kRope = false>
 struct LongTile {
   static constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   static constexpr int kTileElems = kBKV * D;                  // one K or V tile, bf16
   static constexpr int kStageElems = 2 * kTileElems;
   static constexpr int kRowsPerThread = kBKV * kChunks / kThreads;  // rows a thread copies
-  static constexpr int kRingBytes = kDepth * kStageElems * 2;
+  static constexpr int kRingBytes = kStages * kStageElems * 2;
   // Q as a [kMaxGroup][D] bf16 tile after the ring, rows kQPitch apart (16 bytes of padding:
   // the 8 rows an ldmatrix matrix reads fall in 8 different bank groups), at D 256 and
   // where the block norms and rotates q itself; else in registers
@@ -89,8 +88,7 @@ struct LongTile {
   // norm weights (bf16) and the position's cos/sin row (f32), which only the staged entry
   // fills (ops/attention_long.py long_smem_bytes: one launch size for both)
   static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
-  // attention_long.py long_blocks_per_sm: a deeper ring (Deep) leaves room for one
-  static constexpr int kBlocksPerSm = D > 128 || kDepth > kStages ? 1 : 2;
+  static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
@@ -191,7 +189,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false, class Tr = NoTrace, int kDepth = kStages>
+          bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -202,8 +200,7 @@ __device__ __forceinline__ void decode_attn_long(
     unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
-  using T = LongTile<D, kRope, kDepth>;
-  constexpr int kRing = kDepth;  // stages: kRing - 1 tiles in flight while one is computed
+  using T = LongTile<D, kRope>;
   const Tr tr = entry_trace<Tr>(trace);  // phase_trace.cuh: the traced twin only
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
   const int kv_len = kv_lens[b];
@@ -286,7 +283,7 @@ __device__ __forceinline__ void decode_attn_long(
 
   auto lookup = [&](int tile, int (&page)[R]) { lookup_at(begin + tile * kBKV, page); };
   auto issue = [&](int tile, const int (&page)[R]) {
-    __nv_bfloat16* sk = smem + (tile % kRing) * T::kStageElems;
+    __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
@@ -348,17 +345,17 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
 
-  // Prologue: tiles 0..kRing-2 in flight (commit group i = tile i), the next tile's table
+  // Prologue: tiles 0..kStages-2 in flight (commit group i = tile i), the next tile's table
   // entries requested.
 #pragma unroll
-  for (int t = 0; t < kRing - 1; ++t) {
+  for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
       if (t > 0 || (kEarly ? guess != begin : num_splits != 1)) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
   }
-  if (kRing - 1 < n_tiles) lookup(kRing - 1, page);
+  if (kStages - 1 < n_tiles) lookup(kStages - 1, page);
   // RopeEarly: everything above (kv_len, the slot and position, the table, the first tiles,
   // the constants) was requested under the qkv projection; its rows follow the wait
   tr.mark(kTracePrologue);
@@ -470,19 +467,19 @@ __device__ __forceinline__ void decode_attn_long(
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
 
   for (int t = 0; t < n_tiles; ++t) {
-    atlas::cp_async_wait<kRing - 2>();  // tile t landed (this thread's copies)
+    atlas::cp_async_wait<kStages - 2>();  // tile t landed (this thread's copies)
     __syncthreads();  // ... every thread's; and every warp is done with tile t - 1's slot
     if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
     // wait) may launch once every block's K/V reads are done, not while they queue behind it
     if constexpr (kLateTrigger)
       if (t == n_tiles - 1) atlas::pdl_launch_dependents();
-    if (t + kRing - 1 < n_tiles) {
-      issue(t + kRing - 1, page);
-      if (t + kRing < n_tiles) lookup(t + kRing, page);
+    if (t + kStages - 1 < n_tiles) {
+      issue(t + kStages - 1, page);
+      if (t + kStages < n_tiles) lookup(t + kStages, page);
     }
     atlas::cp_async_commit();
-    __nv_bfloat16* sk = smem + (t % kRing) * T::kStageElems;
+    __nv_bfloat16* sk = smem + (t % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
     if (sub && t == (kv_len - 1 - begin) / kBKV) {  // block-uniform: the step's key's tile
       const int r = kv_len - 1 - begin - t * kBKV;
@@ -648,8 +645,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
 // (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          int kDepth = kStages>
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -661,11 +657,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr, kDepth>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr, kDepth>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
@@ -719,32 +715,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
                                     num_splits, scale, eps, long_smem);
-}
-
-// Deep (ATLAS_DECODE_ATTN_LONG_DEEP=1): decode_attn_long_rope_staged_bf16 with a ring of
-// kDeepStages tiles and one block per SM: five 32 KiB tiles of K/V in flight per SM at D 128
-// (160 KiB) instead of two blocks' two each (128 KiB). A step's K/V stream misses L2 (the
-// layers between two reads of a table stream far more than L2), and at 128 KiB an SM the
-// staged entry read it at ~3.43 TB/s where a cold read-only stream reaches ~4.39 (gpu70,
-// tools/gpu/attn_step_gap.py). The same outputs.
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    decode_attn_long_rope_staged_deep_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
-                                           __nv_bfloat16* v_cache,
-                                           const __nv_bfloat16* q_norm_w,
-                                           const __nv_bfloat16* k_norm_w, const float* cos_sin,
-                                           const int* positions, const int* slots,
-                                           const int* block_tables, const int* kv_lens,
-                                           float* part_o, float* part_ml, unsigned* counters,
-                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                                           uint32_t hkv, uint32_t head_dim,
-                                           uint32_t block_size, uint32_t max_blocks,
-                                           uint32_t num_splits, float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_enter();
-  decode_attn_long_rope_entry<true, false, false, NoTrace, kDeepStages>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that

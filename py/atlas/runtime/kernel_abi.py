@@ -487,9 +487,6 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
-# (the staged entry with a 6-tile ring, one block an SM: ATLAS_DECODE_ATTN_LONG_DEEP=1)
-DECODE_ATTN_LONG_ROPE_STAGED_DEEP = S("attention_long", "decode_attn_long_rope_staged_deep_bf16",
-                                      _DECODE_LONG_ROPE)
 # (the staged entry letting the next kernel launch once its K/V tiles landed, not on entry:
 # ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1)
 DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",

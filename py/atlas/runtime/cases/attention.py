@@ -174,11 +174,6 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 "long_late": {"decode_attn_long_late_trigger": True},
                 "long_late_merge": {"decode_attn_long_late_trigger": True,
                                     "decode_attn_long_merge": True},
-                # and its deep-ring twin (ATLAS_DECODE_ATTN_LONG_DEEP=1), alone and with the
-                # merge
-                "long_deep": {"decode_attn_long_deep": True},
-                "long_deep_merge": {"decode_attn_long_deep": True,
-                                    "decode_attn_long_merge": True},
                 # the early twins (ATLAS_DECODE_ATTN_LONG_EARLY=1, one sequence): without
                 # the merge (the combine's split rule), with it (whole-tile splits), and
                 # with the merge and the late trigger

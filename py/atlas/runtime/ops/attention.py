@@ -344,8 +344,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                 and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
-                                            max_blocks * block_size, num_splits, max_splits,
-                                            rope=True)
+                                            max_blocks * block_size, num_splits, max_splits)
     if long:
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,

@@ -41,8 +41,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
-                          DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_STAGED_DEEP, DECODE_ATTN_LONG_ROPE_WAIT)
+                          DECODE_ATTN_LONG_ROPE_LATE,
+                          DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
@@ -60,8 +60,6 @@ LONG_TILE_KEYS = 64
 #: ring stages (kStages) and resident blocks per SM at D <= 128 (the launch bounds)
 LONG_STAGES = 3
 LONG_BLOCKS_PER_SM = 2
-#: the deep twin's ring (kDeepStages), one block an SM
-LONG_DEEP_STAGES = 6
 #: an engine whose block tables reach this many keys takes the long kernel by default
 #: (routes.DEFAULT_DECODE_ATTN_LONG_MIN_KEYS: the kernel table's 16k-history rows and up)
 #: and gets `long_decode_splits`
@@ -74,21 +72,20 @@ LONG_MAX_SPLITS = 64
 LONG_WAVE_EFFICIENCY = 0.9
 
 
-def long_blocks_per_sm(head_dim: int, deep: bool = False) -> int:
+def long_blocks_per_sm(head_dim: int) -> int:
     """Resident blocks per SM (attention_long.cu LongTile::kBlocksPerSm): the 192 KiB ring of
-    D 256, or the deep twin's, leaves room for one."""
-    return 1 if head_dim > 128 or deep else LONG_BLOCKS_PER_SM
+    D 256 leaves room for one."""
+    return 1 if head_dim > 128 else LONG_BLOCKS_PER_SM
 
 
-def long_smem_bytes(head_dim: int, rope: bool = False, stages: int = LONG_STAGES) -> int:
+def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     """Dynamic shared memory of a launch: the ring of LONG_STAGES x (K and V) [64][D] bf16
     tiles (the warps' merge reuses it); at D 256 and with `rope` the [16][D + 8] bf16 Q tile
     after it (rows 16 bytes apart past D: conflict-free ldmatrix); with `rope` the stage
     after that: the step's k and v rows (2 x D bf16), then the q and k norm weights (2 x D
     bf16) and the position's cos/sin row (D f32), which only the staged entry fills
-    (attention_long.cu LongTile::kStageBytes; one launch size for both rope entries).
-    `stages`: the ring's (LONG_DEEP_STAGES for the deep twin)."""
-    ring = stages * 2 * LONG_TILE_KEYS * head_dim * 2
+    (attention_long.cu LongTile::kStageBytes; one launch size for both rope entries)."""
+    ring = LONG_STAGES * 2 * LONG_TILE_KEYS * head_dim * 2
     q_tile = LONG_MAX_GROUP * (head_dim + 8) * 2 if head_dim > 128 or rope else 0
     return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0)
 
@@ -139,17 +136,13 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
     slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636); at
     one sequence with routes.decode_attn_long_early, the twins of those two that read all but
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
-    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64); for
-    batches with routes.decode_attn_long_deep, the staged entry's deep-ring twin."""
+    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
-    if late:
-        return DECODE_ATTN_LONG_ROPE_LATE
-    return DECODE_ATTN_LONG_ROPE_STAGED_DEEP if routes.decode_attn_long_deep else \
-        DECODE_ATTN_LONG_ROPE_STAGED
+    return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
@@ -157,12 +150,7 @@ def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
     the largest head dim it takes) on the carveout with the most shared memory (two 96-101
     KiB blocks per SM at D 128)."""
     top = 256 if head_dim == 256 else 128
-    return kc.get_with_shared(sig, long_smem_bytes(top, rope, _stages(sig)), most_shared=True)
-
-
-def _stages(sig: KernelSig) -> int:
-    """The ring stages of an entry point."""
-    return LONG_DEEP_STAGES if sig is DECODE_ATTN_LONG_ROPE_STAGED_DEEP else LONG_STAGES
+    return kc.get_with_shared(sig, long_smem_bytes(top, rope), most_shared=True)
 
 
 def available(kc: KernelCache) -> bool:
@@ -210,23 +198,19 @@ def long_decode_splits(pairs: int, max_seq_len: int, num_sms: int, cap: int | No
 
 
 def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
-                       max_keys: int, num_splits: int, max_splits: int = 0,
-                       rope: bool = False) -> int:
+                       max_keys: int, num_splits: int, max_splits: int = 0) -> int:
     """The split count a routed launch runs: at least routes.decode_attn_long_min_batch
     sequences take `long_decode_splits` for this head dim with splits down to one tile at
     the tables' reach (the batch, not the context, makes the blocks: a batch of 8 at 2k
     keys needs 8 splits of 256 to fill an H200), at most max(num_splits, max_splits), the
     partial buffers' splits a row (a batch of 48 at D 128: the model's 1 split is 384 blocks,
     73% of two waves; 2 are 97% of three); smaller launches keep num_splits (batch 1's
-    count, or the model's for long contexts: the row-invariant steps need exactly it).
-    `rope`: the rope-fused launch, whose entry (long_rope_kernel_for) may be the deep twin,
-    one block an SM."""
+    count, or the model's for long contexts: the row-invariant steps need exactly it)."""
     if not 0 < kc.routes.decode_attn_long_min_batch <= num_seqs:
         return num_splits
     cap = max(num_splits, max_splits)
-    deep = rope and long_rope_kernel_for(kc.routes, num_seqs) is DECODE_ATTN_LONG_ROPE_STAGED_DEEP
     return long_decode_splits(num_seqs * hkv, max_keys, kc.facts.sm_count, cap=cap,
-                              blocks_per_sm=long_blocks_per_sm(head_dim, deep),
+                              blocks_per_sm=long_blocks_per_sm(head_dim),
                               min_split_keys=LONG_TILE_KEYS)
 
 
@@ -299,8 +283,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch = _launch_long(kc, sig, head_dim, True)
     tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     extra = (trace,) if trace else ()
-    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS,
-           long_smem_bytes(head_dim, True, _stages(sig)),
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, *extra)

@@ -162,13 +162,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   / 0.752, Qwen3-30B-A3B 2.813 / 2.810 vs 2.831 / 2.828, Qwen3-8B 4.258 vs 4.304 (x 4,096
   4.507 vs 4.576), Llama-3.2-1B 0.824 vs 0.840; the attention after the qkv GEMV on the
   critical path: 8.8 vs 9.1 us, 13.4 vs 13.7, 9.7 vs 11.0 (16.4 vs 18.3), 5.1 vs 6.0.
-* ATLAS_DECODE_ATTN_LONG_DEEP=1: batches (two sequences and more) on the staged entry's twin
-  decode_attn_long_rope_staged_deep_bf16: a ring of LONG_DEEP_STAGES tiles, one block an SM
-  (five 32 KiB K/V tiles in flight an SM at D 128 instead of four), split counts for one
-  block an SM. Unmeasured in a step: opt-in. Why (gpu70, 2026-12-03,
-  tools/gpu/attn_step_gap.py, Qwen3-8B heads, batch 64 x 1,592 keys): after a 40 MB or 100
-  MB read-only sweep between launches (a step's L2 state) the staged entry read its K/V at
-  ~3.43 TB/s, where a cold read-only stream (torch sum) reaches 4.39.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -501,7 +494,6 @@ class KernelRoutes:
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
     decode_attn_long_early: bool = True
-    decode_attn_long_deep: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -623,7 +615,6 @@ class KernelRoutes:
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      True),
-                   decode_attn_long_deep=env_switch(env, "ATLAS_DECODE_ATTN_LONG_DEEP", False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

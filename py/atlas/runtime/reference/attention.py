@@ -52,7 +52,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE, DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
-                          DECODE_ATTN_LONG_ROPE_STAGED_DEEP,
                           DECODE_ATTN_LONG_ROPE_WAIT,
                           DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
@@ -269,7 +268,6 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
 
 @reference(DECODE_ATTN_LONG_ROPE_LATE)  # the staged entry, its PDL trigger moved: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_STAGED)  # its prologue's reads reordered: the same bits
-@reference(DECODE_ATTN_LONG_ROPE_STAGED_DEEP)  # a deeper ring: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_WAIT)
 def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int,
                                v_cache: int, q_norm_w: int, k_norm_w: int, cos_sin: int,
