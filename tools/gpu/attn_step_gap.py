@@ -48,7 +48,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_kernels import EPS, ROPE_THETA, Env, ks, open_env  # noqa: E402
+from bench_kernels import (EPS, ROPE_THETA, Env, ks, median_eager_us,  # noqa: E402
+                           open_env)
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import Stream  # noqa: E402
 from atlas.runtime.ops import attention  # noqa: E402
@@ -166,20 +167,7 @@ def launch_us(env: Env, inp: Inputs, between: Any, repeats: int) -> float:
         inp.attend(env.stream())
         env.finish()
         return math.nan
-    torch = env.torch
-    for _ in range(3):  # warm: modules, shared-memory opt-in
-        inp.attend(env.stream())
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(repeats)]
-    env.sync()
-    for a, b in pairs:
-        if between is not None:
-            between()
-        a.record()
-        inp.attend(env.stream())
-        b.record()
-    env.sync()
-    return sorted(a.elapsed_time(b) * 1e3 for a, b in pairs)[repeats // 2]
+    return median_eager_us(env.torch, lambda: inp.attend(env.stream()), repeats, between)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,15 +238,7 @@ def ceilings(env: Env, repeats: int) -> list[str]:
     out = []
     for label, op, moved in (("read (sum)", src.sum, CEILING_BYTES),
                              ("copy (copy_)", lambda: dst.copy_(src), 2 * CEILING_BYTES)):
-        op()
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                 for _ in range(repeats)]
-        for a, b in pairs:
-            a.record()
-            op()
-            b.record()
-        env.sync()
-        us = sorted(a.elapsed_time(b) * 1e3 for a, b in pairs)[repeats // 2]
+        us = median_eager_us(torch, op, repeats)
         out.append(f"ceiling {label}: {moved / (us * 1e3):.0f} GB/s ({us:.1f} us for "
                    f"{moved >> 20} MiB)")
     return out

@@ -1636,22 +1636,27 @@ def measure_ceilings(env: Env, repeats: int) -> Any:
     src = torch.empty(nbytes, dtype=torch.uint8, device=env.device).random_(1, 255,
                                                                            generator=env.gen)
     dst = torch.empty_like(src)
-    copy_us = _median_eager_us(torch, lambda: dst.copy_(src), repeats)
+    copy_us = median_eager_us(torch, lambda: dst.copy_(src), repeats)
     del src, dst
     n = 8192
     a, b = env.uniform((n, n)), env.uniform((n, n))
-    mm_us = _median_eager_us(torch, lambda: torch.matmul(a, b), repeats)
+    mm_us = median_eager_us(torch, lambda: torch.matmul(a, b), repeats)
     del a, b
     torch.cuda.empty_cache()
     return ks.Ceilings(2 * nbytes / (copy_us * 1e-6), 2 * n ** 3 / (mm_us * 1e-6))
 
 
-def _median_eager_us(torch: Any, fn: Callable[[], Any], repeats: int) -> float:
+def median_eager_us(torch: Any, fn: Callable[[], Any], repeats: int,
+                    between: Callable[[], Any] | None = None) -> float:
+    """Median us of `fn` between two CUDA events over `repeats` eager calls, `between()`
+    (when given) enqueued before each call, outside the events."""
     for _ in range(10):  # clocks up, workspaces allocated
         fn()
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(repeats)]
     for a, b in pairs:
+        if between is not None:
+            between()
         a.record()
         fn()
         b.record()
