@@ -22,8 +22,9 @@ differ from the table's one way at a time:
   l2        the same with L2_BYTES, most of L2 (L2 turned over, 20 pages touched)
   tlb       one 4-byte read in each of TLB_PAGES 2 MB pages of a fresh buffer between
             launches (address translations turned over, L2 and power left alone)
+  tiny      a one-element add between launches (another kernel, nothing else)
   power     square bf16 GEMMs on operands of a few MB between launches (power drawn, L2
-            and translations left alone)
+            and translations left alone; last: the clocks take a while to recover)
 Then the read-only and copy rates of a cold 2 GB stream (torch sum / copy_), the ceilings a
 K/V stream that misses L2 can reach.
 
@@ -212,11 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(POWER_GEMMS):
             torch.matmul(ha, hb, out=hc)
 
+    one = torch.zeros(1, dtype=torch.float32, device=env.device)
+
+    def tiny() -> None:
+        one.add_(1.0)
+
     sets = variants(env, s)
     table = sets[0][1]
     runs = [(name, inp, None) for name, inp in sets] + [
         ("heated", table, heated), ("cold", table, cold), ("l2", table, l2_sweep),
-        ("tlb", table, tlb), ("power", table, power)]
+        ("tlb", table, tlb), ("tiny", table, tiny), ("power", table, power)]  # power last
     for name, inp, between in runs:
         us = launch_us(env, inp, between, args.repeats)
         gbs = inp.kv_bytes / (us * 1e3) if us > 0 else math.nan

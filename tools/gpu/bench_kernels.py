@@ -1583,16 +1583,14 @@ class Row:
 
 
 def run_case(env: Env, shape: Any, ceilings: Any, repeats: int, l2_bytes: int,
-             max_copies: int = MAX_COPIES, min_copies: int = 1) -> list[Row]:
-    """Rows of one shape (one per PyTorch variant); a failure becomes FAIL rows.
-    `min_copies`: input sets to cycle through at least (--min-copies)."""
+             max_copies: int = MAX_COPIES) -> list[Row]:
+    """Rows of one shape (one per PyTorch variant); a failure becomes FAIL rows."""
     base = dict(family=shape.family.value, shape=shape.label, dims=shape.describe(),
                 bytes=shape.bytes_moved(), flops=shape.flops())
     case = None
     try:
         case = BUILDERS[shape.family](env, shape)
-        copies = max(min(min_copies, max_copies),
-                     rotation_copies(shape.bytes_moved(), ROTATE_BYTES, max_copies))
+        copies = rotation_copies(shape.bytes_moved(), ROTATE_BYTES, max_copies)
         case.sets = [case.make_set() for _ in range(copies)]
         timer = time_cuda if env.cuda else time_host
         errors = [check(env, case, v) for v in case.variants]
@@ -1814,9 +1812,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="qwen3-8b", help="model directory (kernels/hopper/"
                     "<model>) whose PTX set to time")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--min-copies", type=int, default=1, help="input sets to cycle through at "
-                    "least (a set larger than L2 relaunched back to back still finds some of "
-                    "its lines there: tools/gpu/attn_step_gap.py)")
     ap.add_argument("--dry-run", action="store_true", help="CPU self-test of this script: tiny "
                     "shapes, HostBackend kernels, CPU torch, wall-clock times")
     args = ap.parse_args(argv)
@@ -1841,7 +1836,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for shape in shapes:
         new = run_case(env, shape, ceilings, repeats, l2_bytes,
-                       MAX_COPIES if env.cuda else DRY_RUN_COPIES, args.min_copies)
+                       MAX_COPIES if env.cuda else DRY_RUN_COPIES)
         rows += new
         for r in new:
             print(f"  {r.name:<44} {r.torch_op[:40]:<40} " + (
