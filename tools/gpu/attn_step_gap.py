@@ -23,6 +23,9 @@ differ from the table's one way at a time:
   tlb       one 4-byte read in each of TLB_PAGES 2 MB pages of a fresh buffer between
             launches (address translations turned over, L2 and power left alone)
   tiny      a one-element add between launches (another kernel, nothing else)
+  l2+tab    l2, then the block tables and kv_lens read back into L2 (small sums)
+  l2+small  l2, then every input but K/V read back into L2: tables, kv_lens, positions,
+            slots, the qkv rows, the norm weights, the cos/sin rows
   power     square bf16 GEMMs on operands of a few MB between launches (power drawn, L2
             and translations left alone; last: the clocks take a while to recover)
 Then the read-only and copy rates of a cold 2 GB stream (torch sum / copy_), the ceilings a
@@ -218,11 +221,23 @@ def main(argv: list[str] | None = None) -> int:
     def tiny() -> None:
         one.add_(1.0)
 
+    def l2_tab() -> None:
+        l2.sum()
+        for t in (table.tables, table.kv_lens):
+            t.sum()
+
+    def l2_small() -> None:
+        l2.sum()
+        for t in (table.tables, table.kv_lens, table.pos, table.slots, table.qkv, table.qw,
+                  table.kw, table.cos_sin):
+            t.sum()
+
     sets = variants(env, s)
     table = sets[0][1]
     runs = [(name, inp, None) for name, inp in sets] + [
         ("heated", table, heated), ("cold", table, cold), ("l2", table, l2_sweep),
-        ("tlb", table, tlb), ("tiny", table, tiny), ("power", table, power)]  # power last
+        ("tlb", table, tlb), ("tiny", table, tiny), ("l2+tab", table, l2_tab),
+        ("l2+small", table, l2_small), ("power", table, power)]  # power last
     for name, inp, between in runs:
         us = launch_us(env, inp, between, args.repeats)
         gbs = inp.kv_bytes / (us * 1e3) if us > 0 else math.nan
