@@ -33,7 +33,9 @@ K/V stream that misses L2 can reach.
 
 Each line: the median us of the launch between two CUDA events (eager, `--repeats`
 launches, whatever runs between them outside the events), K/V bytes a launch, GB/s over
-them. Run it under ATLAS_PDL=0 and 1, and with the routes to compare (e.g.
+them. The eager loop leaves the GPU's clock to its own devices: the power variant, and
+variants of several small PyTorch launches between two timed ones (l2+tab, l2+small), move
+the launches after them (gpu74); compare lines of one run, and repeat the run. Run it under ATLAS_PDL=0 and 1, and with the routes to compare (e.g.
 ATLAS_DECODE_ATTN_LONG_TAB=1).
 
     python3 tools/gpu/attn_step_gap.py [--repeats N]
