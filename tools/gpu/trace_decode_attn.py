@@ -9,11 +9,14 @@ line.
    head geometry the models launch at batch 1 (kernel_shapes.DECODE_LATENCY_HEADS:
    Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on the rope-fused kernel,
    Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
-   keys, with the engine's split count, three ways:
+   keys, with the engine's split count, three ways (batches a fourth):
      alone  the kernel by itself (synchronized before it: nothing overlaps it)
      b2b    right behind another launch of itself (PDL: it may start before that one ends)
      gemv   right behind the layer's projection GEMV (the model's order: the qkv GEMV writes
             what the attention reads after its wait; hidden sizes of the real models)
+     swept  (batches) behind a read of SWEEP_BYTES after another launch of itself: L2 turned
+            over, as in a step (the batch-64 step's attention: ~121 us against ~108 back to
+            back, attn_step_gap.py)
    Each line: per phase, the median over the blocks that attend over keys of the time since
    the block's own start (clock64, us at the measured SM clock); `first` and `span` are the
    launch's first block start and last block end (globaltimer, us) relative to the last end
@@ -80,6 +83,9 @@ FIT_FROM_KEYS = 1024
 THROUGHPUT = (64, 1536)
 #: launches traced per (shape, mode); the median over them is printed
 TRACE_RUNS = 5
+#: bytes the swept mode reads between the two launches (most of L2: a step's state when its
+#: attention starts; tools/gpu/attn_step_gap.py's l2 variant)
+SWEEP_BYTES = 40 << 20
 #: bytes between two uses of one input set in the curve's graphs (past the 60 MB L2)
 ROTATE_BYTES = 128 << 20
 MAX_COPIES = 32
@@ -171,16 +177,20 @@ class Problem:
 # ---- the phase trace --------------------------------------------------------------------
 
 def traced(env: Env, pr: Problem, mode: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """One traced launch in `mode` (alone, b2b, gemv): (its trace, the trace of the traced
-    launch before it or before the GEMV; None alone)."""
+    """One traced launch in `mode` (alone, b2b, gemv, swept): (its trace, the trace of the
+    traced launch before it or before the GEMV or sweep; None alone)."""
     stream = env.stream()
     before = pr.new_trace() if mode != "alone" else None
     mine = pr.new_trace()
+    sweep = (env.torch.ones(SWEEP_BYTES // 4, dtype=env.torch.float32, device=env.device)
+             if mode == "swept" else None)
     env.sync()
     if before is not None:
-        pr.attend(stream, before)  # gemv: the end the GEMV starts after
+        pr.attend(stream, before)  # gemv / swept: the end the GEMV or sweep starts after
     if mode == "gemv":
         pr.project(stream)
+    if sweep is not None:
+        sweep.sum()
     pr.attend(stream, mine)
     env.finish()
     env.sync()
@@ -267,6 +277,8 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
         for mode in modes:
             if mode == "gemv" and pr.batch > 1:
                 continue  # the GEMV stands for a batch-1 projection
+            if mode == "swept" and pr.batch == 1:
+                continue  # the batch-64 row's question (attn_step_gap.py)
             traced(env, pr, mode)  # warm: modules, caches, the counters' first use
             raw.append((pr, mode, [traced(env, pr, mode) for _ in range(TRACE_RUNS)]))
     mhz = sm_clock_mhz([t for _, _, runs in raw for t, _ in runs])
@@ -367,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         big = next((g for g in geoms if g[0].name == "qwen3-8b"),
                    next(g for g in geoms if g[0].rope))
         problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1], args.long))
-        for line in trace_table(env, problems, ("alone", "b2b", "gemv")):
+        for line in trace_table(env, problems, ("alone", "b2b", "gemv", "swept")):
             print(line, flush=True)
         del problems
     for h, hidden in geoms:
