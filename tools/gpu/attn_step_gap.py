@@ -35,8 +35,8 @@ Each line: the median us of the launch between two CUDA events (eager, `--repeat
 launches, whatever runs between them outside the events), K/V bytes a launch, GB/s over
 them. The eager loop leaves the GPU's clock to its own devices: the power variant, and
 variants of several small PyTorch launches between two timed ones (l2+tab, l2+small), move
-the launches after them (gpu74); compare lines of one run, and repeat the run. Run it under ATLAS_PDL=0 and 1, and with the routes to compare (e.g.
-ATLAS_DECODE_ATTN_LONG_TAB=1).
+the launches after them (gpu74); compare lines of one run, and repeat the run. Run it
+under ATLAS_PDL=0 and 1, and with the routes to compare.
 
     python3 tools/gpu/attn_step_gap.py [--repeats N]
     python3 tools/gpu/attn_step_gap.py --dry-run   # CPU: tiny shapes on the HostBackend
