@@ -18,6 +18,7 @@ import logging
 import multiprocessing as mp
 import multiprocessing.connection
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -180,11 +181,18 @@ class WorkerWatch:
         if self._stopping.is_set():
             return
         rank = sentinels[ready[0]]  # type: ignore[index]
-        self.procs[rank].join(1.0)
-        self.on_death(self._death_message(rank))
+        self.on_death(self._death_message(rank, 5.0))
 
-    def _death_message(self, rank: int) -> str:
+    def _death_message(self, rank: int, grace_s: float) -> str:
+        """The exit message of a worker whose sentinel fired, its exit code waited for up to
+        `grace_s`: the watch thread and `death_report` may both reap it, and the one whose
+        waitpid loses the race returns before the other has recorded the code."""
         proc = self.procs[rank]
+        deadline = time.monotonic() + grace_s
+        while proc.exitcode is None and time.monotonic() < deadline:
+            proc.join(0.05)
+            if proc.exitcode is None:
+                time.sleep(0.01)  # the other thread's waitpid owns the status
         return (f"{self.label} worker rank {rank} (pid {proc.pid}) exited with code "
                 f"{proc.exitcode}; shutting down")
 
@@ -198,8 +206,7 @@ class WorkerWatch:
                                                 grace_s)
         for rank, proc in self.procs.items():
             if proc.sentinel in ready:
-                proc.join(grace_s)
-                return self._death_message(rank)
+                return self._death_message(rank, grace_s)
         return None
 
     def stop(self, timeout: float = 10.0) -> None:
