@@ -42,8 +42,11 @@ def command() -> None:
                    "[default: $ATLAS_PTX_CACHE, else ~/.cache/atlas/ptx].")
 @click.option("--no-cache", is_flag=True, help="Compile every module (reads and writes no "
               "cache).")
+@click.option("--define", "-D", "defines", multiple=True, metavar="NAME=VALUE",
+              help="Add -DNAME=VALUE to every module's flags (a compile-time A/B variant; "
+                   "write it to its own --out).")
 def build_cmd(out_dir: Path | None, jobs: int | None, cache_dir: Path | None,
-              no_cache: bool) -> None:
+              no_cache: bool, defines: tuple[str, ...]) -> None:
     """Compile every selected leaf into one PTX-set artifact, printing one line per distinct
     module as it finishes."""
     repo_root = _repo_root()
@@ -57,7 +60,7 @@ def build_cmd(out_dir: Path | None, jobs: int | None, cache_dir: Path | None,
 
     written = build_into(repo_root, out_dir, targets, skip=skip, jobs=jobs,
                          cache_dir=None if no_cache else cache_dir or default_cache_dir(),
-                         progress=progress)
+                         progress=progress, defines=defines)
     for path in written:
         click.echo(f"{path}  {path.stat().st_size:,} bytes")
     mode = " (ATLAS_SKIP_BUILD: no modules)" if skip else ""

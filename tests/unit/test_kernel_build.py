@@ -59,6 +59,24 @@ def test_build_is_deterministic_and_records_provenance(tmp_path: Path) -> None:
 
 
 @needs_nvcc
+def test_defines_build_a_variant_set(tmp_path: Path) -> None:
+    """`atlas kernels build -D NAME=VALUE`: the variant's modules see the define, and its flags
+    and closure hash say so, so a compile-time A/B set never passes for the default one."""
+    repo = write_tree(tmp_path / "repo")
+    write(repo, "kernels/hw/common/b_impl.cuh",
+          "#pragma once\n#ifndef B_ALT\n#define B_ALT 0\n#endif\n"
+          "#define B_VALUE (B_ALT ? 3.0f : 2.0f)\n")
+    (plain,) = build_sets(repo, [SMALL], skip=False, jobs=1)
+    (alt,) = build_sets(repo, [SMALL], skip=False, jobs=1, defines=("B_ALT=1",))
+    assert alt.flags == (*plain.flags, "-DB_ALT=1")
+    assert alt.closure_hash != plain.closure_hash
+    assert alt.modules["a"].ptx == plain.modules["a"].ptx  # a.cu does not read it
+    three, two = "1077936128", "1073741824"  # the bits of 3.0f and 2.0f, stored as ints
+    assert three in alt.modules["b"].ptx and two in plain.modules["b"].ptx
+    assert three not in plain.modules["b"].ptx
+
+
+@needs_nvcc
 def test_compile_error_names_the_source(tmp_path: Path) -> None:
     repo = write_tree(tmp_path)
     write(repo, "kernels/hw/small/bf16/a.cu", 'extern "C" __global__ void a_kernel() { oops; }\n')

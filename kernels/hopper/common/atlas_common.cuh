@@ -69,6 +69,26 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
+// L2 eviction policy for bytes a kernel streams once per step (decode weights, K/V pages):
+// evict_first, so a step's streams (hundreds of MB at batch 64) replace each other in L2 and
+// not the small lines every layer reads again (kv_len, block tables, slots, positions, cos/sin
+// rows, norm weights, activations), which otherwise go back to DRAM behind the stream (gpu75:
+// ~12.6 us a block of the batch-64 attention). Off until measured: the A/B builds a set with
+// -DATLAS_L2_STREAM_EVICT_FIRST=1 (tools/gpu/prep_device.sh ATLAS_PREP_VARIANT).
+#ifndef ATLAS_L2_STREAM_EVICT_FIRST
+#define ATLAS_L2_STREAM_EVICT_FIRST 0
+#endif
+constexpr bool kStreamEvictFirst = ATLAS_L2_STREAM_EVICT_FIRST != 0;
+
+// The policy a streaming copy takes (cp_async_16_stream, bulk::copy_tile_2d_stream): made once
+// per thread before its copy loop; unused (0) when kStreamEvictFirst is off.
+__device__ __forceinline__ uint64_t l2_stream_policy() {
+  uint64_t policy = 0;
+  if constexpr (kStreamEvictFirst)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
 // Copy n 16-byte chunks from global memory (through L2: another kernel may have written
 // them) into shared memory, the whole block cooperating, kUnroll loads of a thread in flight
 // before its first store (a load and its store per iteration cost one dependent L2 round trip

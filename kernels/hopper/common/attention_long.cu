@@ -282,6 +282,7 @@ __device__ __forceinline__ void decode_attn_long(
   const int skip = sub ? kv_len - 1 : -1;
 
   auto lookup = [&](int tile, int (&page)[R]) { lookup_at(begin + tile * kBKV, page); };
+  const uint64_t stream = atlas::l2_stream_policy();  // K/V's L2 policy
   auto issue = [&](int tile, const int (&page)[R]) {
     __nv_bfloat16* sk = smem + (tile % kStages) * T::kStageElems;
     __nv_bfloat16* sv = sk + T::kTileElems;
@@ -294,8 +295,8 @@ __device__ __forceinline__ void decode_attn_long(
       const size_t off = ok ? row * D + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<T::kChunks>(r, ch);
       if (p == skip) continue;  // the substituted key: no copy may land on it
-      atlas::cp_async_16(sk + dst, k_cache + off, ok);
-      atlas::cp_async_16(sv + dst, v_cache + off, ok);
+      atlas::cp_async_16_stream(sk + dst, k_cache + off, ok, stream);
+      atlas::cp_async_16_stream(sv + dst, v_cache + off, ok, stream);
     }
   };
 

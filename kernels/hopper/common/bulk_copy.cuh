@@ -25,6 +25,8 @@
 
 #include <stdint.h>
 
+#include "atlas_common.cuh"
+
 namespace atlas::bulk {
 
 // A CUtensorMap as a kernel parameter (`const __grid_constant__ TensorMap`): 128 opaque bytes,
@@ -83,6 +85,22 @@ __device__ __forceinline__ void copy_tile_2d(uint32_t dst, const void* map, int 
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
       : "memory");
+}
+
+// copy_tile_2d for boxes streamed once a step (decode weights): with the evict_first L2
+// policy (atlas_common.cuh kStreamEvictFirst; `policy` from l2_stream_policy()).
+__device__ __forceinline__ void copy_tile_2d_stream(uint32_t dst, const void* map, int c0,
+                                                    int c1, uint64_t* bar, uint64_t policy) {
+  if constexpr (kStreamEvictFirst) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar)),
+        "l"(policy)
+        : "memory");
+  } else {
+    copy_tile_2d(dst, map, c0, c1, bar);
+  }
 }
 
 // copy_tile_2d into every block of the cluster named in `cta_mask` (bit r: rank r): the box

@@ -175,13 +175,15 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
 
   // the producer's copies of ring stage g (counted over the cluster's tiles): k-tile kt of
   // the tile whose first output column (kSwiglu: gate/up pair) is row0
+  const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
   auto load_w = [&](int s, int kt, int row0) {
     const uint32_t dst = smem + s * kStage;
     if constexpr (kSwiglu) {  // gate rows [row0, +kRows / 2), then the up rows I past them
-      atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
-      atlas::bulk::copy_tile_2d(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s]);
+      atlas::bulk::copy_tile_2d_stream(dst, &wmap, kt * BK, row0, &full[s], stream);
+      atlas::bulk::copy_tile_2d_stream(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s],
+                                       stream);
     } else {
-      atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row0, &full[s]);
+      atlas::bulk::copy_tile_2d_stream(dst, &wmap, kt * BK, row0, &full[s], stream);
     }
   };
   auto load_x = [&](int s, int kt) {

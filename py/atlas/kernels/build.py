@@ -158,10 +158,13 @@ def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
 
 def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
                jobs: int | None = None, cache_dir: Path | None = None,
-               progress: ProgressFn | None = None) -> list[PtxSet]:
+               progress: ProgressFn | None = None,
+               defines: tuple[str, ...] = ()) -> list[PtxSet]:
     """Build the PTX set of every target (in the order given). Every distinct module of every
     target is queued before any result is awaited, largest include closure first (a rough
-    proxy for compile time), so the pool stays full and the slowest compile is not the tail."""
+    proxy for compile time), so the pool stays full and the slowest compile is not the tail.
+    `defines` (NAME=VALUE) are appended to every leaf's flags as -D options: the variant
+    builds a compile-time A/B compares (recorded in the set's flags and closure hash)."""
     leaves = [load_leaf(repo_root, t) for t in targets]
     if skip:
         return [skipped_set(repo_root, leaf) for leaf in leaves]
@@ -174,7 +177,7 @@ def build_sets(repo_root: Path, targets: list[KernelTarget], *, skip: bool,
                 compilers[vendor] = PtxCompiler(resolve_compute_target(vendor), pool,
                                                 cache_dir, progress)
             ptx_compiler = compilers[vendor]
-            flags = leaf.flags
+            flags = [*leaf.flags, *(f"-D{d}" for d in defines)]
             sources = {name: path.relative_to(repo_root).as_posix()
                        for name, path in leaf_modules(repo_root, leaf.target).items()}
             leaf_jobs = {name: ptx_compiler.job(sources[name], closure, leaf.hardware.arch,
@@ -208,13 +211,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def build_into(repo_root: Path, out_dir: Path, targets: list[KernelTarget], *, skip: bool,
                jobs: int | None = None, cache_dir: Path | None = None,
-               progress: ProgressFn | None = None) -> list[Path]:
+               progress: ProgressFn | None = None,
+               defines: tuple[str, ...] = ()) -> list[Path]:
     """Write one artifact per target into `out_dir` (modules cached in `cache_dir`), and
     delete artifacts of leaves that no longer exist in the tree, so the runtime can never
     pick up a target whose sources are gone. Artifacts of existing but unselected leaves stay.
     An artifact whose bytes are unchanged is not rewritten (its mtime stays)."""
     sets = build_sets(repo_root, targets, skip=skip, jobs=jobs, cache_dir=cache_dir,
-                      progress=progress)
+                      progress=progress, defines=defines)
     written = []
     for ptx_set in sets:
         path = out_dir / artifact_name(ptx_set.target)
