@@ -89,6 +89,28 @@ __device__ __forceinline__ uint64_t l2_stream_policy() {
   return policy;
 }
 
+// ld_stream / ld_prefetch for streamed weights under a `policy` from l2_stream_policy(): the
+// same loads with the L2 cache hint when kStreamEvictFirst is on.
+__device__ __forceinline__ uint4 ld_stream_hinted(const uint4* p, uint64_t policy) {
+  if constexpr (!kStreamEvictFirst) return ld_stream(p);
+  uint4 v;
+  asm volatile(
+      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
+
+__device__ __forceinline__ uint4 ld_prefetch_hinted(const uint4* p, uint64_t policy) {
+  if constexpr (!kStreamEvictFirst) return ld_prefetch(p);
+  uint4 v;
+  asm volatile(
+      "ld.global.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
+
 // Copy n 16-byte chunks from global memory (through L2: another kernel may have written
 // them) into shared memory, the whole block cooperating, kUnroll loads of a thread in flight
 // before its first store (a load and its store per iteration cost one dependent L2 round trip

@@ -170,13 +170,15 @@ template <bool kPreWait = false>
 __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
                                                  const uint4* const (&wrow)[kRowsPerBlock],
                                                  int c0, int kc) {
+  const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
     for (int r = 0; r < kRowsPerBlock; ++r)
-      wv[u][r] = c >= kc ? make_uint4(0u, 0u, 0u, 0u)
-                 : kPreWait ? atlas::ld_prefetch(wrow[r] + c) : atlas::ld_stream(wrow[r] + c);
+      wv[u][r] = c >= kc     ? make_uint4(0u, 0u, 0u, 0u)
+                 : kPreWait ? atlas::ld_prefetch_hinted(wrow[r] + c, stream)
+                            : atlas::ld_stream_hinted(wrow[r] + c, stream);
   }
 }
 
