@@ -14,8 +14,11 @@ set -uo pipefail
 mkdir -p .device/kernels .device/sass
 tar xJf .device/kernels.tar.xz -C .device/kernels && tar xJf .device/sass.tar.xz -C .device/sass \
   && tar xJf .device/tok.tar.xz -C .device || { echo "call_head: carried artifacts missing"; exit 1; }
-for v in .device/kernels_*.tar.xz; do  # prep_device.sh ATLAS_PREP_VARIANT sets
-  [ -f "$v" ] && d="${v%.tar.xz}" && mkdir -p "$d" && tar xJf "$v" -C "$d"
+for v in .device/kernels_*.tar.xz; do  # prep_device.sh ATLAS_PREP_VARIANT sets (deltas)
+  [ -f "$v" ] || continue
+  d="${v%.tar.xz}"; mkdir -p "$d.delta" && tar xJf "$v" -C "$d.delta" \
+    && python3 tools/gpu/ptxset_delta.py merge .device/kernels "$d.delta" "$d" > /dev/null \
+    || { echo "call_head: variant $v unusable"; exit 1; }
 done
 export ATLAS_KERNELS_DIR=$PWD/.device/kernels ATLAS_SASS_DIR=$PWD/.device/sass ATLAS_SUITE_REUSE_PTX=1
 export PYTHONPATH=$PWD/py:$PWD/tools:$PWD/tools/gpu:/tmp/site PYTHONUNBUFFERED=1

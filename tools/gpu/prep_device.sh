@@ -6,10 +6,11 @@
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
 #   .whl/                    wheels the GPU image lacks (orjson, structlog)
-#   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..]": the hopper
-#                            common leaf built with those -D defines (a compile-time A/B; its
-#                            cubins join sass.tar.xz; call_head.sh unpacks it to
-#                            .device/kernels_NAME, for ATLAS_KERNELS_DIR in the variant's runs)
+#   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..]": every hopper
+#                            leaf built with those -D defines (a compile-time A/B), as deltas
+#                            against the default sets (tools/gpu/ptxset_delta.py; its cubins join
+#                            sass.tar.xz); call_head.sh rebuilds the full sets in
+#                            .device/kernels_NAME, for ATLAS_KERNELS_DIR in the variant's runs
 #
 #   bash tools/gpu/prep_device.sh            # then: carry [".device", ".whl"], and a call
 #                                            # script that sources tools/gpu/call_head.sh
@@ -28,16 +29,20 @@ echo "== cubins (build/sass)"
 python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" | tail -n 1
 tar cJf .device/kernels.tar.xz -C build/kernels .
 rm -f .device/kernels_*.tar.xz
+sets=(build/kernels)
 if [ -n "${ATLAS_PREP_VARIANT:-}" ]; then
   name="${ATLAS_PREP_VARIANT%%:*}"; defs="${ATLAS_PREP_VARIANT#*:}"
   echo "== variant $name ($defs)"
-  rm -rf "build/kernels_$name"
-  ATLAS_TARGET_HW=hopper ATLAS_TARGET_MODEL=common python3 -m atlas_cli.main kernels build \
-    -j "$jobs" --out "build/kernels_$name" $(echo "$defs" | tr ',' '\n' | sed 's/^/-D /') | tail -n 1
+  rm -rf "build/kernels_$name" "build/delta_$name"
+  ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" \
+    --out "build/kernels_$name" $(echo "$defs" | tr ',' '\n' | sed 's/^/-D /') | tail -n 1
   python3 tools/build_sass.py --kernels "build/kernels_$name" --out build/sass -j "$jobs" | tail -n 1
-  tar cJf ".device/kernels_$name.tar.xz" -C "build/kernels_$name" .
+  python3 tools/gpu/ptxset_delta.py split build/kernels "build/kernels_$name" "build/delta_$name"
+  tar cJf ".device/kernels_$name.tar.xz" -C "build/delta_$name" .
+  sets+=("build/kernels_$name")
 fi
-tar cJf .device/sass.tar.xz -C build/sass .
+python3 tools/gpu/ptxset_delta.py cubins "${sets[@]}" > build/sass.list  # no stale cubins
+tar cJf .device/sass.tar.xz -C build/sass -T build/sass.list
 
 echo "== tokenizer"
 rm -rf build/qwen3-tok && mkdir -p build/qwen3-tok

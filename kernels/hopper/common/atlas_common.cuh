@@ -73,10 +73,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
 // evict_first, so a step's streams (hundreds of MB at batch 64) replace each other in L2 and
 // not the small lines every layer reads again (kv_len, block tables, slots, positions, cos/sin
 // rows, norm weights, activations), which otherwise go back to DRAM behind the stream (gpu75:
-// ~12.6 us a block of the batch-64 attention). Off until measured: the A/B builds a set with
-// -DATLAS_L2_STREAM_EVICT_FIRST=1 (tools/gpu/prep_device.sh ATLAS_PREP_VARIANT).
+// ~12.6 us a block of the batch-64 attention). gpu76: Qwen3-8B batch 64 x 1,536 9.23 -> 8.91
+// ms a step (the attention 121.5 -> 113.8 us), the 64-stream throughput level 11,514 ->
+// 11,940 tok/s. -DATLAS_L2_STREAM_EVICT_FIRST=0 builds the unhinted set for A/B runs
+// (tools/gpu/prep_device.sh ATLAS_PREP_VARIANT).
 #ifndef ATLAS_L2_STREAM_EVICT_FIRST
-#define ATLAS_L2_STREAM_EVICT_FIRST 0
+#define ATLAS_L2_STREAM_EVICT_FIRST 1
 #endif
 constexpr bool kStreamEvictFirst = ATLAS_L2_STREAM_EVICT_FIRST != 0;
 
@@ -89,25 +91,22 @@ __device__ __forceinline__ uint64_t l2_stream_policy() {
   return policy;
 }
 
-// ld_stream / ld_prefetch for streamed weights under a `policy` from l2_stream_policy(): the
-// same loads with the L2 cache hint when kStreamEvictFirst is on.
-__device__ __forceinline__ uint4 ld_stream_hinted(const uint4* p, uint64_t policy) {
-  if constexpr (!kStreamEvictFirst) return ld_stream(p);
+// A streamed weight load under a `policy` from l2_stream_policy(): ld_prefetch before the PDL
+// wait (kPreWait), else ld_stream, with the L2 cache hint when kStreamEvictFirst is on.
+template <bool kPreWait>
+__device__ __forceinline__ uint4 ld_weight(const uint4* p, uint64_t policy) {
+  if constexpr (!kStreamEvictFirst) return kPreWait ? ld_prefetch(p) : ld_stream(p);
   uint4 v;
-  asm volatile(
-      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(policy));
-  return v;
-}
-
-__device__ __forceinline__ uint4 ld_prefetch_hinted(const uint4* p, uint64_t policy) {
-  if constexpr (!kStreamEvictFirst) return ld_prefetch(p);
-  uint4 v;
-  asm volatile(
-      "ld.global.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "l"(policy));
+  if constexpr (kPreWait)
+    asm volatile(
+        "ld.global.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(policy));
+  else
+    asm volatile(
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(policy));
   return v;
 }
 

@@ -177,8 +177,7 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBl
 #pragma unroll
     for (int r = 0; r < kRowsPerBlock; ++r)
       wv[u][r] = c >= kc     ? make_uint4(0u, 0u, 0u, 0u)
-                 : kPreWait ? atlas::ld_prefetch_hinted(wrow[r] + c, stream)
-                            : atlas::ld_stream_hinted(wrow[r] + c, stream);
+                                    : atlas::ld_weight<kPreWait>(wrow[r] + c, stream);
   }
 }
 

@@ -87,12 +87,14 @@ struct LaneSources {
   // serve 256 (this step's and the next three's).
   __device__ __forceinline__ void fill_weights(uint4* stage, int lane, int s) const {
     const int ch = chunk(s);
+    const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        atlas::cp_async_16_prefetch256(stage + (2 * t + h) * 32 + lane,
-                                       ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0);
+        atlas::cp_async_16_prefetch256_stream(stage + (2 * t + h) * 32 + lane,
+                                              ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0,
+                                              stream);
   }
 
   // The activation slots of k-step s into `stage` (only after the PDL wait).

@@ -258,12 +258,13 @@ __device__ __forceinline__ void load_batch(Frag (&f)[kS], const F& fmt, const ui
                                            int tile, int s0, int last, int g, int c, int n,
                                            int k) {
   const TileRows t = tile_rows<F, kSwiglu>(w, tile, g, c, n, k);
+  const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
   for (int u = 0; u < kS; ++u) {
     const int s = s0 + u;
     if (s < last) {
-      f[u].wa = kPreWait ? atlas::ld_prefetch(t.wa + 4 * s) : atlas::ld_stream(t.wa + 4 * s);
-      f[u].wb = kPreWait ? atlas::ld_prefetch(t.wb + 4 * s) : atlas::ld_stream(t.wb + 4 * s);
+      f[u].wa = atlas::ld_weight<kPreWait>(t.wa + 4 * s, stream);
+      f[u].wb = atlas::ld_weight<kPreWait>(t.wb + 4 * s, stream);
       fmt.template scales<kPreWait>(f[u], t.ra, t.rb, s, c);
     }
   }

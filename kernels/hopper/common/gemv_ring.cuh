@@ -72,14 +72,15 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
     if (next < tiles) {
       const int c0 = next_it * per_iter + tid;
       uint4* slot = mine + next_q * stage_stride;
+      const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {  // rows past n re-read row n-1; never stored
         const uint4* row = w4 + static_cast<size_t>(min(next_row0 + r, n - 1)) * kc;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int c = c0 + u * threads;
-          atlas::cp_async_16_prefetch256(slot + (u * kRowsPerBlock + r) * threads,
-                                         c < kc ? row + c : w4, c < kc);
+          atlas::cp_async_16_prefetch256_stream(slot + (u * kRowsPerBlock + r) * threads,
+                                                c < kc ? row + c : w4, c < kc, stream);
         }
       }
     }

@@ -45,8 +45,9 @@ __device__ __forceinline__ void cp_async_16_prefetch256(void* dst, const void* s
                : "memory");
 }
 
-// cp_async_16 for bytes streamed once a step (K/V pages): with the evict_first L2 policy
-// (atlas_common.cuh kStreamEvictFirst; `policy` from l2_stream_policy()).
+// cp_async_16 / cp_async_16_prefetch256 for bytes streamed once a step (K/V pages, weights):
+// with the evict_first L2 policy (atlas_common.cuh kStreamEvictFirst; `policy` from
+// l2_stream_policy()).
 __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, bool valid,
                                                    uint64_t policy) {
   if constexpr (kStreamEvictFirst) {
@@ -56,6 +57,19 @@ __device__ __forceinline__ void cp_async_16_stream(void* dst, const void* src, b
                  : "memory");
   } else {
     cp_async_16(dst, src, valid);
+  }
+}
+
+__device__ __forceinline__ void cp_async_16_prefetch256_stream(void* dst, const void* src,
+                                                               bool valid, uint64_t policy) {
+  if constexpr (kStreamEvictFirst) {
+    asm volatile(
+        "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(valid ? 16 : 0), "l"(policy)
+        : "memory");
+  } else {
+    cp_async_16_prefetch256(dst, src, valid);
   }
 }
 

@@ -227,11 +227,12 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
     if (!live(i)) return;
     const uint4* wg = gate_row(i);
     const uint4* wu = wg + up_rows * kc;
+    const uint64_t stream = atlas::l2_stream_policy();  // the experts' L2 policy
 #pragma unroll
     for (int st = 0; st < kSteps; ++st) {  // past the row: its last chunk again, unused
       const int c = min(lane + 32 * (cb * kSteps + st), kc - 1);
-      a[st] = atlas::ld_stream(wg + c);
-      b[st] = atlas::ld_stream(wu + c);
+      a[st] = atlas::ld_weight<false>(wg + c, stream);
+      b[st] = atlas::ld_weight<false>(wu + c, stream);
     }
   };
   float g[kTok], up[kTok];
@@ -704,13 +705,14 @@ template <bool kBeforeWait, int kItems, int kBatch>
 __device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], int s0,
                                                 uint4 (&wv)[kItems][kBatch]) {
   const int lane = threadIdx.x & 31;
+  const uint64_t stream = atlas::l2_stream_policy();  // the experts' L2 policy
 #pragma unroll
   for (int m = 0; m < kItems; ++m)
 #pragma unroll
     for (int s = 0; s < kBatch; ++s) {
       const int c = lane + 32 * (s0 + s);
       if (c < it[m].n)
-        wv[m][s] = kBeforeWait ? atlas::ld_prefetch(it[m].w + c) : atlas::ld_stream(it[m].w + c);
+        wv[m][s] = atlas::ld_weight<kBeforeWait>(it[m].w + c, stream);
     }
 }
 
@@ -891,6 +893,7 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
                                                 int n, int kc, int row0, int rows,
                                                 GemvChunk (&ch)[kU],
                                                 uint4 (&wv)[kU][kRows]) {
+  const uint64_t stream = atlas::l2_stream_policy();  // the experts' L2 policy
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
     ch[u] = down_gemv_chunk(a, ids, threadIdx.x + kThreads * (kU * b + u), n, kc);
@@ -901,7 +904,7 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
         continue;
       }
       const uint4* p = ch[u].w + (row0 + r) * ch[u].stride;
-      wv[u][r] = kBeforeWait ? atlas::ld_prefetch(p) : atlas::ld_stream(p);
+      wv[u][r] = atlas::ld_weight<kBeforeWait>(p, stream);
     }
   }
 }

@@ -62,10 +62,11 @@ constexpr int kGateBatch = 8;
 template <bool kBeforeWait>
 __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
                                                 uint4 (&wv)[kGateBatch]) {
+  const uint64_t stream = atlas::l2_stream_policy();  // the router weights' L2 policy
 #pragma unroll
   for (int i = 0; i < kGateBatch; ++i) {
     const uint4* p = wr + min(c0 + 32 * i, kc - 1);
-    wv[i] = kBeforeWait ? atlas::ld_prefetch(p) : atlas::ld_stream(p);
+    wv[i] = atlas::ld_weight<kBeforeWait>(p, stream);
   }
 }
 
