@@ -3,7 +3,6 @@
 # copies; the kernels_l2 set, built with -DATLAS_L2_STREAM_EVICT_FIRST=1) against the default set: checks of both
 # modules on the variant, then Qwen3-8B steps A/B in both orders at batch 64 x 1,536, batch 8 x 4,096 and batch 1 x
 # 512 (and Qwen3-0.6B batch 1: the b1 GEMVs' weight loads take the policy too). Repo root, carry [".device", ".whl"].
-[ -f bench/results/2026-12-04-gpu76/r/b64_d.json ] && { echo "already measured"; exit 0; }  # TEMP guard
 source tools/gpu/call_head.sh
 V=$PWD/.device/kernels_l2; D=$ATLAS_KERNELS_DIR
 ls $V
