@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session-22 call C: the record at this tree (evict_first L2 policy on by default): batch-1 steps of the dense
 # published shapes, then the contest-shaped throughput sweep 1..64 against the default Qwen3-8B server (no flags),
-# each level set a seed of its own (as gpu65). Repo root, carry [".device", ".whl"].
+# each level set a seed of its own (as gpu65); then the checks gpu77 could not finish. Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 (python3 tools/make_fixtures.py --config qwen3-8b --device cuda --out $C/qwen3-8b --no-golden > $L/ckpt8b.log 2>&1; echo done > $W/ckpt8b.done) &
 for m in qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3.2-3b llama-3.1-8b; do
@@ -29,4 +29,8 @@ pkill -f "atlas_cli.main serve"
 echo "== batch-1 GPU ms a step"
 for m in qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3.2-3b llama-3.1-8b; do
   printf "%-14s %s\n" $m "$(hdr b1_$m | head -1 | cut -c1-150)"; done
+# the modules whose weight loads took the policy in 8b624db2 and gpu77 left unchecked (its check run stopped at the
+# ring kernel's illegal instruction; that kernel's hint is reverted in this tree)
+TAILN=3 t 170 checks python3 tools/gpu/check_kernels.py -m gemv_mma_quant -m gemv_quant_direct -m moe_decode -m moe_router --out $R/checks.json
+grep -E "FAIL|differ|outside|Traceback|rror" $L/checks.log | head -8 | cut -c1-200
 echo "ALL DONE"

@@ -117,14 +117,13 @@ struct Lane {
   // The weight (and group-scale) slots of the next step into `stage` (may run before the
   // PDL wait: no kernel writes them).
   __device__ __forceinline__ void fill_weights(uint8_t* stage) {
-    const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         uint8_t* dst = stage + ((2 * t + h) * 32 + lane) * F::kWBytes;
         if constexpr (F::kWBytes == 16)
-          atlas::cp_async_16_stream(dst, wrow[t][h], true, stream);
+          atlas::cp_async_16(dst, wrow[t][h], true);
         else
           cp_async_8(dst, wrow[t][h]);
         wrow[t][h] += 4 * F::kWBytes;
