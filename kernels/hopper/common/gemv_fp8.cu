@@ -184,6 +184,19 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
   gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums);
 }
 
+// The fused [gate | up] weight's product of one row ending with its SwiGLU on the same loop
+// (gemv_core.cuh StoreSwiglu: y = act [1, n / 2], two features a block: the gate rows of
+// features 2 b, 2 b + 1 and their up rows), bit for bit the entry above followed by
+// silu_mul (ops/matmul_quant.uses_core_swiglu, ATLAS_QUANT_FP8_CORE_SWIGLU). Why: batch 1's
+// gate_up otherwise ends with its SwiGLU on the tensor-core twin (gemv_qd_fp8_swiglu), which
+// streamed Qwen3-8B's 100.7 MB at ~61% of copy (38.9 us, gpu77) where this loop streams the
+// down projection at ~89%. Launch: grid ceil(n / 4), block as the entry above; n even.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
+    gemv_fp8_cvt_swiglu_bf16_single(const __nv_bfloat16* x, const uint8_t* w, ATLAS_FP8_ARGS) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums, StoreSwiglu{});
+}
+
 // m == 1 on packed half-precision FMAs (gemv_h2.cuh, Fp8H2; ops/matmul_quant.uses_fp8_h2,
 // ATLAS_QUANT_FP8_H2): y bf16, y f32 (a quantized LM head's logits: the bf16-rounded sums
 // widened), and the fused [gate | up] weight's product ending with its SwiGLU (y = act

@@ -11,6 +11,7 @@ next tile's loads in flight during a tile's reduction (ops/matmul_quant_mma.dire
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 import numpy as np
@@ -40,13 +41,15 @@ SWIGLU_REL_TOL = 2.0 ** -6
 def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
                 tile_loop: bool | None = None, narrow: int | None = None,
-                h2: bool = False, x_spikes: Mapping[int, float] | None = None) -> KernelCase:
+                h2: bool = False, x_spikes: Mapping[int, float] | None = None,
+                core: bool = False) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
     loop; `h2`, m = 1: the format's half-precision-FMA GEMV instead (gemv_nvfp4.cu /
-    gemv_fp8.cu gemv_*_h2_swiglu_bf16); `x_spikes`:
+    gemv_fp8.cu gemv_*_h2_swiglu_bf16); `core`, FP8, m = 1: the convert GEMV's twin
+    (gemv_fp8_cvt_swiglu_bf16_single, routes.quant_fp8_core_swiglu); `x_spikes`:
     x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
@@ -75,8 +78,9 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         return bf16_bits_to_f32(v["x"]).astype(np.float64) @ dequant(v).T
 
     nvfp4 = fmt == "nvfp4"
-    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, h2=h2 and nvfp4,
-                         fp8_h2=h2 and not nvfp4)
+    routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, core and not nvfp4,
+                         h2=h2 and nvfp4, fp8_h2=h2 and not nvfp4)
+    routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -95,10 +99,10 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         rms = float(np.sqrt(np.mean(gate_up * gate_up)))
         act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
-    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else (
-        f"gemv_qd{'_staged' if staged else ''}_"
-        f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
-    module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 else "gemv_quant_direct"
+    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else "gemv_fp8_cvt" if core \
+        else (f"gemv_qd{'_staged' if staged else ''}_"
+              f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
+    module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 or core else "gemv_quant_direct"
     return KernelCase(f"{kind}_swiglu {'' if nvfp4 else fmt + ' '}m{m} inter{inter} "
                       f"k{k}{spikes_tag(x_spikes)}", module,
                       inputs, {"act": act},
@@ -352,3 +356,19 @@ def gemv_fp8_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
         fp8_linear_case(rng, "block", 1, 130, 1408, h2=True, x_spikes=FP8_H2_SPIKES_EXTREME),
         fp8_linear_case(rng, "block", 1, 259, 4096, h2=True, x_spikes=FP8_H2_TINY),
         swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU)]
+
+
+#: the convert GEMV's SwiGLU twin ((layout, inter, k)): Qwen3-8B's gate_up, an odd feature
+#: count (a block's second feature past the end) with a K ending inside a 128-column block,
+#: 128-row scale blocks straddling gate and up (inter 200), one 32-thread block (k 512),
+#: k 12,288 (256 threads, a second pass over K), the other layouts
+FP8_CORE_SWIGLU_SHAPES = [("block", 12288, 4096), ("block", 203, 1040), ("block", 200, 1024),
+                          ("block", 64, 512), ("block", 100, 12288), ("channel", 77, 4096),
+                          ("tensor", 1, 64)]
+
+
+@kernel_cases("gemv_fp8")
+def gemv_fp8_cvt_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """gemv_fp8_cvt_swiglu_bf16_single over FP8_CORE_SWIGLU_SHAPES."""
+    return [swiglu_case(rng, layout, 1, inter, k, core=True)
+            for layout, inter, k in FP8_CORE_SWIGLU_SHAPES]

@@ -26,7 +26,8 @@ import numpy as np
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE, GEMV_FP8_H2,
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
+                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
@@ -140,16 +141,33 @@ def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "QuantWeight", y: 
 def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
     """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
     (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
-    route switch (ATLAS_QUANT_FP8_CORE), unset FP8_CORE_BY_DEFAULT; consulted where the
+    route switch (ATLAS_QUANT_FP8_CORE forces it on / off), unset FP8_CORE_BY_DEFAULT where
+    the loaded set has the module (reference backends load none); consulted where the
     half-precision-FMA GEMV does not take the row (`uses_fp8_h2`). The [gate | up] product
-    that ends with its SwiGLU keeps the tensor-core kernel (`fuses_swiglu`): that fusion
-    saves a launch this GEMV cannot."""
+    that ends with its SwiGLU asks `uses_core_swiglu`."""
     if m != 1 or not isinstance(w, Fp8Weight):
         return False
-    if GEMV_FP8_CVT_SINGLE.module not in kc.backend.module_names:
-        return False
     forced = kc.routes.quant_fp8_core
-    return FP8_CORE_BY_DEFAULT if forced is None else forced
+    if forced is not None:
+        return forced
+    return FP8_CORE_BY_DEFAULT and GEMV_FP8_CVT_SINGLE.module in kc.backend.module_names
+
+
+#: whether the [gate | up] product of one FP8 row ends with its SwiGLU on the convert GEMV
+#: (`uses_core_swiglu`) unless ATLAS_QUANT_FP8_CORE_SWIGLU says otherwise, instead of on the
+#: tensor-core twin (gemv_qd_fp8_swiglu: Qwen3-8B's 100.7 MB gate_up in 38.9 us at batch 1,
+#: ~61% of copy, gpu77, where the convert GEMV streams the down projection at ~89%).
+FP8_CORE_SWIGLU_BY_DEFAULT = False
+
+
+def uses_core_swiglu(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
+    """Whether the fused [gate | up] product of m rows of w ending with its SwiGLU runs
+    gemv_fp8_cvt_swiglu_bf16_single: the convert GEMV takes the row (`uses_core_single`) and
+    the route switch (ATLAS_QUANT_FP8_CORE_SWIGLU), unset FP8_CORE_SWIGLU_BY_DEFAULT, says so."""
+    if not uses_core_single(kc, w, m):
+        return False
+    forced = kc.routes.quant_fp8_core_swiglu
+    return FP8_CORE_SWIGLU_BY_DEFAULT if forced is None else forced
 
 
 def _check_rows(name: str, m: int) -> None:
@@ -158,17 +176,24 @@ def _check_rows(name: str, m: int) -> None:
 
 
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
-             m: int, single: bool | None = None, cvt: bool = False) -> None:
+             m: int, single: bool | None = None, cvt: bool = False,
+             swiglu: bool = False) -> None:
     """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y); `cvt` (m == 1): the
-    entry point decoding E4M3 by the hardware convert, two chunks a row per thread."""
+    entry point decoding E4M3 by the hardware convert, two chunks a row per thread; with
+    `swiglu` its twin ending the fused [gate | up] product with its SwiGLU (y the activation
+    [1, n / 2], two features a block; n even)."""
     _check_rows("gemv_fp8", m)
     if cvt:
         if m != 1:
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
-        kc.get(GEMV_FP8_CVT_SINGLE)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK),
-                                    gemv_fp8_threads(w.k, 2), 0, x, w.codes, w.scales, y, m,
-                                    w.n, w.k, *w.map_args)
+        if swiglu and w.n % 2:
+            raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
+        sig = GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else GEMV_FP8_CVT_SINGLE
+        kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k, 2), 0, x,
+                    w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
         return
+    if swiglu:
+        raise ValueError("gemv_fp8: only the convert entry point ends with the SwiGLU")
     single = m == 1 if single is None else single
     sig = GEMV_FP8_SINGLE if single else GEMV_FP8
     kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k), 0, x, w.codes,
@@ -245,7 +270,7 @@ def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     in the GEMV (`linear_swiglu_quant`): n splits in halves, and one row on the
     half-precision-FMA GEMV (`uses_h2`) or the register-fed tensor-core kernel (1..8 rows,
     loaded, switched on) takes it."""
-    return w.n % 2 == 0 and (uses_h2(kc, w, m) or (
+    return w.n % 2 == 0 and (uses_h2(kc, w, m) or uses_core_swiglu(kc, w, m) or (
         uses_mma(kc, w, m) and matmul_quant_mma.uses_direct(kc, w, m)))
 
 
@@ -256,6 +281,9 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
     if uses_h2(kc, w, m):
         gemv_h2(kc, stream, x, w, act, "swiglu")
+        return
+    if uses_core_swiglu(kc, w, m):
+        gemv_fp8(kc, stream, x, w, act, m, cvt=True, swiglu=True)
         return
     matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
 

@@ -63,6 +63,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (gemv_fp8.cu gemv_fp8_cvt_bf16_single: the bf16 GEMV's mould, ~3 instructions a weight,
   none of them on the integer pipe) / on the tensor-core route; unset, the launch builder's
   rule (ops/matmul_quant.FP8_CORE_BY_DEFAULT). The A/B of issue 12's batch-1 FP8 GEMVs.
+* ATLAS_QUANT_FP8_CORE_SWIGLU=1 / 0: where the convert GEMV takes FP8 rows, the gate_up of
+  one row ending with its SwiGLU on its twin too (gemv_fp8_cvt_swiglu_bf16_single) / on the
+  tensor-core kernel (gemv_qd_fp8_swiglu); unset, ops/matmul_quant.FP8_CORE_SWIGLU_BY_DEFAULT.
 * ATLAS_QUANT_NVFP4_H2=1 / 0: NVFP4 products of one row (qkv, o_proj, down, the gate_up that
   ends with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
@@ -473,6 +476,7 @@ class KernelRoutes:
     quant_tile_loop: bool | None = None
     quant_narrow: int | None = None
     quant_fp8_core: bool | None = None
+    quant_fp8_core_swiglu: bool | None = None
     quant_nvfp4_h2: bool | None = None
     quant_fp8_h2: bool | None = None
     decode_gemm: bool = True
@@ -584,6 +588,7 @@ class KernelRoutes:
                    quant_tile_loop=_env_tristate(env, "ATLAS_QUANT_TILE_LOOP"),
                    quant_narrow=int(narrow) if narrow else None,
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
+                   quant_fp8_core_swiglu=_env_tristate(env, "ATLAS_QUANT_FP8_CORE_SWIGLU"),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
