@@ -163,6 +163,42 @@ def test_e2m1_half_lookup_gives_exact_f16_for_every_code() -> None:
     assert float(np.abs(want.astype(np.float64)).min(initial=1.0, where=want != 0)) >= 2.0 ** -14
 
 
+def _e2m1x8_half_cvt(q: np.ndarray) -> np.ndarray:
+    """e2m1x8_to_f16x2_cvt on every word of q: [len(q), 8] f16 bit patterns. Its even / odd
+    byte expressions (shifts and masks) and PRMT selectors are read from the header; each
+    E4M3 byte then converts exactly (FP8_E4M3_LUT) to f16, as cvt.rn.f16x2.e4m3x2 does."""
+    body = _body("void e2m1x8_to_f16x2_cvt(")
+    terms = re.findall(r"\(\(q ([<>]{2}) (\d)\) & (0x[0-9A-Fa-f]+)u\)", body)
+    (sign_mask,) = _hex(r"\| \(q & (0x[0-9A-Fa-f]+)u\)", body)
+    sels = _hex(r"prmt\(even, odd, (0x[0-9A-Fa-f]+)u\)", body)
+    assert len(terms) == 3 and len(sels) == 2
+    q = q.astype(np.uint64)
+
+    def term(op: str, sh: str, mask: str) -> np.ndarray:
+        moved = (q << np.uint64(int(sh))) & U32 if op == "<<" else q >> np.uint64(int(sh))
+        return moved & np.uint64(int(mask, 16))
+
+    even = term(*terms[0]) | term(*terms[1])
+    odd = term(*terms[2]) | (q & np.uint64(sign_mask))
+    out = []
+    for sel in sels:
+        word = _prmt(even, odd, sel)
+        out += [(word >> np.uint64(8 * b)) & np.uint64(0xFF) for b in range(4)]
+    codes = np.stack(out, axis=1).astype(np.uint8)
+    return FP8_E4M3_LUT[codes].astype(np.float16).view(np.uint16)
+
+
+def test_e2m1_convert_decode_gives_the_table_decodes_f16_bits() -> None:
+    """The E4M3-convert decode of the h2 GEMV (ATLAS_NVFP4_H2_CVT): every E2M1 code in every
+    position of a word gives bit for bit the byte table's f16 pairs (e2m1 * 2^-6, signed
+    zeros included), in the same pair order."""
+    rng = np.random.default_rng(11)
+    low = np.arange(1 << 16, dtype=np.uint64)
+    noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
+    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
+    np.testing.assert_array_equal(_e2m1x8_half_cvt(q), _e2m1x8_half(q))
+
+
 def _f64(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
@@ -564,8 +600,9 @@ def test_gate_up_swiglu_launch_geometry(fmt: str) -> None:
 @pytest.mark.parametrize("case", ["m9", "ring", "odd n", "not loaded", "bf16"])
 def test_gate_up_keeps_silu_mul_where_the_swiglu_cannot_fuse(case: str) -> None:
     dev = _quant_mock() if case == "not loaded" else _direct_mock()
-    # the tensor-core kernels' conditions: one FP8 row's half-precision-FMA GEMV switched off
-    routes = KernelRoutes(quant_direct=False if case == "ring" else None, quant_fp8_h2=False)
+    # the tensor-core kernels' conditions: one FP8 row's CUDA-core GEMVs switched off
+    routes = KernelRoutes(quant_direct=False if case == "ring" else None, quant_fp8_h2=False,
+                          quant_fp8_core=False)
     n = 2 * 64 + (1 if case == "odd n" else 0)
     m = 9 if case == "m9" else 2 if case == "bf16" else 1  # bf16 fuses one row only
     lin = (Bf16Linear(dev.alloc(n * 256 * 2), n, 256) if case == "bf16"
@@ -588,8 +625,8 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
-    assert [r.func for r in dev.drain_launches()] == ["gemv_qd_fp8_swiglu_bf16",  # down on the
-                                                      "gemv_fp8_cvt_bf16_single"]  # convert GEMV
+    assert [r.func for r in dev.drain_launches()] == [  # both on the convert GEMV
+        "gemv_fp8_cvt_swiglu_bf16_single", "gemv_fp8_cvt_bf16_single"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False, quant_fp8_h2=True)), 0, b, 1)
     assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
                                                       "gemv_fp8_h2_bf16"]  # half-precision FMAs

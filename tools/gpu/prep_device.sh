@@ -6,7 +6,8 @@
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
 #   .whl/                    wheels the GPU image lacks (orjson, structlog)
-#   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..]": every hopper
+#   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..] [NAME2:..]" (one
+#                            set per space-separated variant): every hopper
 #                            leaf built with those -D defines (a compile-time A/B), as deltas
 #                            against the default sets (tools/gpu/ptxset_delta.py; its cubins join
 #                            sass.tar.xz); call_head.sh rebuilds the full sets in
@@ -30,8 +31,8 @@ python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" 
 tar cJf .device/kernels.tar.xz -C build/kernels .
 rm -f .device/kernels_*.tar.xz
 sets=(build/kernels)
-if [ -n "${ATLAS_PREP_VARIANT:-}" ]; then
-  name="${ATLAS_PREP_VARIANT%%:*}"; defs="${ATLAS_PREP_VARIANT#*:}"
+for variant in ${ATLAS_PREP_VARIANT:-}; do
+  name="${variant%%:*}"; defs="${variant#*:}"
   echo "== variant $name ($defs)"
   rm -rf "build/kernels_$name" "build/delta_$name"
   ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" \
@@ -40,7 +41,7 @@ if [ -n "${ATLAS_PREP_VARIANT:-}" ]; then
   python3 tools/gpu/ptxset_delta.py split build/kernels "build/kernels_$name" "build/delta_$name"
   tar cJf ".device/kernels_$name.tar.xz" -C "build/delta_$name" .
   sets+=("build/kernels_$name")
-fi
+done
 python3 tools/gpu/ptxset_delta.py cubins "${sets[@]}" > build/sass.list  # no stale cubins
 tar cJf .device/sass.tar.xz -C build/sass -T build/sass.list
 

@@ -41,20 +41,13 @@
 namespace {
 
 using namespace atlas::gemv;
+using atlas::quant::e4m3x4_to_f16x2;
 
 __device__ __forceinline__ void e4m3x4_scaled_down(uint32_t w, float* f) {
   f[0] = __uint_as_float(((w << 20) & 0x07f00000u) | ((w << 24) & 0x80000000u));
   f[1] = __uint_as_float(((w << 12) & 0x07f00000u) | ((w << 16) & 0x80000000u));
   f[2] = __uint_as_float(((w << 4) & 0x07f00000u) | ((w << 8) & 0x80000000u));
   f[3] = __uint_as_float(((w >> 4) & 0x07f00000u) | (w & 0x80000000u));
-}
-
-// Four E4M3 codes (code i in bits 8i..8i+7) -> their exact f16 pairs (v0, v1), (v2, v3):
-// two hardware converts.
-__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
-      " cvt.rn.f16x2.e4m3x2 %1, b;\n}"
-      : "=r"(lo), "=r"(hi) : "r"(w));
 }
 
 // Four E4M3 codes -> their exact f32 values: two hardware converts to f16 pairs, widened.

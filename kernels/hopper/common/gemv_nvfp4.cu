@@ -19,6 +19,18 @@
 #include "gemv_h2.cuh"
 #include "quant_decode.cuh"
 
+// Compile-time A/Bs of the batch-1 h2 GEMV (atlas kernels build -D NAME=VALUE): the E2M1
+// decode through the E4M3 convert (quant_decode.cuh e2m1x8_to_f16x2_cvt, the same f16 pairs)
+// instead of the byte table, and the blocks of 256 threads an SM its launch bounds budget
+// registers for (3: 85 registers; the 2-warp blocks at k = 4,096 then fit 12 an SM, 24 warps,
+// the occupancy limit Nsight Compute reported at gpu79).
+#ifndef ATLAS_NVFP4_H2_CVT
+#define ATLAS_NVFP4_H2_CVT 0
+#endif
+#ifndef ATLAS_NVFP4_H2_BLOCKS_PER_SM
+#define ATLAS_NVFP4_H2_BLOCKS_PER_SM 3
+#endif
+
 namespace {
 
 using namespace atlas::gemv;
@@ -101,7 +113,11 @@ struct Nvfp4H2 {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value s
     atlas::quant::e4m3x2_to_f32(pair, s[0], s[1]);
   }
   __device__ __forceinline__ void decode(uint32_t q, uint32_t (&p)[kPairs]) const {
+#if ATLAS_NVFP4_H2_CVT
+    atlas::quant::e2m1x8_to_f16x2_cvt(q, p);
+#else
     atlas::quant::e2m1x8_to_f16x2(q, atlas::quant::kE2m1HalfLo, atlas::quant::kE2m1HalfHi, p);
+#endif
   }
   __device__ __forceinline__ float out_scale(int r) const {  // read before the PDL wait
     return *reinterpret_cast<const volatile float*>(row_scale + r) *
@@ -137,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 constexpr int kH2BlocksPerSm = 2;
 #else
-constexpr int kH2BlocksPerSm = 3;
+constexpr int kH2BlocksPerSm = ATLAS_NVFP4_H2_BLOCKS_PER_SM;
 #endif
 #define ATLAS_NVFP4_H2_ENTRY(name, out)                                                    \
   extern "C" __global__ void __launch_bounds__(kMaxThreads, kH2BlocksPerSm)                 \

@@ -217,6 +217,29 @@ __device__ __forceinline__ void e2m1x8_to_f16x2(uint32_t q, uint32_t lo, uint32_
   }
 }
 
+// Four E4M3 codes (code i in bits 8i..8i+7) -> their exact f16 pairs (v0, v1), (v2, v3):
+// two hardware converts (cvt.rn.f16x2.e4m3x2).
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, b;\n}"
+      : "=r"(lo), "=r"(hi) : "r"(w));
+}
+
+// e2m1x8_to_f16x2's result (the same f16 pairs, bit for bit) through the E4M3 convert: code
+// (s, e1 e0 m) becomes the E4M3 byte s << 7 | (e1 e0 m) << 2, exponent field e and mantissa
+// 4m, whose value is e2m1 * 2^-6 exactly (kE2m1HalfExp; e = 0: the E4M3 subnormal m 2^-7),
+// and cvt.rn.f16x2.e4m3x2 turns two bytes into an exact f16 pair. Per 8 values: 7 shifts
+// and logic ops build the even and odd codes' bytes, 2 PRMTs interleave them in x's pair
+// order, 4 converts: 9 integer-pipe instructions where the byte table takes 13
+// (ATLAS_NVFP4_H2_CVT, gemv_nvfp4.cu).
+__device__ __forceinline__ void e2m1x8_to_f16x2_cvt(uint32_t q, uint32_t (&p)[4]) {
+  static_assert(kE2m1HalfExp == -6, "the E4M3 bytes hold e2m1 * 2^-6");
+  const uint32_t even = ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u);  // codes 0 2 4 6
+  const uint32_t odd = ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u);         // codes 1 3 5 7
+  e4m3x4_to_f16x2(prmt(even, odd, 0x5140u), p[0], p[1]);  // codes 0 1 2 3
+  e4m3x4_to_f16x2(prmt(even, odd, 0x7362u), p[2], p[3]);  // codes 4 5 6 7
+}
+
 // Two E4M3 codes (bits 0..15) -> their exact f32 values (hardware convert to an f16 pair,
 // exact, widened).
 __device__ __forceinline__ void e4m3x2_to_f32(uint32_t codes, float& f0, float& f1) {

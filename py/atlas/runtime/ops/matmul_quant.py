@@ -157,7 +157,9 @@ def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
 #: (`uses_core_swiglu`) unless ATLAS_QUANT_FP8_CORE_SWIGLU says otherwise, instead of on the
 #: tensor-core twin (gemv_qd_fp8_swiglu: Qwen3-8B's 100.7 MB gate_up in 38.9 us at batch 1,
 #: ~61% of copy, gpu77, where the convert GEMV streams the down projection at ~89%).
-FP8_CORE_SWIGLU_BY_DEFAULT = False
+#: Measured (gpu79, 2026-12-04, Qwen3-8B FP8-block batch 1 x 512, GPU ms a step, on / off /
+#: on): 2.810 / 3.122 / 2.810, the gate_up 30.7 us on the step's critical path.
+FP8_CORE_SWIGLU_BY_DEFAULT = True
 
 
 def uses_core_swiglu(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
