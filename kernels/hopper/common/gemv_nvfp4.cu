@@ -19,16 +19,14 @@
 #include "gemv_h2.cuh"
 #include "quant_decode.cuh"
 
-// Compile-time A/Bs of the batch-1 h2 GEMV (atlas kernels build -D NAME=VALUE): the E2M1
-// decode through the E4M3 convert (quant_decode.cuh e2m1x8_to_f16x2_cvt, the same f16 pairs)
-// instead of the byte table, and the blocks of 256 threads an SM its launch bounds budget
-// registers for (3: 85 registers; the 2-warp blocks at k = 4,096 then fit 12 an SM, 24 warps,
-// the occupancy limit Nsight Compute reported at gpu79).
+// The batch-1 h2 GEMV decodes E2M1 through the E4M3 convert (quant_decode.cuh
+// e2m1x8_to_f16x2_cvt: the byte table's f16 pairs, bit for bit, on 9 integer-pipe
+// instructions and 4 converts per 8 codes instead of 13); -D ATLAS_NVFP4_H2_CVT=0 builds the
+// byte-table decode, its A/B. gpu80 (2026-12-04, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step,
+// default / convert / default / convert with the table as the default then): 2.574 / 2.545 /
+// 2.577 / 2.542.
 #ifndef ATLAS_NVFP4_H2_CVT
-#define ATLAS_NVFP4_H2_CVT 0
-#endif
-#ifndef ATLAS_NVFP4_H2_BLOCKS_PER_SM
-#define ATLAS_NVFP4_H2_BLOCKS_PER_SM 3
+#define ATLAS_NVFP4_H2_CVT 1
 #endif
 
 namespace {
@@ -149,11 +147,13 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 // features of n / 2), block min(256, roundup32(ceil(k / 64))); k % 32 == 0, x and w
 // 16-byte aligned, scale 2-byte aligned; SwiGLU: n even.
 // Launch bounds: 85 registers or fewer on sm_90a (80 used, no spills: twelve 2-warp blocks
-// an SM at k = 4,096); sm_121 (gb10) spills under 85 (44+ bytes): 128 there.
+// an SM at k = 4,096; Nsight Compute names registers as the occupancy limit, but a 64-register
+// bound spills 104 bytes and measured 3.079 ms a step against 2.545, gpu80); sm_121 (gb10)
+// spills under 85 (44+ bytes): 128 there.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 constexpr int kH2BlocksPerSm = 2;
 #else
-constexpr int kH2BlocksPerSm = ATLAS_NVFP4_H2_BLOCKS_PER_SM;
+constexpr int kH2BlocksPerSm = 3;
 #endif
 #define ATLAS_NVFP4_H2_ENTRY(name, out)                                                    \
   extern "C" __global__ void __launch_bounds__(kMaxThreads, kH2BlocksPerSm)                 \

@@ -230,8 +230,9 @@ __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 // 4m, whose value is e2m1 * 2^-6 exactly (kE2m1HalfExp; e = 0: the E4M3 subnormal m 2^-7),
 // and cvt.rn.f16x2.e4m3x2 turns two bytes into an exact f16 pair. Per 8 values: 7 shifts
 // and logic ops build the even and odd codes' bytes, 2 PRMTs interleave them in x's pair
-// order, 4 converts: 9 integer-pipe instructions where the byte table takes 13
-// (ATLAS_NVFP4_H2_CVT, gemv_nvfp4.cu).
+// order, 4 converts: 13 instructions, as many as the byte table's, and on the ALU pipe too
+// (Nsight Compute, gpu80), yet 1.2% off a Qwen3-8B NVFP4 batch-1 step in both orders (gpu80;
+// why is not traced: fewer dependent PRMTs a chain?). ATLAS_NVFP4_H2_CVT, gemv_nvfp4.cu.
 __device__ __forceinline__ void e2m1x8_to_f16x2_cvt(uint32_t q, uint32_t (&p)[4]) {
   static_assert(kE2m1HalfExp == -6, "the E4M3 bytes hold e2m1 * 2^-6");
   const uint32_t even = ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u);  // codes 0 2 4 6
