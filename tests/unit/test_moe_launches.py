@@ -152,31 +152,3 @@ def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, name
         assert launches[2].args["logits"] == bufs.logits
         assert launches[2].args["shared_logits"] == bufs.shared_gate
         assert launches[2].args["offset"] == 1
-
-
-@pytest.mark.parametrize("env,down,shared_down", [
-    ({}, 0, 0), ({"ATLAS_MOE_DOWN_L2_PREFETCH": "1"}, 0x3000, 0x5000)])
-def test_batch_one_gate_up_asks_l2_for_the_down_weights_where_switched_on(env, down, shared_down):
-    """ATLAS_MOE_DOWN_L2_PREFETCH=1: the batch-1 gate/up launch carries the down launch's
-    expert weights and the shared expert's down (its prefetch targets); off, null pointers."""
-    from types import SimpleNamespace
-
-    from atlas.model.model import NextNorm
-    from atlas.model.moe import MoeBuffers, MoeMlp, SharedExpert
-    from atlas.runtime.mock import MockGpuBackend
-    from atlas.runtime.ops import KernelCache
-    from atlas.runtime.ops import moe as moe_ops
-    from atlas.runtime.ops.routes import KernelRoutes
-
-    shape = moe_ops.MoeShape(256, 8, 2048, 512, 512)
-    bufs = MoeBuffers(0x10000, 0x20000, 0x30000, moe_ops.MoeScratch(act=0x40000), 0x50000,
-                      shared_out=0x60000, shared_gate=0x70000)
-    mlp = MoeMlp(shape, moe_ops.Routing(), 0x1000, 0x2000, 0x3000, bufs,
-                 SharedExpert(0x4000, 0x5000, 0x6000, 512))
-    mock = MockGpuBackend()
-    kc = KernelCache(mock, KernelRoutes.from_env(env))
-    b = SimpleNamespace(normed=0x80000, delta=0x90000, resid=0xa0000)
-    mlp.forward(kc, 0, b, 1, NextNorm(0xb000, 1e-6, True))
-    (gate_up,) = [r for r in mock.drain_launches() if r.func == "moe_gate_up_gemv_bf16_single"]
-    assert gate_up.args["w_down"] == down and gate_up.args["shared_down"] == shared_down
-    assert gate_up.args["w_gate_up"] == 0x2000

@@ -434,35 +434,16 @@ __device__ __forceinline__ void gate_up_gemv_finish(const __nv_bfloat16* x, cons
 #undef ATLAS_GATE_UP_BLOCK
 }
 
-// Thread 0 of block bx asks L2 for slice bx of gridDim.x of the down projection rows at
-// `rows` ([hidden, width] bf16, contiguous), one bulk prefetch (no registers, no wait); none
-// where rows is null.
-__device__ __forceinline__ void prefetch_down_slice(const __nv_bfloat16* rows, int hidden,
-                                                    int width) {
-  if (threadIdx.x != 0 || rows == nullptr) return;
-  const uint32_t bytes = static_cast<uint32_t>(hidden) * static_cast<uint32_t>(width) * 2u;
-  const uint32_t per = ((bytes + gridDim.x - 1) / gridDim.x + 127u) & ~127u;
-  const uint32_t start = blockIdx.x * per;
-  if (start < bytes)
-    atlas::prefetch_l2_bulk(reinterpret_cast<const char*>(rows) + start, min(per, bytes - start));
-}
-
 // moe_gate_up_gemv_bf16_single, block (bx, y): columns 2 bx, 2 bx + 1 of slot p's expert,
 // p = (y + top_k) mod slots, so the shared expert's slots come first: they need no routing
 // and request their first tile before the PDL wait (under PDL they stream while the router
-// runs); the routed slots read their id after it. With w_down (ATLAS_MOE_DOWN_L2_PREFETCH)
-// the blocks of a slot also ask L2 for the rows the down launch after this one reads for it,
-// [hidden, inter] of its expert in w_down [experts * hidden, inter] (the shared expert's
-// [hidden, shared inter] rows by its first chunk's blocks, before the wait: weights), a slice
-// a block, so the down launch starts on L2 hits instead of a DRAM round trip per wave of its
-// blocks; the bytes come from DRAM while this launch streams its own.
+// runs); the routed slots read their id after it.
 __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
                                                     const __nv_bfloat16* w_gate_up,
                                                     const int32_t* topk_ids,
                                                     __nv_bfloat16* act, int top_k, int hidden,
                                                     int inter, int experts,
-                                                    const SharedExpert& sh,
-                                                    const __nv_bfloat16* w_down) {
+                                                    const SharedExpert& sh) {
   const int slots = top_k + sh.slots, p = (static_cast<int>(blockIdx.y) + top_k) % slots;
   const int kc = hidden / 8, col0 = 2 * blockIdx.x;
   __shared__ GemvPairs pl;
@@ -472,7 +453,6 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   if (p >= top_k) {  // the shared expert's chunk: weights only, before the wait
     rows = gate_up_rows(experts + (p - top_k), col0, w_gate_up, sh, kc, inter, experts);
     if (rows.width > 0) atlas::gemv::load_weight_tile<true>(wv, rows.row, threadIdx.x, kc);
-    if (w_down != nullptr && p == top_k) prefetch_down_slice(sh.w_down, hidden, sh.inter);
   }
   // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
   // before its own wait (see the header)
@@ -480,11 +460,9 @@ __device__ __forceinline__ void gate_up_gemv_single(const __nv_bfloat16* x,
   if (static_cast<int>(blockIdx.y) >= slots) return;
   if (p < top_k) {  // the router's output: read from L2, as every decode kernel reads it
     const int e = __ldcg(topk_ids + p);
-    const bool valid = valid_expert(e, experts);
-    rows = gate_up_rows(valid ? e : -1 - p, col0, w_gate_up, sh, kc, inter, experts);
+    rows = gate_up_rows(valid_expert(e, experts) ? e : -1 - p, col0, w_gate_up, sh, kc, inter,
+                        experts);
     if (rows.width > 0) atlas::gemv::load_weight_tile(wv, rows.row, threadIdx.x, kc);
-    if (w_down != nullptr && valid)
-      prefetch_down_slice(w_down + static_cast<size_t>(e) * hidden * inter, hidden, inter);
   }
   if (threadIdx.x == 0) {
     pl.pairs[0] = p;
@@ -1237,8 +1215,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py
 // gemv_threads(hidden) threads, no dynamic shared memory. _single: one token, 4 blocks per
-// SM (64 registers); w_down / shared_down: the down launch's weights to ask L2 for (null:
-// none; see gate_up_gemv_single). The batch entry holds 4 pairs' accumulators: 3 blocks per SM (80
+// SM (64 registers). The batch entry holds 4 pairs' accumulators: 3 blocks per SM (80
 // registers), 48 KB in flight per SM where the column-loop kernel keeps ~128 KB, so batches
 // of 2..8 take it only where ATLAS_MOE_GATE_UP_GEMV_MAX_M says (ops/moe.py).
 extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
@@ -1246,14 +1223,12 @@ extern "C" __global__ void __launch_bounds__(atlas::gemv::kMaxThreads, 4)
                                  const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
                                  uint32_t top_k, uint32_t hidden, uint32_t inter,
                                  uint32_t experts, const __nv_bfloat16* shared_gate_up,
-                                 uint32_t shared_slots, uint32_t shared_inter,
-                                 const __nv_bfloat16* w_down, const __nv_bfloat16* shared_down) {
+                                 uint32_t shared_slots, uint32_t shared_inter) {
   if (tokens != 1) __trap();  // ops/moe.py picks it for batch 1 only
   gate_up_gemv_single(x, w_gate_up, topk_ids, act, static_cast<int>(top_k),
                       static_cast<int>(hidden), static_cast<int>(inter), static_cast<int>(experts),
-                      SharedExpert{shared_gate_up, shared_down, static_cast<int>(shared_slots),
-                                   static_cast<int>(shared_inter)},
-                      w_down);
+                      SharedExpert{shared_gate_up, nullptr, static_cast<int>(shared_slots),
+                                   static_cast<int>(shared_inter)});
 }
 
 // The tiled batch-1 entry (gate_up_gemv_tiles): grid (ceil(ceil(inter / 2) / tiles), slots),

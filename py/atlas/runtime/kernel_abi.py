@@ -670,11 +670,10 @@ MOE_GATE_UP_GEMV = S("moe_decode", "moe_gate_up_gemv_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
                      "shared_inter:u32")
-# ... with w_down / shared_down: the down launch's weights it asks L2 for (0: none)
 MOE_GATE_UP_GEMV_SINGLE = S("moe_decode", "moe_gate_up_gemv_bf16_single",
                             "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 "
                             "hidden:u32 inter:u32 experts:u32 shared_gate_up:ptr "
-                            "shared_slots:u32 shared_inter:u32 w_down:ptr shared_down:ptr")
+                            "shared_slots:u32 shared_inter:u32")
 # The batch-1 default (ops.moe.gate_up_tiles): the same act, grid (ceil(ceil(inter / 2) /
 # tiles), slots), a block taking `tiles` column pairs of one slot one after the other.
 MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",

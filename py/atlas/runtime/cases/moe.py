@@ -387,7 +387,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)
         moe.decode_gate_up(kc, stream, p["x"], p["w_gate_up"], p["topk_ids"], p["act"], tokens,
-                           shape, _shared_ptrs(p), w_down=p["w_down"])
+                           shape, _shared_ptrs(p))
         moe.decode_down(kc, stream, p["act"], p["w_down"], p["topk_ids"], p["topk_weights"],
                         p["out"], tokens, shape, _shared_ptrs(p))
 
@@ -590,17 +590,6 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
               down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
                                     "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
-    # batch 1 with the down weights asked of L2 by gate/up (ATLAS_MOE_DOWN_L2_PREFETCH): an
-    # invalid id (no prefetch), the shared expert's down by its first chunk, both leaf shapes
-    pre = KernelRoutes(moe_down_l2_prefetch=True)
-    pre_ids = random_ids(rng, 1, 8, 8)
-    pre_ids[0, 3] = -1
-    fused += [decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down L2 prefetch, an invalid "
-                          "id)", leaf, pre_ids, routes=pre),
-              decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down "
-                          "L2 prefetch)", q35, random_ids(rng, 1, 8, 8), graph=True, routes=pre),
-              decode_case(rng, "moe_decode shared t1 e6 k2 i16 shared 64 (four chunks, down L2 "
-                          "prefetch)", four, random_ids(rng, 1, 6, 2), routes=pre)]
     return (fused + cases + _down_gemv_cases(rng, leaf, q35)
             + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng))
 

@@ -436,12 +436,10 @@ def _check_weights(name: str, *ptrs: DevicePtr) -> None:
 def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                    topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape,
                    shared: SharedExpertWeights | None = None,
-                   route: LogitRoute | None = None, w_down: DevicePtr = 0) -> None:
+                   route: LogitRoute | None = None) -> None:
     """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
     of the shared expert's column chunks); with `route` (where `routes_in_experts`) the
-    experts are the top-k of route.logits, topk_ids unused. `w_down`: the down launch's
-    expert weights, which the batch-1 single entry asks L2 for (with the shared expert's)
-    where routes.moe_down_l2_prefetch (ATLAS_MOE_DOWN_L2_PREFETCH) says so."""
+    experts are the top-k of route.logits, topk_ids unused."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
     if not 1 <= tokens <= DECODE_MAX_TOKENS:  # the kernel keeps every pair's id in shared memory
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
@@ -467,12 +465,8 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
             kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
                                            *args, tiles)
             return
-        if tokens == 1:
-            down = (w_down, _shared_args(shape, shared, "down")[0]) \
-                if w_down and kc.routes.moe_down_l2_prefetch else (0, 0)
-            kc.get(MOE_GATE_UP_GEMV_SINGLE)(stream, (cols, pairs, 1), threads, 0, *args, *down)
-            return
-        kc.get(MOE_GATE_UP_GEMV)(stream, (cols, pairs, 1), threads, 0, *args)
+        sig = MOE_GATE_UP_GEMV_SINGLE if tokens == 1 else MOE_GATE_UP_GEMV
+        kc.get(sig)(stream, (cols, pairs, 1), threads, 0, *args)
         return
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
@@ -790,7 +784,7 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                          f"{scratch.max_tokens}")
     if uses_decode_kernels(tokens):
         decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared,
-                       route, w_down)
+                       route)
         if then_norm is None:
             decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
                         shape, shared, route)

@@ -257,10 +257,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   32, 32..256); unset, enough for two 16-byte chunks of a row each (ops/moe.py
   gate_up_gemv_threads: 128 at hidden 2048, so a thread keeps 8 loads in flight and twice the
   blocks fit an SM); 256 is the session-7 launch (gemv_threads: one chunk a thread at 2048).
-* ATLAS_MOE_DOWN_L2_PREFETCH=1: the batch-1 decode MoE gate/up (moe_gate_up_gemv_bf16_single)
-  also asks L2 for the down launch's rows of every selected expert and the shared expert (one
-  bulk prefetch a block), so the down launch reads them from L2 (ops/moe.decode_gate_up);
-  off until measured.
 * ATLAS_MOE_GATE_UP_TILED=1: the batch-1 decode MoE gate/up on the tiled entry
   (moe_gate_up_gemv_tiles_bf16: a block takes several column pairs of its slot one after the
   other, the next pair's weights requested before the current pair's reduction, the grid one
@@ -460,7 +456,6 @@ class KernelRoutes:
     moe_gate_up_gemv_max_m: int = 1
     moe_gate_up_gemv_threads: int = 0
     moe_gate_up_tiled: bool = False
-    moe_down_l2_prefetch: bool = False
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
     moe_router_norm: bool = True
@@ -573,7 +568,6 @@ class KernelRoutes:
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
                    moe_gate_up_gemv_threads=gate_up_threads,
                    moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
-                   moe_down_l2_prefetch=env_switch(env, "ATLAS_MOE_DOWN_L2_PREFETCH", False),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
                    moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),

@@ -289,6 +289,7 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 
 @reference(MOE_GATE_UP_SILU)
 @reference(MOE_GATE_UP_GEMV)
+@reference(MOE_GATE_UP_GEMV_SINGLE)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
@@ -296,17 +297,6 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
     ids = mem.view(topk_ids, np.int32, tokens * (top_k + shared_slots)).reshape(tokens, -1)
     _gate_up(mem, x, w_gate_up, ids, act, tokens, top_k, hidden, inter, experts,
              shared_gate_up, shared_slots, shared_inter)
-
-
-@reference(MOE_GATE_UP_GEMV_SINGLE)
-def moe_gate_up_gemv_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
-                                 w_gate_up: int, topk_ids: int, act: int, tokens: int,
-                                 top_k: int, hidden: int, inter: int, experts: int,
-                                 shared_gate_up: int, shared_slots: int, shared_inter: int,
-                                 w_down: int, shared_down: int) -> None:
-    """The same act: the down weights it asks L2 for (w_down, shared_down) change no value."""
-    moe_gate_up_silu_bf16(mem, grid, block, x, w_gate_up, topk_ids, act, tokens, top_k, hidden,
-                          inter, experts, shared_gate_up, shared_slots, shared_inter)
 
 
 def _gate_up(mem: HostMemory, x: int, w_gate_up: int, ids: np.ndarray, act: int, tokens: int,
