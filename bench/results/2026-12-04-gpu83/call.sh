@@ -21,5 +21,5 @@ b1 q35_tn $V $G/qwen3_5-35b-a3b ATLAS_PDL=0
 echo "== batch 1 x 512, GPU ms a step (d: act once, the default; t: per tile; n: PDL off)"
 for n in q35_d q35_t q35_t2 q35_d2 q30_d q30_t q30_t2 q30_d2 q35_dn q35_tn; do
   printf "%-7s %s | down %s\n" $n "$(hdr $n | head -1 | grep -oE 'replay\) [0-9.]+ ms')" \
-    "$(grep -E '^moe_down_gemv' $L/$n.log | head -2 | awk '{print $4}' | tr '\n' ' ')"; done
+    "$(grep -E '^moe_down_gemv' $L/$n.log | head -2 | awk '{print $(NF-1)}' | tr '\n' ' ')"; done
 echo "ALL DONE"
