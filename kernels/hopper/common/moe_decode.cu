@@ -909,10 +909,6 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
   }
 }
 
-#ifndef ATLAS_MOE_DOWN_ACT_ONCE
-#define ATLAS_MOE_DOWN_ACT_ONCE 1
-#endif
-
 // The block's shared memory, declared once by the entry point (a __noinline__ function's
 // own __shared__ arrays are allocated per instantiation, side by side).
 struct GemvSmem {
@@ -960,21 +956,15 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
-  // a thread's act chunks depend on the batch only: with one batch a row (every shape whose
-  // slots x inter / 8 chunks fit kU a thread) they are read once, not again with each tile
-  // (one dependent L2 round trip less a tile past the first; ATLAS_MOE_DOWN_ACT_ONCE=0 builds
-  // the per-tile reads)
-  uint4 xv[kU];
   for (int q = 0; q < units; ++q) {
     const int b = q % batches, r0 = row0(q), rows = tile_rows(q);
     if (kFinish && b == 0 && static_cast<int>(threadIdx.x) < rows)
       resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + r0 + threadIdx.x]);
-    if (!ATLAS_MOE_DOWN_ACT_ONCE || batches > 1 || q == 0) {
+    uint4 xv[kU];
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int i = threadIdx.x + kThreads * (kU * b + u);
-        if (ch[u].live) xv[u] = __ldcg(act + i);
-      }
+    for (int u = 0; u < kU; ++u) {
+      const int i = threadIdx.x + kThreads * (kU * b + u);
+      if (ch[u].live) xv[u] = __ldcg(act + i);
     }
     float acc[V];
 #pragma unroll
