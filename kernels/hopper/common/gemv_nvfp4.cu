@@ -20,9 +20,9 @@
 #include "quant_decode.cuh"
 
 // The batch-1 h2 GEMV decodes E2M1 through the E4M3 convert (quant_decode.cuh
-// e2m1x8_to_f16x2_cvt: the byte table's f16 pairs, bit for bit, on 9 integer-pipe
-// instructions and 4 converts per 8 codes instead of 13); -D ATLAS_NVFP4_H2_CVT=0 builds the
-// byte-table decode, its A/B. gpu80 (2026-12-04, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step,
+// e2m1x8_to_f16x2_cvt: the byte table's f16 pairs, bit for bit, on 9 integer instructions and
+// 4 converts per 8 codes where the table takes 13 integer ones); -D ATLAS_NVFP4_H2_CVT=0
+// builds the byte-table decode, its A/B. gpu80 (2026-12-04, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step,
 // default / convert / default / convert with the table as the default then): 2.574 / 2.545 /
 // 2.577 / 2.542.
 #ifndef ATLAS_NVFP4_H2_CVT
