@@ -23,10 +23,14 @@
 // moe_gate_logits_bf16: the fused router's gate GEMV alone (no ticket, no top-k) for batch-1
 // MoE blocks whose expert launches route from the logits (moe_decode.cu LogitRouting). The
 // top-k code lives in moe_route.cuh, shared with them.
+#include <cooperative_groups.h>
+
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "moe_route.cuh"
 #include "rmsnorm_core.cuh"
+
+namespace coop = cooperative_groups;
 
 namespace {
 
@@ -70,7 +74,7 @@ __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
   }
 }
 
-// out[t * stride] = bf16(x[t] . wrow) widened, for every token (the GEMV_F32OUT numerics):
+// store(t, bf16(x[t] . wrow) widened) by lane 0, for every token (the GEMV_F32OUT numerics):
 // the row's 16-byte chunks are streamed once for all tokens; `wv` holds the first batch
 // (load_gate_batch at chunk `lane`). x comes from shared memory (`xs`, [tokens][hidden],
 // staged by the block after the PDL wait) and every token's chunk is read whether or not the
@@ -79,9 +83,9 @@ __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
 // router at 11-17 us per layer at batch 1, 30 us at batch 8). kHidden: 0 = run-time hidden;
 // kTokens: the most tokens (1 for a batch-1 launch: one x chunk read and unpacked per weight
 // chunk, where the general loop reads and unpacks 8, 7 of them for no token).
-template <int kHidden, int kTokens>
+template <int kHidden, int kTokens, class Store>
 __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
-                                         uint4 (&wv)[kGateBatch], float* out, int stride,
+                                         uint4 (&wv)[kGateBatch], const Store& store,
                                          int tokens, int hidden_arg) {
   const int hidden = kHidden > 0 ? kHidden : hidden_arg;
   const int lane = threadIdx.x & 31, kc = hidden / 8;
@@ -111,9 +115,38 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
   for (int t = 0; t < kTokens; ++t) {
     if (t < tokens) {
       const float v = atlas::round_bf16(atlas::warp_sum(acc[t]));
-      if (lane == 0) out[static_cast<size_t>(t) * stride] = v;
+      if (lane == 0) store(t, v);
     }
   }
+}
+
+// The logit store of the ticket routers: out[t * stride].
+struct GlobalStore {
+  float* out;
+  int stride;
+  __device__ __forceinline__ void operator()(int t, float v) const {
+    out[static_cast<size_t>(t) * stride] = v;
+  }
+};
+
+// gate_row at the leaf's compile-time hidden size where the launch has it, batch 1's
+// one-token loop where it is one token. kMaxTokens 1: a launch of one token only (no
+// instantiation for more, so none of their registers).
+template <int kMaxTokens, class Store>
+__device__ __forceinline__ void gate_row_any(const uint4* xs, const uint4* wr,
+                                             uint4 (&wv)[kGateBatch], const Store& store,
+                                             int tokens, int hidden) {
+#if defined(ATLAS_HIDDEN)
+  if (hidden == ATLAS_HIDDEN && (kMaxTokens == 1 || tokens == 1))
+    gate_row<ATLAS_HIDDEN, 1>(xs, wr, wv, store, tokens, hidden);
+  else if (kMaxTokens > 1 && hidden == ATLAS_HIDDEN)
+    gate_row<ATLAS_HIDDEN, kMaxTokens>(xs, wr, wv, store, tokens, hidden);
+  else
+#endif
+  if (kMaxTokens == 1 || tokens == 1)
+    gate_row<0, 1>(xs, wr, wv, store, tokens, hidden);
+  else
+    gate_row<0, kMaxTokens>(xs, wr, wv, store, tokens, hidden);
 }
 
 // NormIn (moe_add_rmsnorm_gate_topk_*_bf16, the default; ATLAS_MOE_ROUTER_NORM=0: never):
@@ -172,6 +205,46 @@ __device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int k
   }
 }
 
+// ---- the cluster router (ATLAS_MOE_ROUTER_CLUSTER=1, ops/moe.py gate_topk_cluster) -------
+// The NormIn router at batch 1 as one thread-block cluster of kClusterBlocks blocks (a
+// non-portable size: the launch opts in) of blockDim / 32 warps, warp w of block b computing
+// expert row b * warps + w. Instead of a ticket (a fence,
+// an atomic and the last block's re-read of every logit from L2: three dependent L2 round
+// trips), each warp's lane 0 also stores its logit into rank 0's shared memory (distributed
+// shared memory), one cluster barrier orders the stores, every block writes its slice of the
+// residual and normed rows, and rank 0's warp 0 routes from shared memory. The shared
+// expert's gate row (one more row than 16 blocks of 16 warps hold at 256 experts) is rank 0's
+// warp 1's second row: requested into L2 before the PDL wait, computed after that warp's
+// arrival at the cluster barrier, so it overlaps the barrier and the top-k, and handed to
+// warp 0 by a named barrier for the shared slots' weights.
+constexpr int kClusterBlocks = 16;     // ops/moe.py ROUTER_CLUSTER_BLOCKS
+constexpr int kClusterMaxWarps = 16;   // ops/moe.py ROUTER_CLUSTER_MAX_WARPS (128 registers)
+constexpr int kClusterRouteTier = 8;   // route_row's per-lane tier: 256 experts at most
+constexpr int kClusterSharedWarp = 1;  // rank 0's warp that computes the shared gate row
+constexpr int kClusterLogits = kClusterBlocks * kClusterMaxWarps;
+
+// Rank 0's logits: [experts], then the shared expert's at kClusterLogits.
+__device__ __forceinline__ float* cluster_logits() {
+  __shared__ float lg[kClusterLogits + 1];
+  return lg;
+}
+
+// The cluster router's logit store: the global logit (the launch's logits output, as the
+// ticket routers write it) and rank 0's shared copy.
+struct ClusterStore {
+  float* out;
+  float* local;
+  __device__ __forceinline__ void operator()(int, float v) const {
+    *out = v;
+    *local = v;
+  }
+};
+
+// Rank 0's warps 0 and kClusterSharedWarp: the shared gate logit handed from one to the other.
+__device__ __forceinline__ void shared_logit_handoff() {
+  asm volatile("bar.sync 1, 64;\n" ::: "memory");
+}
+
 // The inputs of the fused router.
 struct GateArgs {
   const __nv_bfloat16* x;             // [tokens, hidden]
@@ -196,12 +269,19 @@ struct GateArgs {
 // route from them (ops/moe.py routes_in_experts).
 // kNorm (NormIn): x formed by the blocks from `norm`'s residual and delta, written back by
 // the last block (a.x unused).
-template <bool kSigmoid, bool kRoute = true, bool kNorm = false>
+template <bool kSigmoid, bool kRoute = true, bool kNorm = false, bool kCluster = false>
 __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm = NormIn{}) {
   static_assert(kRoute || !kNorm, "the last block writes the norm's outputs");
-  const int e = blockIdx.x * kGateWarps + (threadIdx.x >> 5);
+  static_assert(!kCluster || kRoute, "the cluster router routes");
+  const int warps = kCluster ? static_cast<int>(blockDim.x >> 5) : kGateWarps;
+  const int e = blockIdx.x * warps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
-  const bool shared_row = a.shared_slots > 0 && e == static_cast<int>(a.experts);
+  // the cluster router computes the shared gate row as rank 0's kClusterSharedWarp's second
+  const bool shared_row = !kCluster && a.shared_slots > 0 && e == static_cast<int>(a.experts);
+  const bool shared_warp = kCluster && a.shared_slots > 0 && blockIdx.x == 0 &&
+                           (threadIdx.x >> 5) == kClusterSharedWarp;
+  if (shared_warp && (threadIdx.x & 31) == 0)
+    atlas::prefetch_l2_bulk(a.shared_gate, static_cast<uint32_t>(hidden) * 2);
   const bool has_row = e < static_cast<int>(a.experts) || shared_row;
   const uint4* wr = reinterpret_cast<const uint4*>(
       shared_row ? a.shared_gate : a.w + static_cast<size_t>(has_row ? e : 0) * hidden);
@@ -232,19 +312,51 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
-#if defined(ATLAS_HIDDEN)
-    if (hidden == ATLAS_HIDDEN && tokens == 1)
-      gate_row<ATLAS_HIDDEN, 1>(xs, wr, wv, out, stride, tokens, hidden);
-    else if (hidden == ATLAS_HIDDEN)
-      gate_row<ATLAS_HIDDEN, kGateMaxTokens>(xs, wr, wv, out, stride, tokens, hidden);
-    else
-#endif
-    if (tokens == 1)
-      gate_row<0, 1>(xs, wr, wv, out, stride, tokens, hidden);
-    else
-      gate_row<0, kGateMaxTokens>(xs, wr, wv, out, stride, tokens, hidden);
+    if constexpr (kCluster) {
+      float* lg0 = coop::this_cluster().map_shared_rank(cluster_logits(), 0);
+      gate_row_any<1>(xs, wr, wv, ClusterStore{out, lg0 + e}, tokens, hidden);
+    } else {
+      gate_row_any<kGateMaxTokens>(xs, wr, wv, GlobalStore{out, stride}, tokens, hidden);
+    }
   }
   if constexpr (!kRoute) return;
+  if constexpr (kCluster) {
+    float* lg = cluster_logits();
+    if (shared_warp) {  // arrive, then the shared gate row (from L2) while the others wait
+      asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+      const uint4* sr = reinterpret_cast<const uint4*>(a.shared_gate);
+      load_gate_batch<false>(sr, threadIdx.x & 31, hidden / 8, wv);
+      gate_row_any<1>(xs, sr, wv, ClusterStore{a.shared_logits, lg + kClusterLogits}, tokens,
+                      hidden);
+      shared_logit_handoff();
+      asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    } else {
+      // every block's logits are in rank 0's shared memory, every block has read the residual
+      coop::this_cluster().sync();
+    }
+    if constexpr (kNorm) {  // the residual and normed rows out, a slice a block
+      uint4* res = reinterpret_cast<uint4*>(norm.residual);
+      uint4* out = reinterpret_cast<uint4*>(norm.normed);
+      const int n = hidden / 8;
+      for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        res[i] = xs[n + i];
+        out[i] = xs[i];
+      }
+    }
+    if (blockIdx.x != 0 || threadIdx.x >= 32) return;  // the grid is one cluster: rank 0 routes
+    if (kSigmoid)
+      route_row<true, false, kClusterRouteTier>(lg, a.bias, a.topk_ids, a.topk_weights,
+                                                a.experts, a.top_k, a.renormalize, a.scale);
+    else
+      route_row<false, false, kClusterRouteTier>(lg, a.bias, a.topk_ids, a.topk_weights,
+                                                 a.experts, a.top_k, a.renormalize, a.scale);
+    if (a.shared_slots > 0) {
+      shared_logit_handoff();
+      atlas::moe::shared_slots_out(lg[kClusterLogits], a.topk_ids, a.topk_weights, a.experts,
+                                   a.top_k, a.shared_slots);
+    }
+    return;
+  }
   __shared__ bool last;
   __threadfence();  // this block's logits, before its ticket
   __syncthreads();
@@ -339,6 +451,38 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
   gate_route<true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
+               renormalize, scale},
+      NormIn{residual, delta, norm_w, normed, eps, offset});
+}
+
+// The two NormIn routers at batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER=1): no counter;
+// grid one cluster of kClusterBlocks blocks of ceil(experts / kClusterBlocks) warps, at least
+// 8, at most kClusterMaxWarps (ops/moe.py gate_topk_cluster).
+extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
+    __launch_bounds__(32 * kClusterMaxWarps, 1) moe_add_rmsnorm_gate_topk_cluster_softmax_bf16(
+        __nv_bfloat16* residual, const __nv_bfloat16* delta, const __nv_bfloat16* norm_w,
+        __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
+        float* logits, float* shared_logits, int32_t* topk_ids, float* topk_weights,
+        uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
+        uint32_t shared_slots, uint32_t renormalize, float scale, float eps, uint32_t offset) {
+  gate_route<false, true, true, true>(
+      GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
+               topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
+               renormalize, scale},
+      NormIn{residual, delta, norm_w, normed, eps, offset});
+}
+
+extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
+    __launch_bounds__(32 * kClusterMaxWarps, 1) moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16(
+        __nv_bfloat16* residual, const __nv_bfloat16* delta, const __nv_bfloat16* norm_w,
+        __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
+        const float* bias, float* logits, float* shared_logits, int32_t* topk_ids,
+        float* topk_weights, uint32_t tokens, uint32_t experts, uint32_t hidden,
+        uint32_t top_k, uint32_t shared_slots, uint32_t renormalize, float scale, float eps,
+        uint32_t offset) {
+  gate_route<true, true, true, true>(
+      GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
+               topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
                renormalize, scale},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }

@@ -516,6 +516,12 @@ class CudaBackend(GpuBackend):
         self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 100),  # percent: max
                  f"cuFuncSetAttribute({handle.module}.{handle.func}, shared memory carveout)")
 
+    def allow_non_portable_cluster(self, handle: KernelHandle) -> None:
+        self._bound()
+        attr = self._drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+        self._ok(self._drv.cuFuncSetAttribute(handle.native.func, attr, 1),
+                 f"cuFuncSetAttribute({handle.module}.{handle.func}, non-portable cluster size)")
+
     def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
                         cluster: int) -> int:
         """max_active_clusters x cluster (GpuBackend.resident_blocks)."""

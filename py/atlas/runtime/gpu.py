@@ -269,6 +269,13 @@ class GpuBackend(abc.ABC):
         """
         return None
 
+    def allow_non_portable_cluster(self, handle: KernelHandle) -> None:
+        """Let `handle` launch in thread-block clusters above the portable 8 blocks (its
+        compiled cluster size: CUDA refuses such a launch without this opt-in). Backends
+        without clusters ignore it.
+        """
+        return None
+
     def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
                         cluster: int) -> int | None:
         """How many blocks of `block` threads and `shared_mem` bytes of dynamic shared

@@ -12,6 +12,7 @@ compiles in as constants (cases named "... leaf ...").
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -245,12 +246,17 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
 
 
 def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: int,
-                   hidden: int, top_k: int, offset: bool = False, **kw: object) -> KernelCase:
+                   hidden: int, top_k: int, offset: bool = False, cluster: bool = False,
+                   **kw: Any) -> KernelCase:
     """gate_case with the residual add + RMSNorm before the router done by its launch
     (moe_add_rmsnorm_gate_topk_*, ops.moe.RouterNorm), on inputs whose norm is exact in any
     arithmetic: residual + delta = +-1 (0.75 + 0.25 of one sign), so mean(r^2) = 1, r x
     rsqrt(1 + eps) rounds to +-1 and x = +-w (offset: +-(1 + w)) with w on gate_case's
-    exact grid; the residual and normed rows are outputs too."""
+    exact grid; the residual and normed rows are outputs too. kw: gate_case's (routing,
+    shared gate, routes); `cluster`: the launch must take the cluster router
+    (ops.moe.router_uses_cluster; its routes switched on)."""
+    if cluster:
+        kw["routes"] = KernelRoutes(moe_router_cluster=True)
     sign = np.where(rng.integers(0, 2, (tokens, hidden)) == 1, 1.0, -1.0).astype(np.float32)
     w = rng.integers(-1, 2 if not offset else 1, hidden).astype(np.float32)
     x = sign * ((1 + w) if offset else w)
@@ -266,12 +272,20 @@ def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: in
         "x": OutputSpec(DType.BF16, (tokens, hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        shape = moe.MoeShape(experts, top_k, hidden, 16)
+        m = kw.get("shared_slots", 1) if kw.get("shared_gate") is not None else 0
+        shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
+        routing = moe.Routing("sigmoid" if kw.get("sigmoid") else "softmax",
+                              bool(kw.get("renormalize", True)), float(kw.get("scale", 1.0)),
+                              p.get("bias", 0))
+        shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
+        kc = KernelCache(backend, kw.get("routes"))
+        if cluster and not moe.router_uses_cluster(kc, tokens, shape, routing):
+            raise RuntimeError(f"{name}: the cluster router does not run here")
         for sfx in ("", "2"):
             norm = moe.RouterNorm(p["residual" + sfx], p["delta"], p["norm_w"], 1e-6, offset)
-            moe.gate_topk(KernelCache(backend), stream, p["x"], p["w_gate"], p["logits" + sfx],
+            moe.gate_topk(kc, stream, p["x"], p["w_gate"], p["logits" + sfx],
                           p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
-                          shape, moe.Routing(), None, 0, norm=norm)
+                          shape, routing, shared, p.get("shared_logits", 0), norm=norm)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return base.oracle({**inp, "x": f32_to_bf16_bits(x)}) | {
@@ -329,7 +343,22 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t8 e128 h2048 k8", 8, 128, 2048, 8),
             gate_norm_case(rng, "moe_add_rmsnorm_gate_topk offset t1 e256 h2048 k8", 1, 256,
                            2048, 8, offset=True),
-            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t3 e64 h8192 k6", 3, 64, 8192, 6)]
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk t3 e64 h8192 k6", 3, 64, 8192, 6),
+            # the same at batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER): Qwen3-30B-A3B's
+            # 128 experts, Qwen3.5-35B-A3B's 256 with the shared gate row, sigmoid with a bias,
+            # an expert count that leaves the last block's warps part empty
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster t1 e128 h2048 k8", 1, 128,
+                           2048, 8, cluster=True),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster offset shared t1 e256 "
+                           "h2048 k8", 1, 256, 2048, 8, offset=True, cluster=True,
+                           shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0]),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster sigmoid bias t1 e64 h1024 "
+                           "k6 scale 2.5", 1, 64, 1024, 6, cluster=True, sigmoid=True,
+                           bias=bf16_bits_to_f32(random_bf16(rng, (64,), 0.5)), scale=2.5),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster shared x2 t1 e200 h512 k8",
+                           1, 200, 512, 8, cluster=True,
+                           shared_gate=_exact_gate(rng, 1, 1, 512, 1 / 64, 1)[1][0],
+                           shared_slots=2)]
 
 
 @kernel_cases("moe_router")

@@ -25,6 +25,7 @@ class KernelCache:
         self._launches: dict[KernelSig, KernelLaunch] = {}
         self._shared_opt_in: dict[KernelSig, int] = {}
         self._most_shared: set[KernelSig] = set()
+        self._non_portable: set[KernelSig] = set()
         self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
         self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
         self.decode_tune = DecodeGemmTuner.open(backend, self.facts, self.routes)
@@ -53,6 +54,15 @@ class KernelCache:
         if most_shared and sig not in self._most_shared:
             self.backend.prefer_shared_memory(launch.handle)
             self._most_shared.add(sig)
+        return launch
+
+    def get_large_cluster(self, sig: KernelSig, nbytes: int) -> KernelLaunch:
+        """`get_with_shared` for a kernel compiled for clusters above the portable 8 blocks:
+        the backend's opt-in to that size (GpuBackend.allow_non_portable_cluster), once."""
+        launch = self.get_with_shared(sig, nbytes)
+        if sig not in self._non_portable:
+            self.backend.allow_non_portable_cluster(launch.handle)
+            self._non_portable.add(sig)
         return launch
 
     def tensor_map(self, ptr: DevicePtr, rows: int, cols: int, box_rows: int) -> bytes:

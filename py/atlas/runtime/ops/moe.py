@@ -72,6 +72,8 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
+                          MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
+                          MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
                           MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
@@ -143,6 +145,13 @@ ROUTER_GATE_THREADS = 256
 ROUTER_GATE_MAX_SMEM = 200 * 1024
 #: 16-byte vectors of a row each router thread normalizes (moe_router.cu kNormVecs)
 ROUTER_NORM_VECS = 4
+#: the cluster router (moe_router.cu kCluster*, `router_uses_cluster`): one cluster of this many
+#: blocks (above the portable 8: the launch opts in), a warp an expert row, 8 to 16 warps a
+#: block; rank 0 keeps the logits in shared memory and routes from there (256 experts at most)
+ROUTER_CLUSTER_BLOCKS = 16
+ROUTER_CLUSTER_MIN_WARPS = 8
+ROUTER_CLUSTER_MAX_WARPS = 16
+ROUTER_CLUSTER_MAX_EXPERTS = ROUTER_CLUSTER_BLOCKS * ROUTER_CLUSTER_MAX_WARPS
 #: the batch-1 expert kernels that route from the logits themselves (`routes_in_experts`)
 #: keep a token's scores in one warp's registers within their budgets: up to this many
 #: experts (moe_decode.cu kRouteMaxTier x 32)
@@ -341,6 +350,31 @@ def router_takes_norm(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
             and shape.hidden <= 8 * ROUTER_NORM_VECS * ROUTER_GATE_THREADS)
 
 
+def router_cluster_warps(experts: int) -> int:
+    """Warps a block of the cluster router: a warp an expert row over its 16 blocks."""
+    return max(ROUTER_CLUSTER_MIN_WARPS, -(-experts // ROUTER_CLUSTER_BLOCKS))
+
+
+def router_uses_cluster(kc: KernelCache, tokens: int, shape: MoeShape, routing: Routing
+                        ) -> bool:
+    """Whether a decode step's router launch that takes the norm (`RouterNorm`) runs as one
+    cluster (ATLAS_MOE_ROUTER_CLUSTER=1, off by default): batch 1, at most
+    ROUTER_CLUSTER_MAX_EXPERTS experts, and a device that holds such a cluster (asked once;
+    backends without a device cannot say no)."""
+    if not (kc.routes.moe_router_cluster and tokens == 1
+            and shape.experts <= ROUTER_CLUSTER_MAX_EXPERTS):
+        return False
+    launch = kc.get_large_cluster(_cluster_sig(routing), gate_topk_smem(1, shape.hidden) * 2)
+    held = kc.resident_blocks(launch.handle, 32 * router_cluster_warps(shape.experts),
+                              gate_topk_smem(1, shape.hidden) * 2, ROUTER_CLUSTER_BLOCKS)
+    return held is None or held > 0
+
+
+def _cluster_sig(routing: Routing) -> KernelSig:
+    return (MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX if routing.scoring == "softmax"
+            else MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID)
+
+
 def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
@@ -380,9 +414,14 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     for name, ptr in (("residual", norm.residual), ("delta", norm.delta),
                       ("norm weight", norm.weight)):
         require_aligned("moe_add_rmsnorm_gate_topk", name, ptr, 16)
+    norm_args = (norm.residual, norm.delta, norm.weight, x, w_gate, shared_gate, *bias)
+    if router_uses_cluster(kc, tokens, shape, routing):
+        kc.get_large_cluster(_cluster_sig(routing), smem)(
+            stream, ROUTER_CLUSTER_BLOCKS, 32 * router_cluster_warps(shape.experts), smem,
+            *norm_args, *tail[:4], *tail[5:], float(norm.eps), int(norm.offset))  # no counter
+        return
     sig = MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX if softmax else MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID
-    kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, norm.residual,
-                                  norm.delta, norm.weight, x, w_gate, shared_gate, *bias, *tail,
+    kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, *norm_args, *tail,
                                   float(norm.eps), int(norm.offset))
 
 

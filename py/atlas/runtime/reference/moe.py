@@ -28,6 +28,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
+                          MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
+                          MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
@@ -221,6 +223,31 @@ def moe_add_rmsnorm_gate_topk_sigmoid_bf16(
     moe_gate_topk_sigmoid_bf16(mem, grid, block, normed, w_gate, shared_gate, bias, logits,
                                shared_logits, topk_ids, topk_weights, counter, tokens, experts,
                                hidden, top_k, shared_slots, renormalize, scale)
+
+
+@reference(MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX)
+def moe_add_rmsnorm_gate_topk_cluster_softmax_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
+        normed: int, w_gate: int, shared_gate: int, logits: int, shared_logits: int,
+        topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
+        shared_slots: int, renormalize: int, scale: float, eps: float, offset: int) -> None:
+    """The ticket router's values (the cluster only changes how the logits meet)."""
+    moe_add_rmsnorm_gate_topk_softmax_bf16(
+        mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, logits,
+        shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
+        renormalize, scale, eps, offset)
+
+
+@reference(MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID)
+def moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
+        normed: int, w_gate: int, shared_gate: int, bias: int, logits: int, shared_logits: int,
+        topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
+        shared_slots: int, renormalize: int, scale: float, eps: float, offset: int) -> None:
+    moe_add_rmsnorm_gate_topk_sigmoid_bf16(
+        mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, bias, logits,
+        shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
+        renormalize, scale, eps, offset)
 
 
 # ---- expert products ----------------------------------------------------------------------
