@@ -3,6 +3,7 @@
 # its device checks (moe_router, the cluster cases and the rest), then Qwen3.5-35B-A3B and Qwen3-30B-A3B batch 1 x 512
 # with the separate add_rmsnorm after the down (ATLAS_MOE_DOWN_NORM=0, gpu85's winner), cluster off / on / on / off,
 # and the PDL-off per-kernel rows of each. Repo root, carry [".device", ".whl"].
+tar xJf .device/tree.tar.xz  # the committed py/ and tools/ (a helper's edits in progress stay out)
 source tools/gpu/call_head.sh
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 TAILN=3 t 200 checks python3 tools/gpu/check_kernels.py -m moe_router --out $R/checks.json
