@@ -271,19 +271,19 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
 
 
 @pytest.mark.parametrize("tokens,env,func,grid", [
-    (1, {}, "moe_down_gemv_add_rmsnorm_bf16", (256, 1, 1)),       # one wave of 8-row blocks
-    (2, {}, "moe_down_add_rmsnorm_bf16", (128, 2, 1)),            # no GEMV past batch 1
-    (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_add_rmsnorm_bf16", (256, 1, 1)),
+    (1, {}, "moe_down_gemv_sum_bf16", (256, 1, 1)),       # one wave of 8-row blocks
+    (2, {}, "moe_down_sum_bf16", (128, 2, 1)),            # no GEMV past batch 1
+    (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_sum_bf16", (256, 1, 1)),
 ])
 def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple) -> None:
-    """The fused down + add_rmsnorm launch takes the GEMV-shaped kernel at batch 1 (one wave
-    of 8-row blocks) and the row-group kernel past it or when switched off."""
+    """The down launch takes the GEMV-shaped kernel at batch 1 (one wave of 8-row blocks)
+    and the row-group kernel past it or when switched off; it writes out (delta)."""
     mock = MockGpuBackend()
-    norm = moe.AddRmsNorm(0x5000, 0x6000, 0x7000, 0x8000, 1e-6)
-    moe.decode_down_add_rmsnorm(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000,
-                                0x2000, 0x3000, 0x4000, norm, tokens, QWEN3_30B)
+    moe.decode_down(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,
+                    0x4000, 0x5000, tokens, QWEN3_30B)
     (got,) = mock.drain_launches()
     assert (got.func, tuple(got.grid)) == (func, grid)
+    assert got.args["out"] == 0x5000
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -369,9 +369,9 @@ def test_shared_expert_weights_and_shape_must_agree() -> None:
 
 def test_fused_paths_are_decode_only() -> None:
     scratch = moe.MoeScratch(0x1000, 0x2000, 0x3000, 0x4000, max_tokens=64)
-    norm = moe.AddRmsNorm(0x100, 0x200, 0x300, 0x400, 1e-6)
+    shared = moe.SharedExpertWeights(0x100, 0x200, 0x300)
     with pytest.raises(ValueError, match="decode-path"):
-        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, scratch, then_norm=norm)
+        _launches(moe.experts, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B, scratch, shared=shared)
     with pytest.raises(ValueError, match="fused router"):
         _launches(moe.gate_topk, 0, 0, 0, 0, 0, 0, 9, QWEN3_30B)
 
@@ -507,21 +507,19 @@ def test_routing_inside_the_expert_launches() -> None:
     kc = KernelCache(mock, KernelRoutes.from_env(ROUTE_IN))
     moe.gate_logits(kc, 0, 0x100, 0x200, 0x300, 1, QWEN3_30B)
     route = moe.LogitRoute(0x300, 0, moe.Routing("sigmoid", False, 2.5, 0x900))
-    norm = moe.AddRmsNorm(0x400, 0x500, 0x600, 0x700, 1e-6)
     moe.experts(kc, 0, 0x2000, 0x3000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B,
-                moe.MoeScratch(act=0x1000), then_norm=norm, route=route)
+                moe.MoeScratch(act=0x1000), route=route)
     got = mock.drain_launches()
     assert [(r.func, tuple(r.grid), tuple(r.block)) for r in got] == [
         ("moe_gate_logits_bf16", (16, 1, 1), (256, 1, 1)),
         ("moe_gate_up_gemv_tiles_route_bf16", (128, 8, 1), (128, 1, 1)),
-        ("moe_down_gemv_route_add_rmsnorm_bf16", (256, 1, 1), (256, 1, 1))]
+        ("moe_down_gemv_route_sum_bf16", (256, 1, 1), (256, 1, 1))]
     assert got[1].args["logits"] == 0x300 and got[1].args["bias"] == 0x900
     assert got[1].args["sigmoid"] == 1 and got[1].args["tiles"] == 3
     down = got[2].args
-    assert (down["logits"], down["bias"], down["residual"], down["counters"]) == (
-        0x300, 0x900, 0x400, 0x700)
-    assert (down["renormalize"], down["scale"], down["sigmoid"], down["rows_per_block"],
-            down["offset"]) == (0, 2.5, 1, 8, 0)
+    assert (down["logits"], down["bias"], down["out"]) == (0x300, 0x900, 0x7000)
+    assert (down["renormalize"], down["scale"], down["sigmoid"],
+            down["rows_per_block"]) == (0, 2.5, 1, 8)
     moe.decode_down(kc, 0, 0x1000, 0x4000, 0, 0, 0x7000, 1, QWEN3_30B, route=route)
     assert mock.drain_launches()[0].func == "moe_down_gemv_route_sum_bf16"
     off = KernelCache(MockGpuBackend())  # the defaults: off

@@ -1,6 +1,6 @@
 """The launch sequence of the mixture-of-experts layers, recorded by MockGpuBackend: a decode
 step is one graph replay whose MoE layers are three launches (router, gate/up (batch 1: the
-single-token GEMV entry), down + the next residual add and RMSNorm; a shared expert
+single-token GEMV entry), down into delta, which the next add_rmsnorm adds; a shared expert
 rides along as more slots of the same launches), with no host sync on routing; a prefill
 chunk runs the grouped path with the shared expert's own launches after it. Opt-in
 (ATLAS_MOE_ROUTE_IN_EXPERTS=1 ATLAS_MOE_GATE_UP_TILED=1), batch 1 with inter a multiple of 256:
@@ -16,8 +16,6 @@ from atlas.model.load import load_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
-FUSED_NORM = "moe_down_add_rmsnorm_bf16"
-
 
 def _runner(name: str):
     return load_runner(FIXTURES / name, backend="mock", max_seq_len=64, max_batch_size=4,
@@ -25,13 +23,11 @@ def _runner(name: str):
 
 
 def _mlp_launches(names: list[str]) -> list[list[str]]:
-    """Each layer's launches between its post-attention norm and the next norm (a fused
-    down + norm launch ends its segment and is kept in it). For unfused (prefill) steps."""
+    """Each layer's launches between its post-attention norm and the next norm. For
+    prefill steps (no norm taken by a router launch)."""
     out, cur = [], None
     for n in names:
-        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16", FUSED_NORM):
-            if n == FUSED_NORM and cur is not None:
-                cur.append(n)
+        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16"):
             if cur is not None:
                 out.append(cur)
             cur = []
@@ -40,24 +36,24 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     return out[1::2]  # every other segment: [attention, mlp, attention, mlp, ...]
 
 
-#: a batch-1 decode step's attention: its norm (rmsnorm for the first layer, add_rmsnorm
-#: after), the qkv GEMV, or the qkv GEMV alone when the MoE layer before already left the
-#: norm in `normed`
+#: a batch-1 decode step's attention after its norm (rmsnorm for the first layer,
+#: add_rmsnorm after): the qkv GEMV, the attention, o_proj
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
 #: the router launch also does the input residual add + RMSNorm (ATLAS_MOE_ROUTER_NORM)
 NORM_ROUTE_AND_GATE_UP = ["moe_add_rmsnorm_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
-SPARSE = NORM_ROUTE_AND_GATE_UP + [FUSED_NORM]
+#: the down launch writes delta (the tiny fixtures' inter is no multiple of 256: the row-group
+#: kernel); the next add_rmsnorm launch adds it
+SPARSE = NORM_ROUTE_AND_GATE_UP + ["moe_down_sum_bf16"]
 DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.mark.parametrize("name, layers", [
-    # the MoE layer fuses the next norm, so layer 1's qkv is a plain GEMV
+    # the next layer (and the final norm) adds the MoE block's delta in its add_rmsnorm
     ("tiny-qwen3-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *SPARSE],
-                        [QKV, *ATTENTION, *DENSE], ["add_rmsnorm_bf16"]]),
-    # the last layer's MoE block fuses the final norm
+                        ["add_rmsnorm_bf16", QKV, *ATTENTION, *DENSE], ["add_rmsnorm_bf16"]]),
     ("tiny-qwen2-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *DENSE],
-                        ["add_rmsnorm_bf16", QKV, *ATTENTION, *SPARSE]]),
+                        ["add_rmsnorm_bf16", QKV, *ATTENTION, *SPARSE], ["add_rmsnorm_bf16"]]),
 ])
 def test_decode_graph_routes_on_the_device(name, layers):
     runner = _runner(name)
@@ -74,10 +70,9 @@ def test_decode_graph_routes_on_the_device(name, layers):
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
 
 
-def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch):
-    """ATLAS_MOE_DOWN_NORM=0: the MoE down launch writes delta (moe_down_sum_bf16) and the
-    next layer adds and normalizes in its own add_rmsnorm launch before the qkv GEMV."""
-    monkeypatch.setenv("ATLAS_MOE_DOWN_NORM", "0")
+def test_down_leaves_the_residual_add_to_the_next_layer():
+    """The MoE down launch writes delta (moe_down_sum_bf16) and the next layer adds and
+    normalizes in its own add_rmsnorm launch before the qkv GEMV."""
     runner = _runner("tiny-qwen3-moe")
     dev = runner.backend
     dev.drain_launches()
@@ -88,7 +83,7 @@ def test_down_without_the_fused_norm_leaves_it_to_the_next_layer(monkeypatch):
     at = names.index("moe_down_sum_bf16")
     assert names[at - 2:at] == NORM_ROUTE_AND_GATE_UP
     assert names[at + 1:at + 3] == ["add_rmsnorm_bf16", QKV]
-    assert FUSED_NORM not in names
+    assert not any(n.startswith("moe_down") and "rmsnorm" in n for n in names)
 
 
 def test_prefill_takes_the_grouped_path():
@@ -113,23 +108,20 @@ ROUTE_IN = {"ATLAS_MOE_ROUTE_IN_EXPERTS": "1", "ATLAS_MOE_GATE_UP_TILED": "1"}
 
 @pytest.mark.parametrize("env,tokens,names", [
     (ROUTE_IN, 1, ["moe_gate_logits_bf16", "moe_gate_up_gemv_tiles_route_bf16",
-                   "moe_down_gemv_route_add_rmsnorm_bf16"]),
+                   "moe_down_gemv_route_sum_bf16"]),
     ({"ATLAS_MOE_GATE_UP_TILED": "1"}, 1,
-     ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16",
-      "moe_down_gemv_add_rmsnorm_offset_bf16"]),
+     ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16", "moe_down_gemv_sum_bf16"]),
     ({}, 1, ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single",
-             "moe_down_gemv_add_rmsnorm_offset_bf16"]),
-    (ROUTE_IN, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16",
-                   "moe_down_add_rmsnorm_offset_bf16"]),
+             "moe_down_gemv_sum_bf16"]),
+    (ROUTE_IN, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16", "moe_down_sum_bf16"]),
 ])
 def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, names):
-    """The flagship's MoE block (256 experts, a shared expert, offset norm) at batch 1 with
-    routing inside the expert launches switched on: the router writes only the logits and
-    gate/up and down route from them (the router's logits and shared logit buffers passed
-    through); the tiled gate/up alone, the defaults and batch 2 keep the router's top-k."""
+    """The flagship's MoE block (256 experts, a shared expert) at batch 1 with routing inside
+    the expert launches switched on: the router writes only the logits and gate/up and down
+    route from them (the router's logits and shared logit buffers passed through); the tiled
+    gate/up alone, the defaults and batch 2 keep the router's top-k. The down writes delta."""
     from types import SimpleNamespace
 
-    from atlas.model.model import NextNorm
     from atlas.model.moe import MoeBuffers, MoeMlp, SharedExpert
     from atlas.runtime.mock import MockGpuBackend
     from atlas.runtime.ops import KernelCache
@@ -144,11 +136,11 @@ def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, name
     mock = MockGpuBackend()
     kc = KernelCache(mock, KernelRoutes.from_env(env))
     b = SimpleNamespace(normed=0x80000, delta=0x90000, resid=0xa0000)
-    assert mlp.forward(kc, 0, b, tokens, NextNorm(0xb000, 1e-6, True)) is True
+    mlp.forward(kc, 0, b, tokens)
     launches = mock.drain_launches()
     assert [r.func for r in launches] == names
+    assert launches[2].args["out"] == b.delta
     if names[0] == "moe_gate_logits_bf16":
         assert launches[0].args["shared_logits"] == bufs.shared_gate
         assert launches[2].args["logits"] == bufs.logits
         assert launches[2].args["shared_logits"] == bufs.shared_gate
-        assert launches[2].args["offset"] == 1

@@ -1,9 +1,8 @@
 """The launch sequence of a quantized MoE layer, recorded by MockGpuBackend: a decode step's
 sparse layer with a folded shared expert (Qwen3.5-35B-A3B's shape) is three launches in the
-graph (router with the shared slot doing the residual add + RMSNorm before it, gate/up, down +
-the next residual add and RMSNorm), as
-the bf16 layer; ATLAS_MOE_FUSED_DECODE=0 gives the down launch its plain output and an
-add_rmsnorm after it; a prefill chunk dequantizes the experts and takes the grouped path."""
+graph (router with the shared slot doing the residual add + RMSNorm before it, gate/up, down
+into delta), then the next add_rmsnorm, as the bf16 layer (ATLAS_MOE_FUSED_DECODE=0 too); a
+prefill chunk dequantizes the experts and takes the grouped path."""
 
 from __future__ import annotations
 
@@ -59,21 +58,20 @@ def test_decode_layer_is_three_launches_with_the_shared_expert_folded(nvfp4_fold
         assert graph[at].args["offset"] == 1 and names[at - 1] != "add_rmsnorm_offset_bf16"
         down = graph[at + 2].args
         assert down["slots"] == 4 and down["routed"] == 3 and down["experts"] == 9
-        assert down["residual"] and down["normed"] and down["offset"] == 1  # Qwen3.5 norms
-        if at + 3 < len(names):  # the next layer starts from `normed`: no add_rmsnorm
-            assert not names[at + 3].startswith("add_rmsnorm")
+        assert down["out"]  # delta: the next layer's add_rmsnorm adds it
+        assert names[at + 3].startswith("add_rmsnorm")
     assert not any(n.startswith("moe_shared_add") for n in names)
 
 
-def test_fused_decode_switch_restores_the_add_rmsnorm_launch(nvfp4_folded: Path,
-                                                             monkeypatch) -> None:
+def test_fused_decode_switch_keeps_the_add_rmsnorm_launch(nvfp4_folded: Path,
+                                                          monkeypatch) -> None:
     monkeypatch.setenv("ATLAS_MOE_FUSED_DECODE", "0")
     graph = _decode_graph(nvfp4_folded)
     names = [r.func for r in graph]
     downs = [i for i, n in enumerate(names) if n == DOWN]
     assert len(downs) == 3
     for at in downs:
-        assert graph[at].args["residual"] == 0 and graph[at].args["out"]
+        assert graph[at].args["out"]
         assert names[at + 1].startswith("add_rmsnorm")
 
 
@@ -106,4 +104,4 @@ def test_decode_launches_the_early_entry_with_the_switch(nvfp4_folded: Path, mon
         assert names[at:at + 3] == [ROUTER, GATE_UP, want]
         down = graph[at + 2].args
         assert down["slots"] == 4 and down["routed"] == 3 and down["experts"] == 9
-        assert down["residual"] and down["normed"] and down["offset"] == 1
+        assert down["out"]

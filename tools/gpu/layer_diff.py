@@ -60,14 +60,12 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
 
-    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, then_norm: Any = None,
-                   norm: Any = None) -> bool:
-        original_moe(self, kc, s, b, t, norm=norm)  # unfused: every residual add goes
-        # through `hooked` (the router's own add, ATLAS_MOE_ROUTER_NORM=1, does not)
+    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, norm: Any = None) -> None:
+        original_moe(self, kc, s, b, t, norm=norm)  # the residual add after it goes through
+        # `hooked` (the router's own add before it, ATLAS_MOE_ROUTER_NORM=1, does not)
         kc.backend.synchronize(s)
         routers.append(kc.backend.download(self.bufs.logits, np.float32,
                                            (t, self.shape.experts)).copy())
-        return False
 
     def hooked(kc: Any, stream: Any, residual: int, delta: int, w: int, out: int, rows: int,
                dim: int, eps: float, offset: bool = False) -> None:

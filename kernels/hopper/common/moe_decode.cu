@@ -37,32 +37,25 @@
 //   1.4-1.7 TB/s; passes of 16 / slots rows, 2 items per warp, loads issued after the wait:
 //   25 MB in 11.1 us (2.3 TB/s) at batch 1 for Qwen3-30B-A3B, 115 us at batch 8 for
 //   Qwen3.5-35B-A3B's 9 slots (1-row passes).
-// moe_down_add_rmsnorm[_offset]_bf16: the same sum s, added into the residual stream,
-//   residual = bf16(residual + bf16(s)), then the next layer's RMSNorm into `normed`
-//   (add_rmsnorm's numerics): the last block of each token to finish (a ticket from
-//   atomicInc on counters[t], which wraps back to zero for the next launch or graph replay)
-//   reads the token's updated residual row from L2 and normalizes it. This replaces the
-//   add_rmsnorm launch after a decode MoE block.
-// moe_down_gemv_{sum,add_rmsnorm,add_rmsnorm_offset}_bf16 (the default at batch 1): the same
-//   three results from a GEMV-shaped launch, 4 output rows a block, every thread all its
-//   chunks of the block's rows in flight at once (see down_gemv_block).
+// moe_down_gemv_sum_bf16 (the default at batch 1): the same sum from a GEMV-shaped launch, 4
+//   output rows a block, every thread all its chunks of the block's rows in flight at once
+//   (see down_gemv_block).
 // moe_gate_up_gemv_tiles_bf16 (the default at batch 1): the gate/up GEMV with several column
 //   pairs of one slot a block, one wave (see gate_up_gemv_tiles).
-// moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*: the batch-1 pair routing from the
-//   router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
+// moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_sum_bf16: the batch-1 pair routing
+//   from the router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
 // of that hidden size run an instantiation with it as a compile-time constant (the whole row
 // in flight at batch 1, fully unrolled); other shapes take the general one. The down kernels
 // pick a compile-time tile by the row's chunk steps for every shape.
-// Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act, weights, residual,
-// norm weight and normed 16-byte aligned.
+// Preconditions (ops/moe.py): hidden, inter multiples of 16; x, act and weights 16-byte
+// aligned.
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "gemv_core.cuh"
 #include "moe_route.cuh"
-#include "rmsnorm_core.cuh"
 
 namespace {
 
@@ -592,75 +585,17 @@ struct DownArgs {
   const __nv_bfloat16* w;        // [experts, hidden, inter]
   const int32_t* topk_ids;       // [tokens, slots] (slots = top_k + shared slots)
   const float* topk_weights;     // [tokens, slots]
-  __nv_bfloat16* out;            // [tokens, hidden]: the weighted sum (delta), or the residual
-  const __nv_bfloat16* norm_w;   // finish only: RMSNorm weight [hidden]
-  __nv_bfloat16* normed;         // finish only: [tokens, hidden]
-  uint32_t* counters;            // finish only: [tokens], zero between launches
+  __nv_bfloat16* out;            // [tokens, hidden]: the weighted sum (delta)
   SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
-  float eps;
 };
-
-// The last block of a token to finish normalizes that token's residual row (which every block
-// of the token has updated in place) into `normed`: the add_rmsnorm kernel's numerics, the
-// sum of squares in a different order. The ticket counter wraps to zero for the next launch.
-// The first pass keeps up to kNormCached chunks a thread (hidden 4,096 at 256 threads) in
-// registers, so only longer rows are read from L2 twice. kEarlyW (the GEMV-shaped kernels):
-// the last block requests those chunks' norm weights with its residual reads (one L2 round
-// trip for both), not after the block sum (a second dependent round trip on the launch's
-// serial tail); the row-group kernels keep the late read (early, their kSteps 2 tile spilled).
-constexpr int kNormCached = 2;
-template <bool kOffset, bool kEarlyW>
-__device__ __forceinline__ void finish_norm(const DownArgs& a, int token) {
-  __shared__ bool last;
-  __shared__ float scratch[kWarps];
-  __threadfence();  // this block's residual writes, before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0)
-    last = atomicInc(a.counters + token, gridDim.x - 1) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // every other block's writes, before they are read (L2: __ldcg)
-  const int nvec = a.hidden / atlas::kBf16PerVec, stride = static_cast<int>(blockDim.x);
-  const int cached_end = kNormCached * stride;
-  const uint4* rv = reinterpret_cast<const uint4*>(a.out + static_cast<size_t>(token) * a.hidden);
-  const uint4* wv = reinterpret_cast<const uint4*>(a.norm_w);
-  uint4 cached[kNormCached], cached_w[kNormCached];
-#pragma unroll
-  for (int k = 0; k < kNormCached; ++k) {
-    const int v = threadIdx.x + k * stride;
-    if (v < nvec) cached[k] = __ldcg(rv + v);
-    if (kEarlyW && v < nvec) cached_w[k] = __ldg(wv + v);
-  }
-  float sumsq = 0.f;
-#pragma unroll
-  for (int k = 0; k < kNormCached; ++k)
-    if (threadIdx.x + k * stride < nvec) sumsq = atlas::rmsnorm::sumsq_bf16x8(cached[k], sumsq);
-  for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
-    sumsq = atlas::rmsnorm::sumsq_bf16x8(__ldcg(rv + v), sumsq);
-  const float total = atlas::block_sum(sumsq, scratch);
-  const float inv_rms = rsqrtf(total / static_cast<float>(a.hidden) + a.eps);
-  uint4* ov = reinterpret_cast<uint4*>(a.normed + static_cast<size_t>(token) * a.hidden);
-  auto normalize = [&](int v, const uint4& q, const uint4& w) {
-    ov[v] = atlas::rmsnorm::scale_bf16x8(q, w, inv_rms, kOffset);
-  };
-#pragma unroll
-  for (int k = 0; k < kNormCached; ++k) {
-    const int v = threadIdx.x + k * stride;
-    if (v < nvec) normalize(v, cached[k], kEarlyW ? cached_w[k] : __ldg(wv + v));
-  }
-  for (int v = cached_end + threadIdx.x; v < nvec; v += stride)
-    normalize(v, __ldcg(rv + v), __ldg(wv + v));
-}
 
 // Output row `row` of `token` from its slots' float32 products y[0 .. slots): the routed
 // slots' weighted sum in slot order, each expert's product rounded to bf16; with a shared
-// expert transformers' bf16(routed) + bf16(gate * bf16(shared)); then written as bf16 (or,
-// kFinish, added into the residual `resid` read before).
-template <bool kFinish>
+// expert transformers' bf16(routed) + bf16(gate * bf16(shared)); then written as bf16.
 __device__ __forceinline__ void write_row(const DownArgs& a, const int32_t* ids,
                                           const float* weights, const float* y, int slots,
-                                          int token, int row, float resid) {
+                                          int token, int row) {
   float acc_row = 0.f;
   for (int j = 0; j < a.top_k; ++j)
     if (valid_expert(ids[j], a.experts))
@@ -671,8 +606,7 @@ __device__ __forceinline__ void write_row(const DownArgs& a, const int32_t* ids,
     acc_row = atlas::round_bf16(acc_row) +
               atlas::round_bf16(weights[a.top_k] * atlas::round_bf16(shared));
   }
-  a.out[static_cast<size_t>(token) * a.hidden + row] =
-      atlas::f32_to_bf16(kFinish ? resid + atlas::round_bf16(acc_row) : acc_row);
+  a.out[static_cast<size_t>(token) * a.hidden + row] = atlas::f32_to_bf16(acc_row);
 }
 
 // One item's weight row: `n` of its chunks are real (0: a dead item, past the rows or with an
@@ -730,7 +664,7 @@ __device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], in
 // steps, 0 = run-time (more than four: looped in batches of DownTile<0>::kBatch).
 // Not inlined: each instantiation gets its own register allocation (inlined into one kernel,
 // the five tile shapes together spilled under the 128-register bound; apart none does).
-template <int kSteps, bool kFinish, bool kOffset>
+template <int kSteps>
 __device__ __noinline__ void down_block(const DownArgs a) {
   using Tile = DownTile<kSteps>;
   constexpr int kItems = Tile::kItems, kBatch = Tile::kBatch;
@@ -757,24 +691,8 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     it[m] = down_item(a, ids, warp + kWarps * m, items, slots, blockIdx.x * a.rows, row_end,
                       kc);
   load_down_batch<true>(it, 0, wv);
-  if (kFinish && threadIdx.x < 32) {  // the norm weight (a weight) into L2 for the last block
-    const char* nw = reinterpret_cast<const char*>(a.norm_w);
-    const int lines = (a.hidden * 2 + 127) / 128, stride = gridDim.x * gridDim.y * 32;
-    for (int l = (blockIdx.y * gridDim.x + blockIdx.x) * 32 + lane; l < lines; l += stride)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(nw + 128 * l));
-  }
   atlas::pdl_enter();
 
-  // kFinish: thread r's residual value of row r of a group, requested for the first group
-  // with the act rows (one round trip for both), for each later group right after the
-  // group before is written, so write_row never waits on it
-  float resid = 0.f;
-  auto load_resid = [&](int row0) {
-    const int row = row0 + static_cast<int>(threadIdx.x);
-    if (kFinish && static_cast<int>(threadIdx.x) < rpg && row < row_end)
-      resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + row]);
-  };
-  load_resid(blockIdx.x * a.rows);
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * slots * kc;
   atlas::stage_to_shared<3>(act_s, act, slots * kc);  // 3: the act of 8 x 768 in one trip
   __syncthreads();
@@ -812,36 +730,32 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     }
     __syncthreads();
     const int r = threadIdx.x, row = row0 + r;
-    if (r < rpg && row < row_end) write_row<kFinish>(a, ids, weights, ys + r * slots, slots, token, row, resid);
-    if (g + 1 < groups) load_resid(row0 + rpg);
+    if (r < rpg && row < row_end) write_row(a, ids, weights, ys + r * slots, slots, token, row);
     __syncthreads();  // ys is the next group's
   }
-  if constexpr (kFinish) finish_norm<kOffset, false>(a, token);
 }
 
 __device__ __forceinline__ DownArgs down_args(
     const __nv_bfloat16* act, const __nv_bfloat16* w, const int32_t* topk_ids,
-    const float* topk_weights, __nv_bfloat16* out, const __nv_bfloat16* norm_w,
-    __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens, uint32_t top_k, uint32_t hidden,
-    uint32_t inter, uint32_t experts, uint32_t rows, const __nv_bfloat16* shared_down,
-    uint32_t shared_slots, uint32_t shared_inter, float eps) {
-  return DownArgs{act, w, topk_ids, topk_weights, out, norm_w, normed, counters,
+    const float* topk_weights, __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
+    uint32_t hidden, uint32_t inter, uint32_t experts, uint32_t rows,
+    const __nv_bfloat16* shared_down, uint32_t shared_slots, uint32_t shared_inter) {
+  return DownArgs{act, w, topk_ids, topk_weights, out,
                   SharedExpert{nullptr, shared_down, static_cast<int>(shared_slots),
                                static_cast<int>(shared_inter)},
                   static_cast<int>(tokens), static_cast<int>(top_k), static_cast<int>(hidden),
-                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows), eps};
+                  static_cast<int>(inter), static_cast<int>(experts), static_cast<int>(rows)};
 }
 
 // grid (ceil(hidden / rows), tokens): blockIdx.y is a token; the tile for the row's chunk
 // steps. The PDL wait is in down_block (ptx_entries follows the call).
-template <bool kFinish, bool kOffset>
 __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
   switch ((a.inter / 8 + 31) / 32) {  // the row's chunk steps: a tile shape per count
-    case 1: down_block<1, kFinish, kOffset>(a); break;
-    case 2: down_block<2, kFinish, kOffset>(a); break;
-    case 3: down_block<3, kFinish, kOffset>(a); break;
-    case 4: down_block<4, kFinish, kOffset>(a); break;
-    default: down_block<0, kFinish, kOffset>(a); break;
+    case 1: down_block<1>(a); break;
+    case 2: down_block<2>(a); break;
+    case 3: down_block<3>(a); break;
+    case 4: down_block<4>(a); break;
+    default: down_block<0>(a); break;
   }
 }
 
@@ -926,7 +840,7 @@ struct GemvSmem {
 // loads in flight from one tile to the next (one wave of blocks, one prologue each).
 // kRoute (moe_down_gemv_route_*): the token's routing from the logits (`route`, warp 0,
 // before the wait as the topk reads it replaces) instead of topk_ids / topk_weights.
-template <int kU, bool kFinish, bool kOffset, bool kRoute>
+template <int kU, bool kRoute>
 __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
                                              const LogitRouting route) {
   using atlas::gemv::pow2_at_least;
@@ -955,11 +869,8 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
-  float resid = 0.f;  // kFinish: thread r's residual value of row r of the current tile
   for (int q = 0; q < units; ++q) {
     const int b = q % batches, r0 = row0(q), rows = tile_rows(q);
-    if (kFinish && b == 0 && static_cast<int>(threadIdx.x) < rows)
-      resid = atlas::bf16_to_f32(a.out[static_cast<size_t>(token) * a.hidden + r0 + threadIdx.x]);
     uint4 xv[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -993,30 +904,28 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
     }
     __syncthreads();  // ys complete; part free for the next tile
     if (static_cast<int>(threadIdx.x) < rows)
-      write_row<kFinish>(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x,
-                         resid);
+      write_row(a, ids, weights, sm.ys[threadIdx.x], slots, token, r0 + threadIdx.x);
   }
-  if constexpr (kFinish) finish_norm<kOffset, true>(a, token);
 }
 
 // grid (ceil(hidden / rows_per_block), tokens); kU by the row's chunks per thread.
-template <bool kFinish, bool kOffset, bool kRoute>
+template <bool kRoute>
 __device__ __forceinline__ void down_gemv_run(const DownArgs& a, GemvSmem& sm,
                                               const LogitRouting& route) {
   const int n = (a.top_k + a.shared.slots) * (a.inter / 8);
   switch ((n + kThreads - 1) / kThreads) {
-    case 1: down_gemv_block<1, kFinish, kOffset, kRoute>(a, sm, route); break;
-    case 2: down_gemv_block<2, kFinish, kOffset, kRoute>(a, sm, route); break;
-    case 3: down_gemv_block<3, kFinish, kOffset, kRoute>(a, sm, route); break;
-    default: down_gemv_block<4, kFinish, kOffset, kRoute>(a, sm, route); break;
+    case 1: down_gemv_block<1, kRoute>(a, sm, route); break;
+    case 2: down_gemv_block<2, kRoute>(a, sm, route); break;
+    case 3: down_gemv_block<3, kRoute>(a, sm, route); break;
+    default: down_gemv_block<4, kRoute>(a, sm, route); break;
   }
 }
 
-template <bool kFinish, bool kOffset, bool kRoute = false>
+template <bool kRoute = false>
 __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
                                                    const LogitRouting& route = LogitRouting{}) {
   __shared__ GemvSmem sm;
-  down_gemv_run<kFinish, kOffset, kRoute>(a, sm, route);
+  down_gemv_run<kRoute>(a, sm, route);
 }
 
 }  // namespace
@@ -1087,44 +996,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
                       uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
                       uint32_t shared_slots, uint32_t shared_inter) {
-  down_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                        nullptr, nullptr, tokens, top_k, hidden, inter, experts,
-                                        rows_per_block, shared_down, shared_slots, shared_inter,
-                                        0.f));
+  down_dispatch(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k, hidden, inter,
+                          experts, rows_per_block, shared_down, shared_slots, shared_inter));
 }
 
-// The same sum added into the residual stream, then the next RMSNorm (see the header).
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                              const int32_t* topk_ids, const float* topk_weights,
-                              __nv_bfloat16* residual, const __nv_bfloat16* w,
-                              __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                              uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
-                              uint32_t rows_per_block, const __nv_bfloat16* shared_down,
-                              uint32_t shared_slots, uint32_t shared_inter, float eps) {
-  down_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                       counters, tokens, top_k, hidden, inter, experts,
-                                       rows_per_block, shared_down, shared_slots, shared_inter,
-                                       eps));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                     const int32_t* topk_ids, const float* topk_weights,
-                                     __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                     __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                                     uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                     uint32_t experts, uint32_t rows_per_block,
-                                     const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                     uint32_t shared_inter, float eps) {
-  down_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w, normed,
-                                      counters, tokens, top_k, hidden, inter, experts,
-                                      rows_per_block, shared_down, shared_slots, shared_inter,
-                                      eps));
-}
-
-// The down GEMV twins of the three down entry points (down_gemv_block): the same arguments,
-// grid (ceil(hidden / rows_per_block), tokens), rows_per_block a multiple of DOWN_GEMV_ROWS
+// The down GEMV twin of moe_down_sum_bf16 (down_gemv_block): the same arguments, grid
+// (ceil(hidden / rows_per_block), tokens), rows_per_block a multiple of DOWN_GEMV_ROWS
 // (ops/moe.py down_gemv_rows), no dynamic shared memory; slots x inter / 8 a multiple of 32
 // chunks (ops/moe.py down_uses_gemv).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -1134,45 +1011,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                            uint32_t inter, uint32_t experts, uint32_t rows_per_block,
                            const __nv_bfloat16* shared_down, uint32_t shared_slots,
                            uint32_t shared_inter) {
-  down_gemv_dispatch<false, false>(down_args(act, w_down, topk_ids, topk_weights, out, nullptr,
-                                             nullptr, nullptr, tokens, top_k, hidden, inter,
-                                             experts, rows_per_block, shared_down, shared_slots,
-                                             shared_inter, 0.f));
+  down_gemv_dispatch(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k, hidden,
+                               inter, experts, rows_per_block, shared_down, shared_slots,
+                               shared_inter));
 }
 
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_add_rmsnorm_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                   const int32_t* topk_ids, const float* topk_weights,
-                                   __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                   __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-                                   uint32_t top_k, uint32_t hidden, uint32_t inter,
-                                   uint32_t experts, uint32_t rows_per_block,
-                                   const __nv_bfloat16* shared_down, uint32_t shared_slots,
-                                   uint32_t shared_inter, float eps) {
-  down_gemv_dispatch<true, false>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
-                                            normed, counters, tokens, top_k, hidden, inter,
-                                            experts, rows_per_block, shared_down, shared_slots,
-                                            shared_inter, eps));
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_add_rmsnorm_offset_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
-                                          const int32_t* topk_ids, const float* topk_weights,
-                                          __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                          __nv_bfloat16* normed, uint32_t* counters,
-                                          uint32_t tokens, uint32_t top_k, uint32_t hidden,
-                                          uint32_t inter, uint32_t experts,
-                                          uint32_t rows_per_block,
-                                          const __nv_bfloat16* shared_down,
-                                          uint32_t shared_slots, uint32_t shared_inter,
-                                          float eps) {
-  down_gemv_dispatch<true, true>(down_args(act, w_down, topk_ids, topk_weights, residual, w,
-                                           normed, counters, tokens, top_k, hidden, inter,
-                                           experts, rows_per_block, shared_down, shared_slots,
-                                           shared_inter, eps));
-}
-
-// The down GEMV twins routing from the logits (LogitRouting; ops/moe.py routes_in_experts):
+// The down GEMV twin routing from the logits (LogitRouting; ops/moe.py routes_in_experts):
 // the same arguments with the router's logits, shared logits, bias and weight rule in place of
 // topk_ids / topk_weights, read before the PDL wait (the router is two launches back).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -1184,33 +1028,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                  const __nv_bfloat16* shared_down, uint32_t shared_slots,
                                  uint32_t shared_inter, uint32_t renormalize, float scale,
                                  uint32_t sigmoid) {
-  down_gemv_dispatch<false, false, true>(
-      down_args(act, w_down, nullptr, nullptr, out, nullptr, nullptr, nullptr, tokens, top_k,
-                hidden, inter, experts, rows_per_block, shared_down, shared_slots, shared_inter,
-                0.f),
+  down_gemv_dispatch<true>(
+      down_args(act, w_down, nullptr, nullptr, out, tokens, top_k, hidden, inter, experts,
+                rows_per_block, shared_down, shared_slots, shared_inter),
       LogitRouting{logits, bias, shared_logits, renormalize, scale, sigmoid});
-}
-
-// offset: the (1 + w) RMSNorm weights (moe_down_gemv_add_rmsnorm_offset_bf16's), a run-time
-// choice between the two instantiations.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_down_gemv_route_add_rmsnorm_bf16(
-        const __nv_bfloat16* act, const __nv_bfloat16* w_down, const float* logits,
-        const float* shared_logits, const float* bias, __nv_bfloat16* residual,
-        const __nv_bfloat16* w, __nv_bfloat16* normed, uint32_t* counters, uint32_t tokens,
-        uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
-        uint32_t rows_per_block, const __nv_bfloat16* shared_down, uint32_t shared_slots,
-        uint32_t shared_inter, float eps, uint32_t renormalize, float scale, uint32_t sigmoid,
-        uint32_t offset) {
-  const DownArgs a = down_args(act, w_down, nullptr, nullptr, residual, w, normed, counters,
-                               tokens, top_k, hidden, inter, experts, rows_per_block,
-                               shared_down, shared_slots, shared_inter, eps);
-  const LogitRouting route{logits, bias, shared_logits, renormalize, scale, sigmoid};
-  __shared__ GemvSmem sm;  // one allocation for both instantiations
-  if (offset)
-    down_gemv_run<true, true, true>(a, sm, route);
-  else
-    down_gemv_run<true, false, true>(a, sm, route);
 }
 
 // The gate/up GEMV (see gate_up_gemv): grid (ceil(inter / 2), tokens * slots), ops/moe.py

@@ -28,11 +28,7 @@
 //   y_j = bf16(act[t][j] . down row n of expert e_j); routed slots in order
 //   acc += topk_weights[t][j] * y_j (f32); out[t][n] = bf16(acc), or with shared slots
 //   bf16(bf16(acc) + sum of bf16(w_j * y_j) over them) (moe_down_sum_bf16's rounding);
-//   invalid ids contribute nothing. No atomics in the sums: bit-reproducible. Given a
-//   residual (the fused decode layer, ops.moe.AddRmsNorm), out is not written: instead
-//   residual = bf16(residual + bf16(that)) in place, and the token's last block to finish
-//   applies the next RMSNorm into `normed` (moe_down_add_rmsnorm_bf16's numerics), so no
-//   add_rmsnorm launch follows.
+//   invalid ids contribute nothing. No atomics in the sums: bit-reproducible.
 // moe_down_sum_early_{fp8,nvfp4} (ATLAS_MOE_QUANT_DOWN_EARLY=1; off until measured): the
 //   same sums, bit for bit (down_sum's kEarly: the same loads of the same bytes in the same
 //   FMA order), with a prologue before the PDL wait: each warp reads its token's first
@@ -57,8 +53,9 @@
 //   (SASS: 20 LDGs (NVFP4) / 16 (FP8) before the first FFMA), then forms the products in
 //   slot order with group_dot's own arithmetic (its load and compute parts, shared): two
 //   round trips a group for 8 slots, still bit-identical. All 8 at once took 155 registers
-//   (one block an SM) or spilled bounded to 128; with 4, 105 (NVFP4) / 102 (FP8), no spills,
-//   two blocks an SM. Also unmeasured.
+//   (one block an SM) or spilled bounded to 128; with 4, 108 (NVFP4) / 103 (FP8), no spills,
+//   two blocks an SM (105 / 102 with the fused-norm tail, removed in session 24). Also
+//   unmeasured.
 // Every value the other kernels read was written by the router (the launch before) or
 // gate/up, so they wait first (atlas::pdl_enter). Group products accumulate in f32 and take
 // their scale once per group (FP8: code x x sums times the block scale; NVFP4: times
@@ -303,49 +300,6 @@ __device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x, const Fmt& 
   if (lane == 0) act[static_cast<size_t>(pair) * inter + col] = __float2bfloat16_rn(out);
 }
 
-// The residual add + next RMSNorm of a fused down launch (residual == nullptr: plain out).
-struct Finish {
-  __nv_bfloat16* residual;      // [tokens, hidden], updated in place
-  const __nv_bfloat16* norm_w;  // [hidden]
-  __nv_bfloat16* normed;        // [tokens, hidden]
-  uint32_t* counters;           // [tokens] last-block tickets: zero before and after
-  float eps;
-  uint32_t offset;              // 1: zero-centred weights, x * (1 + w)
-};
-
-// The last block of token t to finish (a ticket from atomicInc on counters[t], which wraps
-// back to zero for the next launch or graph replay) normalizes the token's residual row,
-// which every block of the token updated in place, into `normed`: add_rmsnorm's numerics
-// (bf16(w * bf16(r * inv_rms)), or bf16(r * inv_rms * (1 + w))), the squares summed in
-// another order. Every thread of the block must arrive here.
-__device__ __forceinline__ void last_block_rmsnorm(const Finish& fin, uint32_t t,
-                                                   uint32_t hidden) {
-  __shared__ bool last;
-  __shared__ float scratch[kWarps];
-  __threadfence();  // this block's residual writes, before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicInc(fin.counters + t, gridDim.x - 1) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other blocks' writes, before they are read from L2
-  const unsigned short* r =
-      reinterpret_cast<const unsigned short*>(fin.residual) + static_cast<size_t>(t) * hidden;
-  float sumsq = 0.f;
-  for (uint32_t i = threadIdx.x; i < hidden; i += kThreads) {
-    const float v = __bfloat162float(__ushort_as_bfloat16(__ldcg(r + i)));
-    sumsq = fmaf(v, v, sumsq);
-  }
-  const float inv_rms = rsqrtf(atlas::block_sum(sumsq, scratch) / static_cast<float>(hidden) +
-                               fin.eps);
-  __nv_bfloat16* out = fin.normed + static_cast<size_t>(t) * hidden;
-  for (uint32_t i = threadIdx.x; i < hidden; i += kThreads) {
-    const float v = __bfloat162float(__ushort_as_bfloat16(__ldcg(r + i)));
-    const float w = __bfloat162float(fin.norm_w[i]);
-    out[i] = __float2bfloat16_rn(fin.offset ? (v * inv_rms) * (1.f + w)
-                                            : w * atlas::round_bf16(v * inv_rms));
-  }
-}
-
 // group_dot in two parts, for a caller that has several groups' loads in flight at once:
 // every load of the group (codes, x values, scales) ...
 template <class Fmt>
@@ -372,8 +326,7 @@ template <bool kEarly, class Fmt>
 __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
                                          const int32_t* topk_ids, const float* topk_weights,
                                          __nv_bfloat16* out, uint32_t slots, uint32_t routed,
-                                         uint32_t hidden, uint32_t inter, uint32_t experts,
-                                         const Finish& fin) {
+                                         uint32_t hidden, uint32_t inter, uint32_t experts) {
   if constexpr (!kEarly) atlas::pdl_enter();
   const uint32_t t = blockIdx.y, lane = threadIdx.x & 31;
   const uint32_t row = blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -455,24 +408,14 @@ __device__ __forceinline__ void down_sum(const __nv_bfloat16* act, const Fmt& f,
     }
   }
   if (routed < slots) acc = atlas::round_bf16(acc) + shared;
-  if (lane == 0 && row < hidden) {
-    const size_t at = static_cast<size_t>(t) * hidden + row;
-    if (fin.residual == nullptr)
-      out[at] = __float2bfloat16_rn(acc);
-    else  // residual = bf16(residual + bf16(sum))
-      fin.residual[at] = __float2bfloat16_rn(__bfloat162float(fin.residual[at]) +
-                                             atlas::round_bf16(acc));
-  }
-  if (fin.residual != nullptr) last_block_rmsnorm(fin, t, hidden);
+  if (lane == 0 && row < hidden)
+    out[static_cast<size_t>(t) * hidden + row] = __float2bfloat16_rn(acc);
 }
 
 }  // namespace
 
 #define ATLAS_FP8_MAP \
   uint32_t row_shift, uint32_t row_stride, uint32_t col_shift, uint32_t col_stride
-#define ATLAS_FINISH_ARGS                                                                  \
-  __nv_bfloat16 *residual, const __nv_bfloat16 *norm_w, __nv_bfloat16 *normed,            \
-      uint32_t *counters, float eps, uint32_t offset
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     moe_gate_up_silu_fp8(const __nv_bfloat16* x, const uint8_t* w, const float* scale,
@@ -498,11 +441,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     moe_down_sum_fp8(const __nv_bfloat16* act, const uint8_t* w, const float* scale,
                      const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
                      uint32_t tokens, uint32_t slots, uint32_t routed, uint32_t hidden,
-                     uint32_t inter, uint32_t experts, ATLAS_FP8_MAP, ATLAS_FINISH_ARGS) {
+                     uint32_t inter, uint32_t experts, ATLAS_FP8_MAP) {
   (void)tokens;
   down_sum<false>(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
-                  topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
-                  Finish{residual, norm_w, normed, counters, eps, offset});
+                  topk_ids, topk_weights, out, slots, routed, hidden, inter, experts);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
@@ -510,11 +452,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                        const float* row_scale, const int32_t* topk_ids,
                        const float* topk_weights, __nv_bfloat16* out, uint32_t tokens,
                        uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
-                       uint32_t experts, ATLAS_FINISH_ARGS) {
+                       uint32_t experts) {
   (void)tokens;
   down_sum<false>(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out,
-                  slots, routed, hidden, inter, experts,
-                  Finish{residual, norm_w, normed, counters, eps, offset});
+                  slots, routed, hidden, inter, experts);
 }
 
 // The same sums with the routing read and the first round of weights requested before the
@@ -524,11 +465,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                            const int32_t* topk_ids, const float* topk_weights,
                            __nv_bfloat16* out, uint32_t tokens, uint32_t slots,
                            uint32_t routed, uint32_t hidden, uint32_t inter, uint32_t experts,
-                           ATLAS_FP8_MAP, ATLAS_FINISH_ARGS) {
+                           ATLAS_FP8_MAP) {
   (void)tokens;
   down_sum<true>(act, Fp8Experts{w, scale, inter, row_shift, row_stride, col_shift, col_stride},
-                 topk_ids, topk_weights, out, slots, routed, hidden, inter, experts,
-                 Finish{residual, norm_w, normed, counters, eps, offset});
+                 topk_ids, topk_weights, out, slots, routed, hidden, inter, experts);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
@@ -536,11 +476,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                              const float* row_scale, const int32_t* topk_ids,
                              const float* topk_weights, __nv_bfloat16* out, uint32_t tokens,
                              uint32_t slots, uint32_t routed, uint32_t hidden, uint32_t inter,
-                             uint32_t experts, ATLAS_FINISH_ARGS) {
+                             uint32_t experts) {
   (void)tokens;
   down_sum<true>(act, nvfp4_experts(w, scale, row_scale, inter), topk_ids, topk_weights, out,
-                 slots, routed, hidden, inter, experts,
-                 Finish{residual, norm_w, normed, counters, eps, offset});
+                 slots, routed, hidden, inter, experts);
 }
 
 // w_out[n, k] bf16 = bf16(e2m1(q) * f32(e4m3(s) * g[row])), one 16-value group a thread

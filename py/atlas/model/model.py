@@ -81,24 +81,11 @@ class Dims:
                    rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
 
 
-@dataclass(frozen=True, slots=True)
-class NextNorm:
-    """The residual add + RMSNorm that follows a layer's MLP (the next layer's input norm,
-    or the final norm), for an MLP block that can fuse it into its last launch."""
-
-    weight: DevicePtr
-    eps: float
-    offset: bool
-
-
 class MlpBlock(Protocol):
-    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows. Given
-    `then_norm` it may instead finish the residual add + norm itself (resid += its output,
-    normed = the norm of resid) and return True; False means delta holds its output."""
+    """A layer's MLP: reads the step's `normed` rows and writes its `delta` rows."""
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None,
-                norm: "moe_ops.RouterNorm | None" = None) -> bool: ...
+                norm: "moe_ops.RouterNorm | None" = None) -> None: ...
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
         """Whether `forward` may be given the pending residual add + RMSNorm before the
@@ -124,12 +111,10 @@ class DenseMlp:
     down: LinearWeight
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
-                then_norm: NextNorm | None = None,
-                norm: "moe_ops.RouterNorm | None" = None) -> bool:
+                norm: "moe_ops.RouterNorm | None" = None) -> None:
         if norm is not None:
             raise ValueError("DenseMlp: no router to take the norm")
         self.project(kc, s, b, t, b.delta)
-        return False
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
         """A dense MLP has no router: its input norm is the model's launch."""
@@ -231,12 +216,10 @@ class StepBuffers:
 @dataclass(slots=True)
 class Residual:
     """The residual stream's state during one forward (it lives in b.resid): `pending`
-    says `delta` holds a sublayer's update not yet added (False before the first layer),
-    and `normed` that an MLP block already left the next norm in `normed` (NextNorm).
+    says `delta` holds a sublayer's update not yet added (False before the first layer).
     Python bookkeeping at capture time: the graph replays the same sequence every step."""
 
     pending: bool = False
-    normed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +363,7 @@ class DenseDecoderModel:
                 self.cos_sin, b.positions, b.slots, b.block_tables, b.kv_lens, d.hidden,
                 d.heads, d.kv_heads, d.head_dim, d.inter, self.block_size, plan.num_splits,
                 self.scale, d.eps)
-        for i, lw in enumerate(self.layers if persistent is None else ()):
+        for lw in self.layers if persistent is None else ():
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
@@ -399,17 +382,16 @@ class DenseDecoderModel:
                                   b.act if swiglu else b.gate_up, t, swiglu)
                 self._down_proj(s, b, res, lw.mlp, t, swiglu)
             else:
-                # the block may finish the next add + norm itself, in place on b.resid, and
-                # its router launch may do the pending one before it
+                # the block's router launch may do the pending add + norm before it
                 router_norm = None
-                if res.pending and not res.normed and lw.mlp.router_takes_norm(kc, t):
+                if res.pending and lw.mlp.router_takes_norm(kc, t):
                     router_norm = moe_ops.RouterNorm(b.resid, b.delta, lw.post_norm, d.eps,
                                                      d.norm_offset)
                     res.pending = False
                 else:
                     self._norm(s, b, res, lw.post_norm, t)
-                res.normed = lw.mlp.forward(kc, s, b, t, self._norm_after(i), norm=router_norm)
-                res.pending = not res.normed
+                lw.mlp.forward(kc, s, b, t, norm=router_norm)
+                res.pending = True
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
@@ -435,12 +417,8 @@ class DenseDecoderModel:
         return self.persistent
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
-        """normed = RMSNorm(resid (+= delta when one is pending)) * w (already there when
-        the previous MLP block fused it)."""
+        """normed = RMSNorm(resid (+= delta when one is pending)) * w."""
         d = self.dims
-        if res.normed:
-            res.normed = False
-            return
         if res.pending:
             norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
@@ -468,14 +446,6 @@ class DenseDecoderModel:
         else:
             mlp.down_proj(self.kc, s, b, t)
         res.pending = True
-
-    def _norm_after(self, i: int) -> NextNorm | None:
-        """The norm after layer i's MLP, for the block to fuse; None under tensor
-        parallelism (the block's output is a partial sum until the all-reduce)."""
-        if self.tp is not None:
-            return None
-        nxt = self.layers[i + 1].in_norm if i + 1 < len(self.layers) else self.final_norm
-        return NextNorm(nxt, self.dims.eps, self.dims.norm_offset)
 
     def _attention(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                    plan: AttentionPlan) -> None:

@@ -8,15 +8,15 @@ captured decode graph and the largest prefill chunk both fit). A forward is laun
          -> [shared expert: SwiGLU -> shared_out; gate logit; delta += sigmoid(gate) * shared_out]
 
 A decode step (up to DECODE_MAX_TOKENS rows) is three launches: the router (gate GEMV and
-top-k, the shared expert's gate as one more row), gate/up and down, where the shared expert
-is more slots of the same launches (its columns in chunks of the routed width, weighted by
-bf16(sigmoid(gate))); the down launch also does the residual add and the next RMSNorm
-(`then_norm`: resid += the block's output, normed = the next norm), so the layer after it
-starts from `normed` with no add_rmsnorm launch between (with ATLAS_MOE_ROUTE_IN_EXPERTS=1 at
-batch 1 the router writes only the logits and the expert launches route from them). Prefill
-chunks (and decode steps
-with ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the
-experts, the shared expert's own SwiGLU, gate and add, and the model's add_rmsnorm.
+top-k, the shared expert's gate as one more row; where `router_takes_norm`, also the pending
+residual add + RMSNorm before the block), gate/up and down, where the shared expert is more
+slots of the same launches (its columns in chunks of the routed width, weighted by
+bf16(sigmoid(gate))); the down launch writes the block's output into delta, and the model's
+add_rmsnorm launch after it does the residual add and the next norm (with
+ATLAS_MOE_ROUTE_IN_EXPERTS=1 at batch 1 the router writes only the logits and the expert
+launches route from them). Prefill chunks (and decode steps with ATLAS_MOE_FUSED_DECODE=0)
+take the separate launches: router GEMV/GEMM, top-k, the experts, the shared expert's own
+SwiGLU, gate and add.
 
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
@@ -43,7 +43,7 @@ from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.moe_shared import shared_add
 from .loaders.moe import SHARED_GATE_ROWS
-from .model import DenseMlp, MlpBlock, NextNorm, StepBuffers, swiglu
+from .model import DenseMlp, MlpBlock, StepBuffers, swiglu
 
 if TYPE_CHECKING:
     from .expert_parallel import ExpertShard
@@ -68,10 +68,9 @@ class MoeBuffers:
     topk_ids: DevicePtr      # i32 [tokens, top_k]
     topk_weights: DevicePtr  # f32 [tokens, top_k]
     scratch: moe_ops.MoeScratch
-    #: u32 [DECODE_MAX_TOKENS + 1] last-block tickets: one per token of the fused down + add
-    #: + RMSNorm launch, then the fused router's (`router_counter`); zeroed at bind, left
+    #: u32 [1] the fused router's last-block ticket (ops.moe.gate_topk); zeroed at bind, left
     #: zero by every launch
-    counters: DevicePtr
+    router_counter: DevicePtr
     shared_out: DevicePtr = 0   # bf16 [tokens, hidden], shared-expert models only
     shared_gate: DevicePtr = 0  # f32 [tokens, GATE_PAD_ROWS]
 
@@ -86,7 +85,7 @@ class MoeBuffers:
         slots = moe_shape(cfg, moe).slots  # decode rows carry the shared expert's slots too
         arena.reserve("moe_topk_ids", DType.I32, (max_tokens, slots))
         arena.reserve("moe_topk_weights", DType.FP32, (max_tokens, slots))
-        arena.reserve("moe_counters", DType.I32, (moe_ops.DECODE_MAX_TOKENS + 1,))
+        arena.reserve("moe_router_counter", DType.I32, (1,))
         for name in ("act", "y", "sorted_slots", "tile_expert"):
             nbytes = getattr(layout, name)
             if nbytes:
@@ -95,23 +94,19 @@ class MoeBuffers:
             arena.reserve("moe_shared_out", DType.BF16, (max_tokens, cfg.hidden_size))
             arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
 
-    @property
-    def router_counter(self) -> DevicePtr:
-        return self.counters + 4 * moe_ops.DECODE_MAX_TOKENS
-
     @classmethod
     def bind(cls, arena: BufferArena, max_tokens: int, backend: GpuBackend) -> "MoeBuffers":
-        """The reserved buffers' addresses (after allocate); zeroes the launch counters."""
+        """The reserved buffers' addresses (after allocate); zeroes the router's counter."""
         def opt(name: str) -> DevicePtr:
             return arena[name] if name in arena else 0
 
         scratch = moe_ops.MoeScratch(act=arena["moe_act"], y=opt("moe_y"),
                                      sorted_slots=opt("moe_sorted_slots"),
                                      tile_expert=opt("moe_tile_expert"), max_tokens=max_tokens)
-        counters = arena.slice("moe_counters")
-        backend.memset(arena["moe_counters"], 0, counters.nbytes)
+        counter = arena.slice("moe_router_counter")
+        backend.memset(arena["moe_router_counter"], 0, counter.nbytes)
         return cls(arena["moe_logits"], arena["moe_topk_ids"], arena["moe_topk_weights"],
-                   scratch, arena["moe_counters"], opt("moe_shared_out"),
+                   scratch, arena["moe_router_counter"], opt("moe_shared_out"),
                    opt("moe_shared_gate"))
 
 
@@ -148,21 +143,20 @@ class MoeMlp:
                 and kc.routes.moe_fused_decode and moe_ops.router_takes_norm(kc, t, self.shape))
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None,
-                norm: moe_ops.RouterNorm | None = None) -> bool:
-        """The block over b.normed into b.delta (True: `then_norm` done too, b.normed then
-        holds the next input); `norm` (where `router_takes_norm`): b.normed is first formed
-        by the router launch from norm's residual and delta."""
-        if self.ep is not None:  # the output is a partial sum until `combine`: no fused norm
-            self._forward(kc, s, b, t, None)
+                norm: moe_ops.RouterNorm | None = None) -> None:
+        """The block over b.normed into b.delta; `norm` (where `router_takes_norm`):
+        b.normed is first formed by the router launch from norm's residual and delta."""
+        if self.ep is not None:  # the output is a partial sum until `combine`
+            self._forward(kc, s, b, t)
             self.ep.combine(s, b.delta, t, self.shape.hidden)
-            return False
-        return self._forward(kc, s, b, t, then_norm, norm)
+            return
+        self._forward(kc, s, b, t, norm)
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                 then_norm: NextNorm | None, norm: moe_ops.RouterNorm | None = None) -> bool:
+                 norm: moe_ops.RouterNorm | None = None) -> None:
         if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
-            return self._decode(kc, s, b, t, then_norm, norm)
+            self._decode(kc, s, b, t, norm)
+            return
         if norm is not None:
             raise ValueError("MoE block: the router takes the norm on the fused decode path "
                              "only (router_takes_norm)")
@@ -179,14 +173,12 @@ class MoeMlp:
                           out_f32=True)
             shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
                        GATE_PAD_ROWS)
-        return False
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None, norm: moe_ops.RouterNorm | None = None) -> bool:
+                norm: moe_ops.RouterNorm | None = None) -> None:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
-        more row), gate/up and down over the routed slots and the
-        shared expert's slots, the down launch also doing `then_norm` when given (unless
-        ATLAS_MOE_DOWN_NORM=0: then into delta, the next layer adds and normalizes). Where
+        more row), gate/up and down over the routed slots and the shared expert's slots,
+        into delta (the model's add_rmsnorm adds it and normalizes). Where
         ops.moe.routes_in_experts (opt-in, batch 1) the router writes only the logits and the
         two expert launches take the top-k of them themselves."""
         sh, bf = self.shape, self.bufs
@@ -206,15 +198,8 @@ class MoeMlp:
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
                               bf.shared_gate, norm=norm)
         sh = self._local(kc, s, t, sh)
-        finish = None
-        if then_norm is not None and kc.routes.moe_down_norm:
-            # the experts' input (normed) is read by the gate/up launch, before the down
-            # launch overwrites it with the next layer's input
-            finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
-                                        then_norm.eps, then_norm.offset)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, sh, bf.scratch, then_norm=finish, shared=shared, route=route)
-        return finish is not None
+                        b.delta, t, sh, bf.scratch, shared=shared, route=route)
 
     def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape
                ) -> moe_ops.MoeShape:

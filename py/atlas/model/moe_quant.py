@@ -11,10 +11,8 @@ Qwen3-Next): at decode it is one more slot of the same three launches (the route
 its slot and gate weight, as on the bf16 path), at prefill its bf16 copy runs as a SwiGLU
 into `shared_out`. Any other shared expert is a dense SwiGLU MLP of linears in whatever
 format the checkpoint stores. Both add their gated output with `moe_shared_add_bf16`
-(transformers' rounding) outside decode. Given the next norm (`then_norm`) on a decode step
-with no separate shared expert, the down launch also does the residual add and that RMSNorm
-(forward returns True: no add_rmsnorm launch follows), as the bf16 decode layer does;
-ATLAS_MOE_FUSED_DECODE=0 turns that off (the model's add_rmsnorm follows), as it does there.
+(transformers' rounding) outside decode. The block's output goes into delta; the model's
+add_rmsnorm launch after it does the residual add and the next norm, as after the bf16 block.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from ..runtime.ops.matmul_quant import LinearWeight
 from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
 from ..runtime.ops.moe_shared import shared_add
-from .model import DenseMlp, NextNorm, StepBuffers, swiglu
+from .model import DenseMlp, StepBuffers, swiglu
 from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
 
 
@@ -72,11 +70,9 @@ class QuantMoeMlp:
         return moe_ops.uses_decode_kernels(t) and moe_ops.router_takes_norm(kc, t, self.shape)
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                then_norm: NextNorm | None = None,
-                norm: moe_ops.RouterNorm | None = None) -> bool:
+                norm: moe_ops.RouterNorm | None = None) -> None:
         sh, bf = self.shape, self.bufs
         folded = folds_shared(sh)
-        finish = None
         if norm is not None and not moe_ops.uses_decode_kernels(t):
             raise ValueError("QuantMoeMlp: the router takes the norm on decode steps only "
                              "(router_takes_norm)")
@@ -86,12 +82,8 @@ class QuantMoeMlp:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
                               bf.shared_gate, norm=norm)
-            if then_norm is not None and self.shared is None and kc.routes.moe_fused_decode:
-                # the gate/up launch reads normed before the down launch overwrites it
-                finish = moe_ops.AddRmsNorm(b.resid, then_norm.weight, b.normed, bf.counters,
-                                            then_norm.eps, then_norm.offset)
             decode_experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids,
-                           bf.topk_weights, bf.scratch.act, b.delta, t, sh, finish)
+                           bf.topk_weights, bf.scratch.act, b.delta, t, sh)
         else:
             routed = sh.routed_only
             router_logits(kc, s, b.normed, self.router, bf.logits, t, routed)
@@ -108,7 +100,6 @@ class QuantMoeMlp:
         if self.shared is not None:
             self.shared.mlp.project(kc, s, b, t, bf.shared_out)
             self._add_shared(kc, s, b, t, self.shared.gate)
-        return finish is not None
 
     def _add_shared(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                     gate: DevicePtr) -> None:

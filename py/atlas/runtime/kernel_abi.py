@@ -702,36 +702,19 @@ MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
                  "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
                  "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
                  "shared_down:ptr shared_slots:u32 shared_inter:u32")
-# the same sum s, then the residual add and the next RMSNorm (add_rmsnorm's numerics):
-# residual = bf16(residual + bf16(s)) in place, normed = RMSNorm(residual) * w; the last
-# block of each token normalizes its row (counters u32 [tokens]: zero before, zero after)
-MOE_DOWN_ADD_RMSNORM = S("moe_decode", "moe_down_add_rmsnorm_bf16",
-                         "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr w:ptr "
-                         "normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 "
-                         "experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
-                         "shared_inter:u32 eps:f32")
-# ... with zero-centred norm weights (RMSNorm(residual) * (1 + w), as ADD_RMSNORM_OFFSET)
-MOE_DOWN_ADD_RMSNORM_OFFSET = S("moe_decode", "moe_down_add_rmsnorm_offset_bf16",
-                                "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr residual:ptr "
-                                "w:ptr normed:ptr counters:ptr tokens:u32 top_k:u32 hidden:u32 "
-                                "inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr "
-                                "shared_slots:u32 shared_inter:u32 eps:f32")
-# The same three down products as one GEMV-shaped launch each (the default at batch 1;
+# The same down product as one GEMV-shaped launch (the default at batch 1;
 # ops.moe.down_uses_gemv): the same arguments with rows_per_block a multiple of
 # ops.moe.DOWN_GEMV_ROWS (ops.moe.down_gemv_rows: tiles of that many rows, one after the
 # other), grid (ceil(hidden / rows_per_block), tokens), 256 threads, no dynamic shared memory;
 # (top_k + shared_slots) x inter / 8 chunks a row, inter a multiple of 256. The routing is
 # read before the PDL wait, as MOE_DOWN_SUM's.
 MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
-MOE_DOWN_GEMV_ADD_RMSNORM = replace(MOE_DOWN_ADD_RMSNORM, func="moe_down_gemv_add_rmsnorm_bf16")
-MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET = replace(MOE_DOWN_ADD_RMSNORM_OFFSET,
-                                           func="moe_down_gemv_add_rmsnorm_offset_bf16")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias
 # (sigmoid scoring's, or 0), sigmoid 0 / 1, renormalize and scale as the router's; at most
-# ops.moe.ROUTE_IN_EXPERTS_MAX_EXPERTS experts. The down twins read them before their PDL wait
-# (the router is two launches back); the add_rmsnorm one takes the offset norm by `offset`.
+# ops.moe.ROUTE_IN_EXPERTS_MAX_EXPERTS experts. The down twin reads them before its PDL wait
+# (the router is two launches back).
 MOE_GATE_UP_GEMV_TILES_ROUTE = S(
     "moe_decode", "moe_gate_up_gemv_tiles_route_bf16",
     "x:ptr w_gate_up:ptr logits:ptr bias:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
@@ -742,12 +725,6 @@ MOE_DOWN_GEMV_ROUTE_SUM = S(
     "act:ptr w_down:ptr logits:ptr shared_logits:ptr bias:ptr out:ptr tokens:u32 top_k:u32 "
     "hidden:u32 inter:u32 experts:u32 rows_per_block:u32 shared_down:ptr shared_slots:u32 "
     "shared_inter:u32 renormalize:u32 scale:f32 sigmoid:u32")
-MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM = S(
-    "moe_decode", "moe_down_gemv_route_add_rmsnorm_bf16",
-    "act:ptr w_down:ptr logits:ptr shared_logits:ptr bias:ptr residual:ptr w:ptr normed:ptr "
-    "counters:ptr tokens:u32 top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
-    "shared_down:ptr shared_slots:u32 shared_inter:u32 eps:f32 renormalize:u32 scale:f32 "
-    "sigmoid:u32 offset:u32")
 # Decode (1..8 tokens) over quantized experts (kernels/<hw>/common/moe_decode_quant.cu,
 # ops/moe_quant.py): every expert's rows stacked in one matrix (gate_up [experts * 2 inter,
 # hidden], expert e's gate rows then up rows; down [experts * hidden, inter]), FP8 E4M3 codes
@@ -761,19 +738,14 @@ _MOE_Q_MAP = "row_shift:u32 row_stride:u32 col_shift:u32 col_stride:u32"
 _MOE_Q_GATE_UP = "topk_ids:ptr act:ptr tokens:u32 slots:u32 hidden:u32 inter:u32 experts:u32"
 _MOE_Q_DOWN = ("topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 slots:u32 routed:u32 "
                "hidden:u32 inter:u32 experts:u32")
-# the down launch's fused residual add + RMSNorm (residual 0: out is written instead):
-# residual = bf16(residual + bf16(sum)), normed = RMSNorm(residual) (* w, or * (1 + w) with
-# offset 1), the last block of each token normalizing (counters u32 [tokens]: zero before,
-# zero after): moe_down_add_rmsnorm_bf16's numerics
-_MOE_Q_FINISH = "residual:ptr norm_w:ptr normed:ptr counters:ptr eps:f32 offset:u32"
 MOE_GATE_UP_SILU_FP8 = S("moe_decode_quant", "moe_gate_up_silu_fp8",
                          f"x:ptr w:ptr scale:ptr {_MOE_Q_GATE_UP} {_MOE_Q_MAP}")
 MOE_GATE_UP_SILU_NVFP4 = S("moe_decode_quant", "moe_gate_up_silu_nvfp4",
                            f"x:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_GATE_UP}")
 MOE_DOWN_SUM_FP8 = S("moe_decode_quant", "moe_down_sum_fp8",
-                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP} {_MOE_Q_FINISH}")
+                     f"act:ptr w:ptr scale:ptr {_MOE_Q_DOWN} {_MOE_Q_MAP}")
 MOE_DOWN_SUM_NVFP4 = S("moe_decode_quant", "moe_down_sum_nvfp4",
-                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN} {_MOE_Q_FINISH}")
+                       f"act:ptr w:ptr scale:ptr row_scale:ptr {_MOE_Q_DOWN}")
 # The same two down launches reading the routing (topk_ids, topk_weights) before their PDL
 # wait and requesting their first round of weights into L2 (ATLAS_MOE_QUANT_DOWN_EARLY):
 # their writer (the router) must be at least two launches back, with a launch between that

@@ -436,99 +436,46 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
 def down_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
               routes: KernelRoutes | None = None) -> KernelCase:
     """moe_down_sum alone from a given act: one rounding per expert and one at the end, so
-    it is held to the tight reference tolerance. `routes`: as decode_case's."""
-    tokens = len(ids)
+    it is held to the tight reference tolerance. With shape.shared_inter the shared expert's
+    slots follow (act zero past its width, as the gate/up kernel leaves it). `routes`: as
+    decode_case's."""
+    tokens, k = len(ids), shape.top_k
     _, w_d = expert_weights(rng, shape)
-    inputs = {"act": random_bf16(rng, (tokens, shape.top_k, shape.inter)), "w_down": w_d,
-              "topk_ids": ids.astype(np.int32),
-              "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+    act = random_bf16(rng, (tokens, shape.slots, shape.inter))
+    act.reshape(tokens, -1)[:, k * shape.inter + shape.shared_inter:] = 0
+    inputs = {"act": act, "w_down": w_d, "topk_ids": ids.astype(np.int32),
+              "topk_weights": _routing_weights(rng, tokens, k)}
+    if shape.shared_inter:
+        inputs |= shared_inputs(rng, shape, ids, inputs["topk_weights"])
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         moe.decode_down(KernelCache(backend, routes), stream, p["act"], p["w_down"],
-                        p["topk_ids"], p["topk_weights"], p["out"], tokens, shape)
+                        p["topk_ids"], p["topk_weights"], p["out"], tokens, shape,
+                        _shared_ptrs(p))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         act, wd = _f64(x["act"]), _f64(x["w_down"])
         out = np.zeros((tokens, shape.hidden))
         for t in range(tokens):
-            for j, e in enumerate(x["topk_ids"][t]):
+            for j, e in enumerate(x["topk_ids"][t, :k]):
                 if 0 <= e < shape.experts:
                     out[t] += float(x["topk_weights"][t, j]) * _bf16(wd[e] @ act[t, j])
+        if shape.shared_inter:
+            sd = _f64(x["sh_down"])
+            y = _bf16(act[:, k:].reshape(tokens, -1)[:, :shape.shared_inter] @ sd.T)
+            out = _bf16(out) + _bf16(x["topk_weights"][:, k:k + 1].astype(np.float64) * y)
         return {"out": out}
 
     return KernelCase(name, "moe_decode", inputs,
                       {"out": OutputSpec(DType.BF16, (tokens, shape.hidden))}, run, oracle)
 
 
-def oracle_add_rmsnorm(resid: np.ndarray, delta: np.ndarray, w: np.ndarray, eps: float,
-                       offset: bool) -> dict[str, np.ndarray]:
-    """float64 residual = bf16(resid + bf16(delta)) and the RMSNorm of it with transformers'
-    op boundaries (bf16(w * bf16(r / rms)), or bf16(r / rms * (1 + w)) for offset weights)."""
-    r = _bf16(resid + _bf16(delta))
-    inv = 1.0 / np.sqrt((r * r).mean(axis=1, keepdims=True) + eps)
-    normed = _bf16(r * inv * (1.0 + w)) if offset else _bf16(w * _bf16(r * inv))
-    return {"residual": r, "normed": normed}
-
-
-def down_add_rmsnorm_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                          ids: np.ndarray, offset: bool = False,
-                          routes: KernelRoutes | None = None) -> KernelCase:
-    """moe_down_add_rmsnorm(_offset) launched twice over the same counters (into two residual
-    rows sets): the second launch finds its last blocks only if the first left the counters
-    at zero, as a graph replay needs; the counters are checked to be zero after. With
-    shape.shared_inter the shared expert's slots follow (act zero past its width, as the
-    gate/up kernel leaves it). `routes`: as decode_case's."""
-    tokens, eps, k = len(ids), 1e-6, shape.top_k
-    _, w_d = expert_weights(rng, shape)
-    resid = random_bf16(rng, (tokens, shape.hidden), 3.0)
-    act = random_bf16(rng, (tokens, shape.slots, shape.inter))
-    act.reshape(tokens, -1)[:, k * shape.inter + shape.shared_inter:] = 0
-    inputs = {"act": act, "w_down": w_d, "topk_ids": ids.astype(np.int32),
-              "topk_weights": _routing_weights(rng, tokens, k),
-              "residual": resid, "residual2": resid.copy(),
-              "norm_w": random_bf16(rng, (shape.hidden,), 1.0),
-              "counters": np.zeros(tokens, np.int32)}
-    if shape.shared_inter:
-        inputs |= shared_inputs(rng, shape, ids, inputs["topk_weights"])
-    spec = OutputSpec(DType.BF16, (tokens, shape.hidden))
-    outputs = {"residual": spec, "normed": spec, "residual2": spec, "normed2": spec,
-               "counters": OutputSpec(DType.I32, (tokens,))}
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend, routes)
-        for suffix in ("", "2"):
-            norm = moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
-                                  p["counters"], eps, offset)
-            moe.decode_down_add_rmsnorm(kc, stream, p["act"], p["w_down"], p["topk_ids"],
-                                        p["topk_weights"], norm, tokens, shape,
-                                        _shared_ptrs(p))
-
-    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        act, wd = _f64(x["act"]), _f64(x["w_down"])
-        delta = np.zeros((tokens, shape.hidden))
-        for t in range(tokens):
-            for j, e in enumerate(x["topk_ids"][t, :k]):
-                if 0 <= e < shape.experts:
-                    delta[t] += float(x["topk_weights"][t, j]) * _bf16(wd[e] @ act[t, j])
-        if shape.shared_inter:
-            sd = _f64(x["sh_down"])
-            y = _bf16(act[:, k:].reshape(tokens, -1)[:, :shape.shared_inter] @ sd.T)
-            delta = _bf16(delta) + _bf16(x["topk_weights"][:, k:k + 1].astype(np.float64) * y)
-        r = oracle_add_rmsnorm(_f64(x["residual"]), delta, _f64(x["norm_w"]), eps, offset)
-        return {"residual": r["residual"], "normed": r["normed"],
-                "residual2": r["residual"], "normed2": r["normed"],
-                "counters": np.zeros(tokens)}
-
-    return KernelCase(name, "moe_decode", inputs, outputs, run, oracle)
-
-
 @kernel_cases("moe_decode")
 def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     # first: the case the GPU check captures into a CUDA graph (first of its module): the
-    # fused down + add + RMSNorm at the Qwen3-30B-A3B leaf's shape (8 of its 128 experts)
+    # down sum at the Qwen3-30B-A3B leaf's shape (8 of its 128 experts)
     leaf = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=768)
-    fused = [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8", leaf,
-                                   random_ids(rng, 2, 8, 8))]
+    fused = [down_case(rng, "moe_down_sum leaf t2 h2048 i768 k8", leaf, random_ids(rng, 2, 8, 8))]
     small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
     ids3 = random_ids(rng, 3, 16, 4)
     ids3[1, 2] = -1  # an expert held by another rank
@@ -551,12 +498,10 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     odd = moe.MoeShape(experts=12, top_k=3, hidden=336, inter=64)
     # top_k 20 > one pass of 16 items: a block of one row takes two passes
     wide = moe.MoeShape(experts=24, top_k=20, hidden=128, inter=32)
-    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t3 e16 k4 invalid id", small,
-                                    ids_bad),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset t5 e12 k3 h336", odd,
-                                    random_ids(rng, 5, 12, 3), offset=True),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm t8 e24 k20 (two passes)", wide,
-                                    random_ids(rng, 8, 24, 20)),
+    fused += [down_case(rng, "moe_down_sum t3 e16 k4 invalid id", small, ids_bad),
+              down_case(rng, "moe_down_sum t5 e12 k3 h336", odd, random_ids(rng, 5, 12, 3)),
+              down_case(rng, "moe_down_sum t8 e24 k20 (two passes)", wide,
+                        random_ids(rng, 8, 24, 20)),
               down_case(rng, "moe_down_sum t2 e24 k20 (two passes) h128 i32", wide,
                         random_ids(rng, 2, 24, 20)),
               # rows of 194 chunks: 7 steps, the general tile's batches of 5 (the second
@@ -573,18 +518,17 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           random_ids(rng, 3, 8, 3)),
               decode_case(rng, "moe_decode shared t1 e6 k2 i16 shared 64 (four chunks)", four,
                           random_ids(rng, 1, 6, 2)),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t4 e8 k3 shared 48",
-                                    part, random_ids(rng, 4, 8, 3)),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm_offset shared t2 h2048 i512 k8 "
-                                    "(qwen3.5-35b-a3b)", q35, random_ids(rng, 2, 8, 8), True),
+              down_case(rng, "moe_down_sum shared t4 e8 k3 shared 48", part,
+                        random_ids(rng, 4, 8, 3)),
+              down_case(rng, "moe_down_sum shared t2 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                        random_ids(rng, 2, 8, 8)),
               decode_case(rng, "moe_decode shared t2 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
                           random_ids(rng, 2, 8, 8))]
     # many row groups a block, a partial last block, a partial shared chunk
     ring = moe.MoeShape(experts=8, top_k=3, hidden=1040, inter=512, shared_inter=528)
     ring_ids = random_ids(rng, 8, 8, 3)
     ring_ids[5, 1] = -1
-    fused += [down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm shared t8 h1040 i512 k3 shared "
-                                    "528", ring, ring_ids)]
+    fused += [down_case(rng, "moe_down_sum shared t8 h1040 i512 k3 shared 528", ring, ring_ids)]
     # batch 1 with 28 slots: an id of another rank, a shared expert whose second chunk is
     # partial; the Qwen3-30B-A3B leaf at batch 1 (captured into the graph too); the
     # flagship's shape at batch 8
@@ -617,8 +561,8 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                           random_ids(rng, 1, 8, 8), routes=old),
               decode_case(rng, "moe_decode leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, "
                           "session-6 launches)", q35, random_ids(rng, 8, 8, 8), routes=old),
-              down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t2 h2048 i768 k8 (session-6 "
-                                    "launches)", leaf, random_ids(rng, 2, 8, 8), routes=old)]
+              down_case(rng, "moe_down_sum leaf t2 h2048 i768 k8 (session-6 launches)", leaf,
+                        random_ids(rng, 2, 8, 8), routes=old)]
     return (fused + cases + _down_gemv_cases(rng, leaf, q35)
             + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng))
 
@@ -626,20 +570,19 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
 def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
                           gate: tuple[np.ndarray, np.ndarray], sigmoid: bool = False,
                           bias: np.ndarray | None = None, renormalize: bool = True,
-                          scale: float = 1.0, norm: str = "", heavy: bool = False
-                          ) -> KernelCase:
+                          scale: float = 1.0, heavy: bool = False) -> KernelCase:
     """A batch-1 MoE block routing inside its expert launches (ops/moe.py routes_in_experts):
     moe_gate_logits_bf16 (the logits, the shared expert's logit), then the tiled gate/up and
     the GEMV-shaped down each taking the top-k of the logits (moe_*_route_*), against the
     float64 router and expert oracles. gate: bits of x [1, hidden] and w_gate [experts,
-    hidden] (exact grids: the top-k cannot flip on a rounding difference). norm "": the sum
-    into out; "plain" / "offset": the fused residual add + RMSNorm."""
+    hidden] (exact grids: the top-k cannot flip on a rounding difference)."""
     x, w_gate = gate
-    k, eps = shape.top_k, 1e-6
+    k = shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": x, "w_gate": w_gate, "w_gate_up": w_gu, "w_down": w_d}
     outputs = {"logits": OutputSpec(DType.FP32, (1, shape.experts), bf16_valued=True),
-               "act": OutputSpec(DType.BF16, (1, shape.slots, shape.inter))}
+               "act": OutputSpec(DType.BF16, (1, shape.slots, shape.inter)),
+               "out": OutputSpec(DType.BF16, (1, shape.hidden))}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     if shape.shared_inter:
@@ -648,14 +591,6 @@ def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                    "sh_gate_up": random_bf16(rng, (2 * w, h), h ** -0.5),
                    "sh_down": random_bf16(rng, (h, w), w ** -0.5)}
         outputs["shared_logits"] = OutputSpec(DType.FP32, (1,), bf16_valued=True)
-    spec = OutputSpec(DType.BF16, (1, shape.hidden))
-    if norm:
-        inputs |= {"residual": random_bf16(rng, (1, shape.hidden), 3.0),
-                   "norm_w": random_bf16(rng, (shape.hidden,), 1.0),
-                   "counters": np.zeros(1, np.int32)}
-        outputs |= {"residual": spec, "normed": spec, "counters": OutputSpec(DType.I32, (1,))}
-    else:
-        outputs["out"] = spec
     routing_rule = ("sigmoid" if sigmoid else "softmax", renormalize, scale)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
@@ -666,11 +601,8 @@ def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                         p.get("shared_logits", 0))
         route = moe.LogitRoute(p["logits"], p.get("shared_logits", 0),
                                moe.Routing(*routing_rule, p.get("bias", 0)))
-        then = (moe.AddRmsNorm(p["residual"], p["norm_w"], p["normed"], p["counters"], eps,
-                               norm == "offset") if norm else None)
-        moe.experts(kc, stream, p["x"], p["w_gate_up"], p["w_down"], 0, 0, p.get("out", 0), 1,
-                    shape, moe.MoeScratch(act=p["act"]), then_norm=then, shared=shared,
-                    route=route)
+        moe.experts(kc, stream, p["x"], p["w_gate_up"], p["w_down"], 0, 0, p["out"], 1, shape,
+                    moe.MoeScratch(act=p["act"]), shared=shared, route=route)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xs = _f64(inp["x"])
@@ -686,12 +618,7 @@ def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
                                _bf16(1 / (1 + np.exp(-g))), delta, shape.inter)
             got |= {"shared_logits": g, "act": np.concatenate([e["act"], sh["act"]], axis=1)}
             delta = sh["out"]
-        if not norm:
-            return got | {"out": delta}
-        rn = oracle_add_rmsnorm(_f64(inp["residual"]), delta, _f64(inp["norm_w"]), eps,
-                                norm == "offset")
-        return got | {"residual": rn["residual"], "normed": rn["normed"],
-                      "counters": np.zeros(1)}
+        return got | {"out": delta}
 
     label = f"moe_route_in_experts{' leaf' if heavy else ''} {name}"
     return KernelCase(label, "moe_decode", inputs, outputs, run, oracle,
@@ -699,11 +626,10 @@ def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeSha
 
 
 def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """Routing inside the batch-1 expert launches: softmax with and without a fused norm,
-    exact ties at the k-th place and an all-tied row (lower index first), sigmoid with a bias
-    and a scale, no renormalization, top-k = experts, 256 experts (the wider per-lane tier),
-    a shared expert (its logit, its slot's weight) with the offset norm, and the flagship's
-    per-expert shape (heavy: GPU only)."""
+    """Routing inside the batch-1 expert launches: softmax, exact ties at the k-th place and
+    an all-tied row (lower index first), sigmoid with a bias and a scale, no renormalization,
+    top-k = experts, 256 experts (the wider per-lane tier), a shared expert (its logit, its
+    slot's weight), and the flagship's per-expert shape (heavy: GPU only)."""
     def gate(e: int, h: int, step: float = 1 / 16, span: int = 2
              ) -> tuple[np.ndarray, np.ndarray]:
         return _exact_gate(rng, 1, e, h, step, span)
@@ -712,22 +638,21 @@ def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
     zero_gate = (gate(16, 256)[0], np.zeros((16, 256), np.uint16))
     return [
         route_in_experts_case(rng, "softmax t1 e16 k4 h256 i256", small, gate(16, 256)),
-        route_in_experts_case(rng, "softmax ties + add_rmsnorm t1 e60 k5 h128 i256",
-                              moe.MoeShape(60, 5, 128, 256), gate(60, 128, 1 / 4, 1), norm="plain"),
+        route_in_experts_case(rng, "softmax ties t1 e60 k5 h128 i256",
+                              moe.MoeShape(60, 5, 128, 256), gate(60, 128, 1 / 4, 1)),
         route_in_experts_case(rng, "softmax all tied t1 e16 k4", small, zero_gate),
         route_in_experts_case(rng, "sigmoid bias scale 2.5 no renorm t1 e32 k6 h128 i256",
                               moe.MoeShape(32, 6, 128, 256), gate(32, 128), True,
                               bf16_bits_to_f32(random_bf16(rng, (32,), 0.5)), False, 2.5),
         route_in_experts_case(rng, "softmax k=e=8 t1 h128 i256", moe.MoeShape(8, 8, 128, 256),
-                              gate(8, 128), norm="plain"),
+                              gate(8, 128)),
         route_in_experts_case(rng, "softmax t1 e256 k8 h64 i256", moe.MoeShape(256, 8, 64, 256),
                               gate(256, 64)),
-        route_in_experts_case(rng, "shared offset norm t1 e16 k4 h256 i256 shared 384",
-                              moe.MoeShape(16, 4, 256, 256, 384), gate(16, 256),
-                              norm="offset"),
-        route_in_experts_case(rng, "shared offset norm t1 e32 k8 h2048 i512 shared 512 "
-                              "(qwen3.5-35b-a3b)", moe.MoeShape(32, 8, 2048, 512, 512),
-                              gate(32, 2048, 1 / 64, 1), norm="offset", heavy=True)]
+        route_in_experts_case(rng, "shared t1 e16 k4 h256 i256 shared 384",
+                              moe.MoeShape(16, 4, 256, 256, 384), gate(16, 256)),
+        route_in_experts_case(rng, "shared t1 e32 k8 h2048 i512 shared 512 (qwen3.5-35b-a3b)",
+                              moe.MoeShape(32, 8, 2048, 512, 512), gate(32, 2048, 1 / 64, 1),
+                              heavy=True)]
 
 
 def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
@@ -771,8 +696,8 @@ def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.
 
 def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape
                      ) -> list[KernelCase]:
-    """The GEMV-shaped down kernels (moe_down_gemv_*) at every batch (their default is batch
-    1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
+    """The GEMV-shaped down kernel (moe_down_gemv_sum_bf16) at every batch (its default is
+    batch 1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
     rank and out of range, a partial shared chunk, both full-size shapes, blocks of one tile,
     of the one-wave rule's and of 3 with a partial last block; and the row-group kernel at
     batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
@@ -790,32 +715,28 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
     bad[0, 1] = -1  # another rank's expert
     bad[2, 5] = 8   # out of range
     return [
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8", leaf,
-                              random_ids(rng, 1, 8, 8), routes=gemv),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t1 h2048 i512 k8 "
-                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 1, 8, 8), True,
-                              routes=gemv),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t8 h2048 i512 k8 "
-                              "(qwen3.5-35b-a3b)", q35, random_ids(rng, 8, 8, 8), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum leaf t1 h2048 i768 k8", leaf, random_ids(rng, 1, 8, 8),
+                  routes=gemv),
+        down_case(rng, "moe_down_gemv_sum shared t1 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                  random_ids(rng, 1, 8, 8), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum shared t8 h2048 i512 k8 (qwen3.5-35b-a3b)", q35,
+                  random_ids(rng, 8, 8, 8), routes=gemv),
         down_case(rng, "moe_down_gemv_sum t2 e8 k2 h512 i512 (one chunk a thread)", two,
                   random_ids(rng, 2, 8, 2), routes=gemv),
         down_case(rng, "moe_down_gemv_sum t3 e8 k6 h256 i512 invalid ids", six, bad,
                   routes=gemv),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm shared t2 e24 k20 i512 shared 640 "
-                              "(two batches, two tiles a block)", long,
-                              random_ids(rng, 2, 24, 20), routes=tiles(2)),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm leaf t1 h2048 i768 k8 (a tile a "
-                              "block)", leaf, random_ids(rng, 1, 8, 8), routes=tiles(1)),
-        down_add_rmsnorm_case(rng, "moe_down_gemv_add_rmsnorm_offset shared t2 h2048 i512 k8 "
-                              "(3 tiles a block, the last 2)", q35, random_ids(rng, 2, 8, 8),
-                              True, routes=tiles(3)),
+        down_case(rng, "moe_down_gemv_sum shared t2 e24 k20 i512 shared 640 (two batches, two "
+                  "tiles a block)", long, random_ids(rng, 2, 24, 20), routes=tiles(2)),
+        down_case(rng, "moe_down_gemv_sum leaf t1 h2048 i768 k8 (a tile a block)", leaf,
+                  random_ids(rng, 1, 8, 8), routes=tiles(1)),
+        down_case(rng, "moe_down_gemv_sum shared t2 h2048 i512 k8 (3 tiles a block, the last 2)",
+                  q35, random_ids(rng, 2, 8, 8), routes=tiles(3)),
         decode_case(rng, "moe_decode leaf t1 h2048 i768 k8 (down gemv)", leaf,
                     random_ids(rng, 1, 8, 8), routes=gemv),
         decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv)",
                     q35, random_ids(rng, 1, 8, 8), routes=gemv),
-        down_add_rmsnorm_case(rng, "moe_down_add_rmsnorm leaf t1 h2048 i768 k8 (row groups)",
-                              leaf, random_ids(rng, 1, 8, 8),
-                              routes=KernelRoutes(moe_down_gemv=False))
+        down_case(rng, "moe_down_sum leaf t1 h2048 i768 k8 (row groups)", leaf,
+                  random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_down_gemv=False))
     ]
 
 

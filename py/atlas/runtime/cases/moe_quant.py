@@ -8,9 +8,8 @@ value (subnormal scales included), FP8 block, per-channel and per-tensor scale m
 the stacked [experts * rows, k] matrix, a distinct NVFP4 global scale per expert, batches
 1..8, ids outside [0, experts) (nothing in the sum), k = 16 (one group), k not a multiple
 of 32, a shared expert folded in as one more expert (its slot after the routed ones,
-transformers' rounding of its gated sum), the down launch's fused residual add + RMSNorm
-(plain and zero-centred weights, launched twice over its counters, also in a CUDA graph),
-and Qwen3-30B-A3B / Qwen3.5-35B-A3B's expert widths; the same for the early down entries
+transformers' rounding of its gated sum), a few cases also in a CUDA graph, and
+Qwen3-30B-A3B / Qwen3.5-35B-A3B's expert widths; the same for the early down entries
 (moe_down_sum_early_*, ATLAS_MOE_QUANT_DOWN_EARLY), names ending "(down early)".
 """
 
@@ -30,11 +29,7 @@ from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 from .gemv_fp8 import random_fp8
 from .gemv_nvfp4 import random_nvfp4
-from .moe import (ACT_REFERENCE_TOL, _bf16, _f64, _routing_weights, oracle_add_rmsnorm,
-                  oracle_experts, oracle_shared)
-
-
-NORM_EPS = 1e-6
+from .moe import ACT_REFERENCE_TOL, _bf16, _f64, _routing_weights, oracle_experts, oracle_shared
 
 
 def _random_experts(rng: np.random.Generator, fmt: str, n: int, k: int, experts: int,
@@ -57,16 +52,14 @@ def _experts(fmt: str, p: dict[str, DevicePtr], tag: str, experts: int, rows: in
 
 
 def decode_quant_case(rng: np.random.Generator, fmt: str, shape: moe.MoeShape,
-                      ids: np.ndarray, layout: str = "block", norm: str = "",
-                      early: bool | None = None) -> KernelCase:
+                      ids: np.ndarray, layout: str = "block", early: bool | None = None,
+                      graph: bool = False) -> KernelCase:
     """moe_gate_up_silu_<fmt> then moe_down_sum_<fmt>; act checked on its own too. With
     shape.shared_inter, a shared expert folded in as expert shape.experts of the stacked
-    matrices, its slot last (ids / weights as the decode router writes them). `norm`
-    ("plain" / "offset"): the down launch's fused residual add + RMSNorm instead of out,
-    launched twice over the same counters (the second finds its last blocks only if the
-    first left them at zero, as a graph replay needs). `early` True / False: the down launch
-    on moe_down_sum_early_<fmt> (ATLAS_MOE_QUANT_DOWN_EARLY=1) / on the plain entry, whatever
-    the environment says (None: as it says)."""
+    matrices, its slot last (ids / weights as the decode router writes them). `early` True /
+    False: the down launch on moe_down_sum_early_<fmt> (ATLAS_MOE_QUANT_DOWN_EARLY=1) / on the
+    plain entry, whatever the environment says (None: as it says). `graph`: also captured
+    into the GPU check's CUDA graph."""
     tokens, k, h, i = len(ids), shape.top_k, shape.hidden, shape.inter
     e = shape.experts + (1 if shape.shared_inter else 0)
     gu_in, gu_f, gu_map = _random_experts(rng, fmt, e * 2 * i, h, e, layout, "gu")
@@ -79,29 +72,17 @@ def decode_quant_case(rng: np.random.Generator, fmt: str, shape: moe.MoeShape,
                                             axis=1).astype(np.int32)
         inputs["topk_weights"] = np.concatenate([inputs["topk_weights"], gate[:, None]],
                                                 axis=1).astype(np.float32)
-    spec = OutputSpec(DType.BF16, (tokens, h))
-    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.slots, i)), "out": spec}
-    if norm:
-        resid = random_bf16(rng, (tokens, h), 3.0)
-        inputs |= {"residual": resid, "residual2": resid.copy(),
-                   "norm_w": random_bf16(rng, (h,), 1.0), "counters": np.zeros(tokens, np.int32)}
-        del outputs["out"]
-        outputs |= {"residual": spec, "normed": spec, "residual2": spec, "normed2": spec,
-                    "counters": OutputSpec(DType.I32, (tokens,))}
+    outputs = {"act": OutputSpec(DType.BF16, (tokens, shape.slots, i)),
+               "out": OutputSpec(DType.BF16, (tokens, h))}
     w_gu, w_d = gu_f.reshape(e, 2 * i, h), d_f.reshape(e, h, i)
     routes = (None if early is None
               else replace(KernelRoutes.from_env(), moe_quant_down_early=early))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend, routes)
-        for suffix in ("", "2") if norm else ("",):
-            finish = (moe.AddRmsNorm(p["residual" + suffix], p["norm_w"], p["normed" + suffix],
-                                     p["counters"], NORM_EPS, norm == "offset")
-                      if norm else None)
-            decode_experts(kc, stream, p["x"],
-                           _experts(fmt, p, "gu", e, 2 * i, h, gu_map),
-                           _experts(fmt, p, "d", e, h, i, d_map), p["topk_ids"],
-                           p["topk_weights"], p["act"], p.get("out", 0), tokens, shape, finish)
+        decode_experts(KernelCache(backend, routes), stream, p["x"],
+                       _experts(fmt, p, "gu", e, 2 * i, h, gu_map),
+                       _experts(fmt, p, "d", e, h, i, d_map), p["topk_ids"], p["topk_weights"],
+                       p["act"], p["out"], tokens, shape)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xs = _f64(x["x"])
@@ -109,18 +90,13 @@ def decode_quant_case(rng: np.random.Generator, fmt: str, shape: moe.MoeShape,
         if shape.shared_inter:
             sh = oracle_shared(xs, w_gu[-1], w_d[-1], x["topk_weights"][:, k], r["out"], i)
             r = {"act": np.concatenate([r["act"], sh["act"]], axis=1), "out": sh["out"]}
-        if not norm:
-            return {"act": r["act"], "out": r["out"]}
-        n = oracle_add_rmsnorm(_f64(x["residual"]), r["out"], _f64(x["norm_w"]), NORM_EPS,
-                               norm == "offset")
-        return {"act": r["act"], "residual": n["residual"], "normed": n["normed"],
-                "residual2": n["residual"], "normed2": n["normed"], "counters": np.zeros(tokens)}
+        return {"act": r["act"], "out": r["out"]}
 
     name = (f"moe_decode_quant {fmt}{' ' + layout if fmt == 'fp8' else ''} t{tokens} "
             f"e{shape.experts}{'+shared' if shape.shared_inter else ''} k{k} h{h} i{i}"
-            f"{' add_rmsnorm ' + norm if norm else ''}{' (down early)' if early else ''}")
+            f"{' (down early)' if early else ''}")
     return KernelCase(name, "moe_decode_quant", inputs, outputs, run, oracle,
-                      reference_abs_tol=ACT_REFERENCE_TOL, graph=bool(norm))
+                      reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
 def dequant_nvfp4_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
@@ -165,19 +141,19 @@ def moe_decode_quant_cases(rng: np.random.Generator) -> list[KernelCase]:
                   # a shared expert folded in as one more expert (Qwen3.5-MoE, Qwen3-Next)
                   decode_quant_case(rng, fmt, moe.MoeShape(16, 4, 256, 96, 96),
                                     _ids(rng, 6, 16, 4))]
-        # the fused residual add + next RMSNorm (Qwen3.5's zero-centred weights: offset)
-        cases += [decode_quant_case(rng, fmt, small, _ids(rng, 3, 16, 4), norm="plain"),
-                  decode_quant_case(rng, fmt, moe.MoeShape(16, 4, 256, 96, 96),
-                                    _ids(rng, 2, 16, 4), norm="offset"),
+        # also captured into the GPU check's CUDA graph: a folded shared expert, and
+        # Qwen3.5-35B-A3B's shape at batch 1
+        cases += [decode_quant_case(rng, fmt, moe.MoeShape(16, 4, 256, 96, 96),
+                                    _ids(rng, 2, 16, 4), graph=True),
                   decode_quant_case(rng, fmt, moe.MoeShape(12, 8, 2048, 512, 512),
-                                    _ids(rng, 1, 12, 8), norm="offset")]
+                                    _ids(rng, 1, 12, 8), graph=True)]
     cases += [decode_quant_case(rng, "fp8", small, _ids(rng, 2, 16, 4), "channel"),
               decode_quant_case(rng, "fp8", odd, _ids(rng, 4, 6, 2), "tensor"),
               dequant_nvfp4_case(rng, 384, 48), dequant_nvfp4_case(rng, 64, 2048)]
     # the early down entries (ATLAS_MOE_QUANT_DOWN_EARLY=1: routing read and first weights
-    # requested before the PDL wait; `-k "down early"`): plain and fused-norm, a folded shared
-    # expert, invalid ids, more slots than a pass takes (9: a second pass after the early one),
-    # Qwen3.5-35B-A3B's shape at batch 1 (the route's target) and batch 3
+    # requested before the PDL wait; `-k "down early"`): a folded shared expert, invalid ids,
+    # more slots than a pass takes (9: a second pass after the early one), Qwen3.5-35B-A3B's
+    # shape at batch 1 (the route's target; also in the graph) and batch 3
     for fmt in ("fp8", "nvfp4"):
         cases += [decode_quant_case(rng, fmt, small, _ids(rng, 1, 16, 4), early=True),
                   decode_quant_case(rng, fmt, small, invalid, early=True),
@@ -186,11 +162,9 @@ def moe_decode_quant_cases(rng: np.random.Generator) -> list[KernelCase]:
                                     _ids(rng, 6, 16, 4), early=True),
                   decode_quant_case(rng, fmt, moe.MoeShape(12, 8, 2048, 512, 512),
                                     _ids(rng, 3, 12, 8), early=True),
-                  decode_quant_case(rng, fmt, small, _ids(rng, 3, 16, 4), norm="plain",
-                                    early=True),
                   decode_quant_case(rng, fmt, moe.MoeShape(16, 4, 256, 96, 96),
-                                    _ids(rng, 2, 16, 4), norm="offset", early=True),
+                                    _ids(rng, 2, 16, 4), early=True, graph=True),
                   decode_quant_case(rng, fmt, moe.MoeShape(12, 8, 2048, 512, 512),
-                                    _ids(rng, 1, 12, 8), norm="offset", early=True)]
+                                    _ids(rng, 1, 12, 8), early=True, graph=True)]
     cases += [decode_quant_case(rng, "fp8", odd, _ids(rng, 4, 6, 2), "tensor", early=True)]
     return cases

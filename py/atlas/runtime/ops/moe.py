@@ -35,11 +35,10 @@ the next tile's requested before the current one is reduced (`down_gemv_rows`).
 It reads the token's routing before its PDL wait (the router's output, two launches back:
 the gate/up launch between waits for it before letting the down launch start), so its first
 weights stream while gate/up still runs; gate/up's act rows are staged in shared memory
-(`down_smem`). Given an
-`AddRmsNorm`, the same launch (moe_down_add_rmsnorm_*) adds the sum into the residual stream
-and the last block of each token applies the next RMSNorm, so a decode layer needs no
-separate add_rmsnorm launch after its MoE block. A decode step routes in one launch too
-(`gate_topk`: the gate GEMV's rows spread over blocks, the last block does the top-k).
+(`down_smem`). The down launch writes the block's output into `out` (the model's delta); the
+residual add + next RMSNorm is the model's add_rmsnorm launch (or the next MoE router's). A
+decode step routes in one launch too (`gate_topk`: the gate GEMV's rows spread over blocks,
+the last block does the top-k).
 
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
@@ -68,16 +67,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
-                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
-                          MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
-                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
+                          MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
@@ -623,21 +620,6 @@ def gate_up_uses_gemv(kc: KernelCache, tokens: int) -> bool:
     return r.moe_gate_up_gemv and tokens <= r.moe_gate_up_gemv_max_m
 
 
-@dataclass(frozen=True, slots=True)
-class AddRmsNorm:
-    """The residual add + RMSNorm that follows an MoE block, fused into its down launch:
-    residual += the block's output (bf16, in place), out = RMSNorm(residual) * w (* (1 + w)
-    with `offset`). counters: u32 [max tokens] the launch's last-block tickets, zeroed once
-    at allocation (every launch leaves them zero)."""
-
-    residual: DevicePtr
-    weight: DevicePtr
-    out: DevicePtr
-    counters: DevicePtr
-    eps: float
-    offset: bool = False
-
-
 def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
     """Whether a decode down launch of `tokens` takes the GEMV-shaped kernels: switched on
     (ATLAS_MOE_DOWN_GEMV), at most ATLAS_MOE_DOWN_GEMV_MAX_M tokens (default 1), and a shape
@@ -705,31 +687,6 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
            sh_inter)
-
-
-def decode_down_add_rmsnorm(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
-                            topk_ids: DevicePtr, topk_weights: DevicePtr, norm: AddRmsNorm,
-                            tokens: int, shape: MoeShape,
-                            shared: SharedExpertWeights | None = None,
-                            route: LogitRoute | None = None) -> None:
-    """norm.residual += the weighted sum (as decode_down), then norm.out = the RMSNorm."""
-    _check_weights("moe_down_add_rmsnorm", act, w_down, norm.residual, norm.weight, norm.out)
-    require_aligned("moe_down_add_rmsnorm", "counters", norm.counters, 4)
-    sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
-    if route is not None:
-        launch, grid, rows = _down_route_launch(kc, tokens, shape,
-                                                MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
-        launch(stream, grid, DECODE_THREADS, 0, act, w_down, route.logits, route.shared_logits,
-               route.routing.bias, norm.residual, norm.weight, norm.out, norm.counters, tokens,
-               shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-               sh_inter, norm.eps, *route.args(), int(norm.offset))
-        return
-    sigs = ((MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET) if norm.offset
-            else (MOE_DOWN_ADD_RMSNORM, MOE_DOWN_GEMV_ADD_RMSNORM))
-    launch, grid, rows, smem = _down_launch(kc, tokens, shape, sigs)
-    launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights,
-           norm.residual, norm.weight, norm.out, norm.counters, tokens, shape.top_k,
-           shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared, sh_inter, norm.eps)
 
 
 # ---- experts: grouped ---------------------------------------------------------------------
@@ -806,15 +763,13 @@ def uses_decode_kernels(tokens: int) -> bool:
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
             tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None,
-            then_norm: AddRmsNorm | None = None, shared: SharedExpertWeights | None = None,
-            route: LogitRoute | None = None) -> None:
+            shared: SharedExpertWeights | None = None, route: LogitRoute | None = None) -> None:
     """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
-    `sm90` as for `grouped_gate_up`. Decode batches only: with `then_norm` the sum goes
-    into then_norm.residual and then_norm.out gets the RMSNorm (`out` is not written); with
-    `shared` (and shape.shared_inter) the gated shared expert is added in the same launches
-    (topk_ids/weights rows of shape.slots, as gate_topk writes them); with `route` (batch
-    1 where `routes_in_experts`) both launches route from route.logits (`gate_logits`'), not
-    from topk_ids / topk_weights."""
+    `sm90` as for `grouped_gate_up`. Decode batches only: with `shared` (and
+    shape.shared_inter) the gated shared expert is added in the same launches (topk_ids/weights
+    rows of shape.slots, as gate_topk writes them); with `route` (batch 1 where
+    `routes_in_experts`) both launches route from route.logits (`gate_logits`'), not from
+    topk_ids / topk_weights."""
     shape.validate()
     if not tokens:
         return
@@ -824,20 +779,15 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
     if uses_decode_kernels(tokens):
         decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared,
                        route)
-        if then_norm is None:
-            decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
-                        shape, shared, route)
-        else:
-            decode_down_add_rmsnorm(kc, stream, scratch.act, w_down, topk_ids, topk_weights,
-                                    then_norm, tokens, shape, shared, route)
+        decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
+                    shape, shared, route)
         return
     if route is not None:
         raise ValueError(f"moe experts: routing inside the expert launches is batch 1 only, "
                          f"not {tokens} tokens")
-    if then_norm is not None or shared is not None or shape.shared_inter:
-        raise ValueError(f"moe experts: the fused residual add + RMSNorm and the folded "
-                         f"shared expert are decode-path launches (<= {DECODE_MAX_TOKENS} "
-                         f"tokens), not {tokens}")
+    if shared is not None or shape.shared_inter:
+        raise ValueError(f"moe experts: the folded shared expert is a decode-path launch "
+                         f"(<= {DECODE_MAX_TOKENS} tokens), not {tokens}")
     if not (scratch.y and scratch.sorted_slots and scratch.tile_expert):
         raise ValueError(f"moe experts: {tokens} tokens need the grouped scratch buffers "
                          f"(scratch_layout with max_tokens > {DECODE_MAX_TOKENS})")

@@ -30,7 +30,7 @@ from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_EARLY_FP8, MOE_DOWN_SU
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .matmul_quant import Fp8Weight, dequant_fp8
-from .moe import DECODE_MAX_TOKENS, AddRmsNorm, MoeShape
+from .moe import DECODE_MAX_TOKENS, MoeShape
 
 #: the kernels' work unit (one NVFP4 scale group): k must be a multiple
 GROUP = 16
@@ -144,13 +144,10 @@ def down_early(kc: KernelCache, fp8: bool) -> bool:
 
 def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: QuantExperts,
                    down: QuantExperts, topk_ids: DevicePtr, topk_weights: DevicePtr,
-                   act: DevicePtr, out: DevicePtr, tokens: int, shape: MoeShape,
-                   then_norm: AddRmsNorm | None = None) -> None:
+                   act: DevicePtr, out: DevicePtr, tokens: int, shape: MoeShape) -> None:
     """out bf16 [tokens, hidden] = the experts' weighted sum for a decode batch, through act
     bf16 [tokens, slots, inter]; topk rows of shape.slots (the routed top_k, then with
     shape.shared_inter the folded shared expert's slot, as `ops.moe.gate_topk` writes it).
-    With `then_norm` the sum goes into then_norm.residual and then_norm.out gets the next
-    RMSNorm in the same launch (`out` is not written), as the bf16 decode layer does.
     The down launch runs its early twin where `down_early` says (NVFP4 experts by default),
     which reads topk_ids / topk_weights before its PDL wait, so the gate/up launch here must
     stay the one right before it and their writer at least one launch earlier."""
@@ -166,12 +163,6 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
     kc.get(sig)(stream, (-(-shape.inter // WARPS), tokens * slots, 1), THREADS, 0, x,
                 *gate_up.weight_args(), topk_ids, act, tokens, slots, shape.hidden,
                 shape.inter, gate_up.experts, *gate_up.map_args())
-    finish: tuple[DevicePtr | float, ...] = (0, 0, 0, 0, 0.0, 0)
-    if then_norm is not None:
-        for name in ("residual", "weight", "out", "counters"):
-            require_aligned("moe_quant", f"then_norm {name}", getattr(then_norm, name), 4)
-        finish = (then_norm.residual, then_norm.weight, then_norm.out, then_norm.counters,
-                  float(then_norm.eps), int(then_norm.offset))
     # the early twins read the routing before their PDL wait: sound because the router
     # launch is two back and gate/up (just above) waits before it lets this launch start
     if down_early(kc, fp8):
@@ -180,4 +171,4 @@ def decode_experts(kc: KernelCache, stream: Stream, x: DevicePtr, gate_up: Quant
         sig = MOE_DOWN_SUM_FP8 if fp8 else MOE_DOWN_SUM_NVFP4
     kc.get(sig)(stream, (-(-shape.hidden // WARPS), tokens, 1), THREADS, 0, act,
                 *down.weight_args(), topk_ids, topk_weights, out, tokens, slots, shape.top_k,
-                shape.hidden, shape.inter, down.experts, *down.map_args(), *finish)
+                shape.hidden, shape.inter, down.experts, *down.map_args())

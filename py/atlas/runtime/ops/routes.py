@@ -292,9 +292,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (ops/moe.py down_rows: at batch 1 of Qwen3-30B-A3B 205 blocks, some SMs with one, others
   with two, became 256 blocks of 8 rows).
 * ATLAS_MOE_DOWN_GEMV=0: the decode MoE down launch on the row-group kernel above
-  (moe_down_sum_bf16 / moe_down_add_rmsnorm[_offset]_bf16) instead of its GEMV-shaped twin
-  (moe_down_gemv_*: 4 output rows a block, every thread all its chunks of the block's rows in
-  flight at once, the dense GEMV's scheme) where the shape allows it (inter a multiple of 256);
+  (moe_down_sum_bf16) instead of its GEMV-shaped twin (moe_down_gemv_sum_bf16: 4 output rows a
+  block, every thread all its chunks of the block's rows in flight at once, the dense GEMV's
+  scheme) where the shape allows it (inter a multiple of 256);
   ATLAS_MOE_DOWN_GEMV_MAX_M=N: the largest decode batch that takes the twin (default 1).
   Measured (gpu19, 2026-12-02): Qwen3-30B-A3B b1 315.0 tok/s with this and the two-chunk
   gate/up blocks below vs 301.5 with both back (ATLAS_MOE_DOWN_GEMV=0
@@ -302,10 +302,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
-* ATLAS_MOE_DOWN_NORM=0: the fused decode MoE block's down launch writes its sum into delta
-  and leaves the residual add + next RMSNorm to the next layer (an add_rmsnorm launch)
-  instead of its last block per token normalizing after a ticket: the A/B of that serial
-  tail (the default keeps it).
 * ATLAS_MOE_QUANT_DOWN_EARLY=1 / 0: a decode MoE block's down launch over FP8 / NVFP4 experts
   on its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
   token's first slots' routing into registers and requests its row's first round of expert
@@ -470,7 +466,6 @@ class KernelRoutes:
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
-    moe_down_norm: bool = True
     moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -583,7 +578,6 @@ class KernelRoutes:
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
-                   moe_down_norm=env_switch(env, "ATLAS_MOE_DOWN_NORM", True),
                    moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),

@@ -30,20 +30,17 @@ from ..gpu import Dim3
 from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_ALIGN, MOE_COMBINE, MOE_DOWN_ADD_RMSNORM, MOE_GATE_UP_GEMV,
+                          MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM,
-                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_ADD_RMSNORM,
-                          MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET, MOE_DOWN_GEMV_SUM,
-                          MOE_DOWN_ADD_RMSNORM_OFFSET, MOE_DOWN_SUM, MOE_GATE_TOPK_SIGMOID,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
+                          MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
 from . import HostMemory, reference, widened_f64
-from .rmsnorm import (add_rmsnorm_bf16, add_rmsnorm_offset_bf16, rms_norm_bf16,
-                      rms_norm_offset_bf16)
+from .rmsnorm import add_rmsnorm_bf16, add_rmsnorm_offset_bf16
 
 #: added to the sum of the selected weights before renormalizing
 RENORM_EPS = 1e-20
@@ -435,69 +432,6 @@ def moe_down_gemv_route_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: 
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
         mem, act, w_down, ids, weights, tokens, top_k, hidden, inter, experts, shared_down,
         shared_slots, shared_inter).reshape(-1)
-
-
-def _down_add_rmsnorm(mem: HostMemory, act: int, w_down: int,
-                      routing: tuple[np.ndarray, np.ndarray], residual: int, w: int,
-                      normed: int, tokens: int, top_k: int, hidden: int, inter: int,
-                      experts: int, shared: tuple[int, int, int], eps: float,
-                      offset: bool) -> None:
-    """residual = bf16(residual + sum), normed = add_rmsnorm's norm of it; the counters are
-    the device's bookkeeping (zero before and after) and are not touched here."""
-    s = bf16_bits_to_f32(_down_sum(mem, act, w_down, *routing, tokens, top_k, hidden, inter,
-                                   experts, *shared))
-    resid = mem.view(residual, np.uint16, tokens * hidden).reshape(tokens, hidden)
-    resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid) + s)
-    wf = bf16_bits_to_f32(mem.view(w, np.uint16, hidden))
-    norm = rms_norm_offset_bf16 if offset else rms_norm_bf16
-    mem.view(normed, np.uint16, tokens * hidden)[:] = norm(bf16_bits_to_f32(resid), wf,
-                                                          eps).reshape(-1)
-
-
-@reference(MOE_DOWN_ADD_RMSNORM)
-@reference(MOE_DOWN_GEMV_ADD_RMSNORM)
-def moe_down_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
-                              topk_ids: int, topk_weights: int, residual: int, w: int,
-                              normed: int, counters: int, tokens: int, top_k: int, hidden: int,
-                              inter: int, experts: int, rows_per_block: int, shared_down: int,
-                              shared_slots: int, shared_inter: int, eps: float) -> None:
-    _down_add_rmsnorm(mem, act, w_down,
-                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
-                      residual, w, normed, tokens, top_k, hidden, inter, experts,
-                      (shared_down, shared_slots, shared_inter), eps, offset=False)
-
-
-@reference(MOE_DOWN_ADD_RMSNORM_OFFSET)
-@reference(MOE_DOWN_GEMV_ADD_RMSNORM_OFFSET)
-def moe_down_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
-                                     w_down: int, topk_ids: int, topk_weights: int,
-                                     residual: int, w: int, normed: int, counters: int,
-                                     tokens: int, top_k: int, hidden: int, inter: int,
-                                     experts: int, rows_per_block: int, shared_down: int,
-                                     shared_slots: int, shared_inter: int, eps: float
-                                     ) -> None:
-    _down_add_rmsnorm(mem, act, w_down,
-                      _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots),
-                      residual, w, normed, tokens, top_k, hidden, inter, experts,
-                      (shared_down, shared_slots, shared_inter), eps, offset=True)
-
-
-@reference(MOE_DOWN_GEMV_ROUTE_ADD_RMSNORM)
-def moe_down_gemv_route_add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int,
-                                         w_down: int, logits: int, shared_logits: int,
-                                         bias: int, residual: int, w: int, normed: int,
-                                         counters: int, tokens: int, top_k: int, hidden: int,
-                                         inter: int, experts: int, rows_per_block: int,
-                                         shared_down: int, shared_slots: int,
-                                         shared_inter: int, eps: float, renormalize: int,
-                                         scale: float, sigmoid: int, offset: int) -> None:
-    """_down_add_rmsnorm over the routing of the logits."""
-    _check_route_in_experts("moe_down_gemv_route_add_rmsnorm_bf16", tokens, experts)
-    routing = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
-                            shared_slots, renormalize, scale, bool(sigmoid))
-    _down_add_rmsnorm(mem, act, w_down, routing, residual, w, normed, tokens, top_k, hidden,
-                      inter, experts, (shared_down, shared_slots, shared_inter), eps,
-                      bool(offset))
 
 
 # ---- grouped path -------------------------------------------------------------------------

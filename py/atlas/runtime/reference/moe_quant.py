@@ -13,8 +13,6 @@ derived forms of constant memory, so a host decode step does not re-decode them.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32,
@@ -26,7 +24,6 @@ from ..kernel_abi import (MOE_DEQUANT_NVFP4, MOE_DOWN_SUM_EARLY_FP8, MOE_DOWN_SU
                           MOE_GATE_UP_SILU_NVFP4)
 from . import HostMemory, reference
 from .moe import _act_in, _bf16, expert_act, expert_down, weighted_sum
-from .rmsnorm import rms_norm_bf16, rms_norm_offset_bf16
 
 
 def _cached(mem: HostMemory, codes: int, nbytes: int, tag: str, make) -> np.ndarray:
@@ -79,10 +76,9 @@ def _gate_up(mem: HostMemory, x: int, w_gate_up: np.ndarray, topk_ids: int, act:
 
 def _down(mem: HostMemory, act: int, w_down: np.ndarray, topk_ids: int, topk_weights: int,
           out: int, tokens: int, slots: int, routed: int, hidden: int, inter: int,
-          experts: int, finish: "Finish") -> None:
+          experts: int) -> None:
     """The routed slots' bf16 weighted sum, then (shared slots) bf16(that) + the sum of
-    bf16(weight * y) over the shared slots, rounded: moe_down_sum_bf16's values; into `out`,
-    or with `finish` added into the residual and normalized (moe_down_add_rmsnorm_bf16)."""
+    bf16(weight * y) over the shared slots, rounded: moe_down_sum_bf16's values, into `out`."""
     ids = mem.view(topk_ids, np.int32, tokens * slots).reshape(tokens, slots)
     weights = mem.view(topk_weights, np.float32, tokens * slots).reshape(tokens, slots)
     y = expert_down(_act_in(mem, act, tokens * slots, inter), ids.reshape(-1), w_down
@@ -93,27 +89,7 @@ def _down(mem: HostMemory, act: int, w_down: np.ndarray, topk_ids: int, topk_wei
         w = np.where(valid, weights[:, routed:].astype(np.float64), 0.0)
         gated = _bf16(w[:, :, None] * y[:, routed:]).sum(axis=1)
         bits = f32_to_bf16_bits((bf16_bits_to_f32(bits) + gated).astype(np.float32))
-    if not finish.residual:
-        mem.view(out, np.uint16, tokens * hidden)[:] = bits.reshape(-1)
-        return
-    resid = mem.view(finish.residual, np.uint16, tokens * hidden).reshape(tokens, hidden)
-    resid[:] = f32_to_bf16_bits(bf16_bits_to_f32(resid) + bf16_bits_to_f32(bits))
-    wf = bf16_bits_to_f32(mem.view(finish.norm_w, np.uint16, hidden))
-    norm = rms_norm_offset_bf16 if finish.offset else rms_norm_bf16
-    mem.view(finish.normed, np.uint16, tokens * hidden)[:] = norm(
-        bf16_bits_to_f32(resid), wf, finish.eps).reshape(-1)
-
-
-class Finish(NamedTuple):
-    """The fused residual add + RMSNorm arguments (residual 0: none); the counters are the
-    device's bookkeeping (zero before and after) and are not touched here."""
-
-    residual: int
-    norm_w: int
-    normed: int
-    counters: int
-    eps: float
-    offset: int
+    mem.view(out, np.uint16, tokens * hidden)[:] = bits.reshape(-1)
 
 
 @reference(MOE_GATE_UP_SILU_FP8)
@@ -142,14 +118,12 @@ def moe_gate_up_silu_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: 
 def moe_down_sum_fp8(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int, scale: int,
                      topk_ids: int, topk_weights: int, out: int, tokens: int, slots: int,
                      routed: int, hidden: int, inter: int, experts: int, row_shift: int,
-                     row_stride: int, col_shift: int, col_stride: int, residual: int,
-                     norm_w: int, normed: int, counters: int, eps: float, offset: int) -> None:
+                     row_stride: int, col_shift: int, col_stride: int) -> None:
     rows = experts * hidden
     wf = fp8_experts(mem, w, scale, rows, inter,
                      _map(row_shift, row_stride, col_shift, col_stride, rows, inter))
     _down(mem, act, wf.reshape(experts, hidden, inter), topk_ids, topk_weights, out, tokens,
-          slots, routed, hidden, inter, experts,
-          Finish(residual, norm_w, normed, counters, eps, offset))
+          slots, routed, hidden, inter, experts)
 
 
 @reference(MOE_DOWN_SUM_NVFP4)
@@ -157,12 +131,10 @@ def moe_down_sum_fp8(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int,
 def moe_down_sum_nvfp4(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w: int,
                        scale: int, row_scale: int, topk_ids: int, topk_weights: int, out: int,
                        tokens: int, slots: int, routed: int, hidden: int, inter: int,
-                       experts: int, residual: int, norm_w: int, normed: int, counters: int,
-                       eps: float, offset: int) -> None:
+                       experts: int) -> None:
     wf = nvfp4_experts(mem, w, scale, row_scale, experts * hidden, inter)
     _down(mem, act, wf.reshape(experts, hidden, inter), topk_ids, topk_weights, out, tokens,
-          slots, routed, hidden, inter, experts,
-          Finish(residual, norm_w, normed, counters, eps, offset))
+          slots, routed, hidden, inter, experts)
 
 
 @reference(MOE_DEQUANT_NVFP4)
