@@ -40,8 +40,10 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
 #: add_rmsnorm after): the qkv GEMV, the attention, o_proj
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
-#: the router launch also does the input residual add + RMSNorm (ATLAS_MOE_ROUTER_NORM)
-NORM_ROUTE_AND_GATE_UP = ["moe_add_rmsnorm_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single"]
+#: the router launch also does the input residual add + RMSNorm (ATLAS_MOE_ROUTER_NORM), at
+#: batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER)
+NORM_ROUTE_AND_GATE_UP = ["moe_add_rmsnorm_gate_topk_cluster_softmax_bf16",
+                          "moe_gate_up_gemv_bf16_single"]
 #: the down launch writes delta (the tiny fixtures' inter is no multiple of 256: the row-group
 #: kernel); the next add_rmsnorm launch adds it
 SPARSE = NORM_ROUTE_AND_GATE_UP + ["moe_down_sum_bf16"]

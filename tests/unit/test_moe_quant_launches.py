@@ -18,9 +18,10 @@ from tests.numerics.quant_support import narrow_shared_expert
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # NVFP4 experts' down launch is the early twin by default (ops/moe_quant.py down_early); the
-# router launch also does the residual add + RMSNorm before the layer (ATLAS_MOE_ROUTER_NORM)
-ROUTER, GATE_UP, DOWN = ("moe_add_rmsnorm_gate_topk_softmax_bf16", "moe_gate_up_silu_nvfp4",
-                         "moe_down_sum_early_nvfp4")
+# router launch also does the residual add + RMSNorm before the layer (ATLAS_MOE_ROUTER_NORM),
+# at batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER)
+ROUTER, GATE_UP, DOWN = ("moe_add_rmsnorm_gate_topk_cluster_softmax_bf16",
+                         "moe_gate_up_silu_nvfp4", "moe_down_sum_early_nvfp4")
 PLAIN = "moe_down_sum_nvfp4"  # ATLAS_MOE_QUANT_DOWN_EARLY=0's entry
 
 

@@ -153,8 +153,9 @@ __device__ __forceinline__ void shared_slots_out(float g, int32_t* ids, float* w
 
 // One warp: the routing of the token whose logits row is `logits` into ids / weights [slots]:
 // the top_k routed slots (softmax or, `sigmoid`, sigmoid scoring with `bias`), then the
-// shared expert's slots (shared_slots_out of *shared_logit). kFromL2: the logits were written by this launch's
-// other blocks (ld.global.cg); else plain (generic) loads, e.g. from shared memory.
+// shared expert's slots (shared_slots_out of *shared_logit). kFromL2: the logits were
+// written by this launch's other blocks (ld.global.cg); else plain (generic) loads, e.g. from
+// shared memory.
 template <bool kFromL2, int kMaxTier = kMaxPerLane>
 __device__ __forceinline__ void route_slots(const float* logits, const float* bias,
                                             const float* shared_logit, int32_t* ids,

@@ -205,7 +205,7 @@ __device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int k
   }
 }
 
-// ---- the cluster router (ATLAS_MOE_ROUTER_CLUSTER=1, ops/moe.py gate_topk_cluster) -------
+// ---- the cluster router (the default at batch 1; ops/moe.py router_uses_cluster) ----------
 // The NormIn router at batch 1 as one thread-block cluster of kClusterBlocks blocks (a
 // non-portable size: the launch opts in) of blockDim / 32 warps, warp w of block b computing
 // expert row b * warps + w. Instead of a ticket (a fence,
@@ -455,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
-// The two NormIn routers at batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER=1): no counter;
+// The two NormIn routers at batch 1 as one cluster (ATLAS_MOE_ROUTER_CLUSTER): no counter;
 // grid one cluster of kClusterBlocks blocks of ceil(experts / kClusterBlocks) warps, at least
 // 8, at most kClusterMaxWarps (ops/moe.py gate_topk_cluster).
 extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)

@@ -651,7 +651,7 @@ MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX = S("moe_router", "moe_add_rmsnorm_gate_topk_s
                                       _NORM_ROUTER + _NORM_ROUTER_TAIL)
 MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID = S("moe_router", "moe_add_rmsnorm_gate_topk_sigmoid_bf16",
                                       _NORM_ROUTER + "bias:ptr " + _NORM_ROUTER_TAIL)
-# The two NormIn routers at batch 1 as one cluster of 16 blocks (ATLAS_MOE_ROUTER_CLUSTER=1,
+# The two NormIn routers at batch 1 as one cluster of 16 blocks (ATLAS_MOE_ROUTER_CLUSTER,
 # ops.moe.router_uses_cluster): the logits meet in rank 0's shared memory, no counter
 _CLUSTER_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr "
                         "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "

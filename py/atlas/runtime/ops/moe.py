@@ -355,7 +355,7 @@ def router_cluster_warps(experts: int) -> int:
 def router_uses_cluster(kc: KernelCache, tokens: int, shape: MoeShape, routing: Routing
                         ) -> bool:
     """Whether a decode step's router launch that takes the norm (`RouterNorm`) runs as one
-    cluster (ATLAS_MOE_ROUTER_CLUSTER=1, off by default): batch 1, at most
+    cluster (the default; ATLAS_MOE_ROUTER_CLUSTER=0: never): batch 1, at most
     ROUTER_CLUSTER_MAX_EXPERTS experts, and a device that holds such a cluster (asked once;
     backends without a device cannot say no)."""
     if not (kc.routes.moe_router_cluster and tokens == 1

@@ -274,12 +274,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   2.483 vs 2.504 / 2.505 (gpu59); Qwen3-30B-A3B 2.829 / 2.830 vs 2.832 / 2.831 (gpu58);
   Qwen3.5-35B-A3B NVFP4 2.531 vs 2.527 (gpu58), 2.527 vs 2.524 (gpu59). (Session 13's
   version of it lost: docs/kernels.md "Removed paths".)
-* ATLAS_MOE_ROUTER_CLUSTER=1: a batch-1 decode MoE block's fused router (with the norm before
-  it, ATLAS_MOE_ROUTER_NORM) as one cluster of 16 blocks (moe_router.cu
-  moe_add_rmsnorm_gate_topk_cluster_*: the logits meet in rank 0's shared memory behind one
-  cluster barrier) instead of its blocks' ticket and last block's re-read of the logits from
-  L2 (ops/moe.py router_uses_cluster: at most 256 experts, where the device holds such a
-  cluster). Off until measured.
+* ATLAS_MOE_ROUTER_CLUSTER=0: a batch-1 decode MoE block's fused router (with the norm before
+  it, ATLAS_MOE_ROUTER_NORM) on its ticket kernel (its blocks' ticket and the last block's
+  re-read of the logits from L2) instead of one cluster of 16 blocks (the default:
+  moe_router.cu moe_add_rmsnorm_gate_topk_cluster_*, the logits meeting in rank 0's shared
+  memory behind one cluster barrier; ops/moe.py router_uses_cluster: at most 256 experts,
+  where the device holds such a cluster). Measured (gpu86, 2026-12-04, batch 1 x 512, PDL
+  on, GPU ms a step, ticket / cluster, both orders): Qwen3.5-35B-A3B 2.414 / 2.414 vs
+  2.343 / 2.344, Qwen3-30B-A3B 2.769 / 2.769 vs 2.710 / 2.711.
 * ATLAS_MOE_ROUTE_IN_EXPERTS=1 (with ATLAS_MOE_GATE_UP_TILED=1): a batch-1 decode MoE block's
   router launch writes only the logits (moe_gate_logits_bf16) and the tiled gate/up (after
   its wait) and the GEMV-shaped down (before its wait) each compute the top-k from them with
@@ -467,7 +469,7 @@ class KernelRoutes:
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
     moe_router_norm: bool = True
-    moe_router_cluster: bool = False
+    moe_router_cluster: bool = True
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -580,7 +582,7 @@ class KernelRoutes:
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
                    moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
-                   moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", False),
+                   moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", True),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
