@@ -25,7 +25,7 @@ done
 # the old tree (c3b0edf4) beside this one
 mkdir -p /tmp/old && tar xJf .device/old_tree.tar.xz -C /tmp/old
 oldprof() {
-  TAILN=0 t 60 "$1" env PYTHONPATH=/tmp/old/py:/tmp/old/tools:/tmp/old/tools/gpu:/tmp/site \
+  TAILN=0 t 100 "$1" env PYTHONPATH=/tmp/old/py:/tmp/old/tools:/tmp/old/tools/gpu:/tmp/site \
     ATLAS_KERNELS_DIR=$PWD/.device/kernels_old python3 /tmp/old/tools/gpu/profile_decode.py --synthetic-seed 0 \
     --model $G/q-nvfp4/qwen3_5-35b-a3b --batch 1 --context 512 --out "$R/$1.json"
   echo "  $1: $(hdr "$1" | head -1 | cut -c1-150)"
