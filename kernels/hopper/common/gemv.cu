@@ -42,7 +42,6 @@ struct AttnGateX {
   int head_chunks;    // D / 8
   int pitch_chunks;   // head_pitch / 8
 
-  __device__ __forceinline__ void prewait() const {}
   __device__ __forceinline__ void prepare() const {}
 
   __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
@@ -160,32 +159,4 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
     gemv_ring_silu_bf16(const __nv_bfloat16* gate_up, const __nv_bfloat16* w, __nv_bfloat16* y,
                         uint32_t m, uint32_t n, uint32_t k, uint32_t stages) {
   gemv_ring_any_m<false>(swiglu_x(gate_up, k), w, y, m, n, k, stages, staged_x, ring_partials);
-}
-
-// ---- batch 1's add_rmsnorm folded into the GEMV after it (AddNormX; ops/matmul.py
-// gemv_add_rmsnorm, ATLAS_GEMV_NORM_IN): x = RMSNorm(bf16(residual + delta)) * norm_w (or
-// * (1 + norm_w) where `offset`), formed by every block in shared memory (staged_x: k * 4
-// bytes of dynamic shared memory), r written to residual_out (not residual) by block 0; then
-// the plain product (y) or the gate_up ending with its SwiGLU (act). k <= 8 * 32 * 32.
-__shared__ float norm_scratch[32];
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_add_rmsnorm_bf16_single(__nv_bfloat16* residual, const __nv_bfloat16* delta,
-                                 const __nv_bfloat16* norm_w, __nv_bfloat16* residual_out,
-                                 const __nv_bfloat16* w, __nv_bfloat16* y, uint32_t n,
-                                 uint32_t k, float eps, uint32_t offset) {
-  gemv_rows<1, false>(add_norm_x(residual, delta, norm_w, residual_out, staged_x, norm_scratch,
-                                 k, eps, offset),
-                      Bf16W{}, w, y, n, k, partial_sums);
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_add_rmsnorm_swiglu_bf16_single(__nv_bfloat16* residual, const __nv_bfloat16* delta,
-                                        const __nv_bfloat16* norm_w,
-                                        __nv_bfloat16* residual_out, const __nv_bfloat16* w,
-                                        __nv_bfloat16* act, uint32_t n, uint32_t k, float eps,
-                                        uint32_t offset) {
-  gemv_rows<1, false>(add_norm_x(residual, delta, norm_w, residual_out, staged_x, norm_scratch,
-                                 k, eps, offset),
-                      Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu{});
 }

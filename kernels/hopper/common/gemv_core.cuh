@@ -14,11 +14,9 @@
 // kScaled, the scales of a (row, chunk): the chunk splits into kGroups equal scale groups
 // (1, or 2 for NVFP4's 16-value groups) and each group's dot product is multiplied by its
 // scale before accumulation.
-// An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, SwiGLU computed on the
-// fly from gate_up, or the residual add + RMSNorm before the GEMV formed in shared memory;
-// `raw` gives them packed); its `prewait()` runs once per block before the PDL wait (reads of
-// weights only) and its `prepare()` once after it, before the first x load (every thread
-// calls both).
+// An x policy (`XLoad`) loads 8 values of row m at x chunk c (plain, or SwiGLU computed on
+// the fly from gate_up; `raw` gives them packed); its `prepare()` runs once per block after
+// the PDL wait, before the first x load.
 // An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y;
 // `StoreSwiglu` ends a fused [gate | up] product with its SwiGLU. It also says which
 // weight rows the block owns (`Out::row(r, n)`, the weight row of block row r): 4 consecutive
@@ -31,8 +29,6 @@
 
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
-#include "mma_util.cuh"
-#include "rmsnorm_core.cuh"
 
 namespace atlas::gemv {
 
@@ -77,7 +73,6 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&a)[V], int lane) {
 struct PlainX {  // x [m, k] bf16
   const uint4* x;
   int kc;  // 16-byte chunks per row
-  __device__ __forceinline__ void prewait() const {}
   __device__ __forceinline__ void prepare() const {}
   __device__ __forceinline__ uint4 raw(int m, int c) const {
     return __ldg(x + static_cast<size_t>(m) * kc + c);
@@ -90,7 +85,6 @@ struct PlainX {  // x [m, k] bf16
 struct SwigluX {  // x = bf16(bf16(silu(gate)) * up), gate_up [m, 2k] = [gate | up] bf16
   const uint4* gate_up;
   int kc;
-  __device__ __forceinline__ void prewait() const {}
   __device__ __forceinline__ void prepare() const {}
   __device__ __forceinline__ uint4 raw(int m, int c) const {
     const uint4* gate = gate_up + static_cast<size_t>(m) * 2 * kc;
@@ -107,84 +101,6 @@ __device__ __forceinline__ PlainX plain_x(const __nv_bfloat16* x, uint32_t k) {
 
 __device__ __forceinline__ SwigluX swiglu_x(const __nv_bfloat16* gate_up, uint32_t k) {
   return {reinterpret_cast<const uint4*>(gate_up), static_cast<int>(k >> 3)};
-}
-
-// x = RMSNorm(r) * w (or * (1 + w), `offset`: zero-centred weights), r = bf16(residual +
-// delta), one row: the add_rmsnorm launch before a batch-1 GEMV folded into it. Every block
-// forms x in shared memory after the PDL wait with rmsnorm_core.cuh's arithmetic and
-// add_rmsnorm_bf16's summation order at one row, so x has its bits: that launch runs
-// ceil(kc / 32) warps of one vector a thread and sums the warps' totals in order; here thread
-// t handles vectors t + j blockDim.x, so a warp's j-th vectors are one of those warps'
-// (blockDim.x a multiple of 32) and its warp_sum is that warp's total. The residual and delta
-// rows come in by cp.async (no registers: the first weight tile already holds 32 a thread),
-// each thread reading back only its own vectors. Block 0 also writes r to residual_out, which
-// must not be `residual` (other blocks may still be reading it): the model alternates two
-// residual buffers (model.py Residual).
-struct AddNormX {
-  const uint4* residual;
-  const uint4* delta;
-  const uint4* w;       // the norm weight
-  uint4* residual_out;
-  uint4* xs;            // shared: 2 kc vectors (the residual row, r, then x; the delta row)
-  float* scratch;       // shared: 32 floats
-  int kc;               // k / 8: at most 32 warps' vectors
-  float eps;
-  bool offset;
-
-  // the norm weight's lines into L1 (a weight: no kernel writes it)
-  __device__ __forceinline__ void prewait() const {
-    for (int i = threadIdx.x; i < kc; i += blockDim.x)
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(w + i) : "memory");
-  }
-
-  __device__ __forceinline__ void prepare() const {
-    const int lane = threadIdx.x & 31;
-    uint4* ds = xs + kc;
-    for (int i = threadIdx.x; i < kc; i += blockDim.x) {
-      atlas::cp_async_16(xs + i, residual + i, true);
-      atlas::cp_async_16(ds + i, delta + i, true);
-    }
-    atlas::cp_async_commit();
-    atlas::cp_async_wait<0>();
-    for (int first = threadIdx.x - lane; first < kc; first += blockDim.x) {
-      const int i = first + lane;
-      float s = 0.f;
-      if (i < kc) {
-        const uint4 r = atlas::rmsnorm::add_bf16x8(xs[i], ds[i]);
-        xs[i] = r;
-        s = atlas::rmsnorm::sumsq_bf16x8(r, 0.f);
-      }
-      s = atlas::warp_sum(s);
-      if (lane == 0) scratch[first >> 5] = s;
-    }
-    __syncthreads();
-    float total = 0.f;
-    for (int v = 0; v < (kc + 31) >> 5; ++v) total += scratch[v];
-    const float inv_rms = rsqrtf(total / static_cast<float>(8 * kc) + eps);
-    for (int i = threadIdx.x; i < kc; i += blockDim.x) {
-      const uint4 r = xs[i];
-      if (blockIdx.x == 0) residual_out[i] = r;
-      xs[i] = atlas::rmsnorm::scale_bf16x8(r, w[i], inv_rms, offset);
-    }
-    __syncthreads();
-  }
-  __device__ __forceinline__ uint4 raw(int, int c) const { return xs[c]; }
-  __device__ __forceinline__ void load(int, int c, float (&xf)[8]) const {
-    atlas::unpack_bf16x8(xs[c], xf);
-  }
-};
-
-// The norm's inputs of a batch-1 GEMV entry that takes it (gemv.cu, gemv_fp8.cu); xs: 4k
-// bytes of shared memory.
-__device__ __forceinline__ AddNormX add_norm_x(__nv_bfloat16* residual,
-                                               const __nv_bfloat16* delta,
-                                               const __nv_bfloat16* norm_w,
-                                               __nv_bfloat16* residual_out, uint4* xs,
-                                               float* scratch, uint32_t k, float eps,
-                                               uint32_t offset) {
-  return {reinterpret_cast<const uint4*>(residual), reinterpret_cast<const uint4*>(delta),
-          reinterpret_cast<const uint4*>(norm_w), reinterpret_cast<uint4*>(residual_out), xs,
-          scratch, static_cast<int>(k >> 3), eps, offset != 0};
 }
 
 // ---- weight formats ---------------------------------------------------------------------
@@ -289,7 +205,6 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
   uint4 wv[kUnroll][kRowsPerBlock];
   load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
-  xload.prewait();
   atlas::pdl_enter();
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {

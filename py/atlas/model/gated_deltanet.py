@@ -73,9 +73,9 @@ def decodes_fused(kc: KernelCache, la: LinearAttentionConfig) -> bool:
 def gated_deltanet(kc: KernelCache, s: Stream, b: "StepBuffers", w: GatedDeltaNetWeights,
                    la: LinearAttentionConfig, t: int, hidden: int, eps: float, decode: bool,
                    num_seqs: int, max_q_len: int) -> None:
-    """The mixer over the step's t tokens after its input projection (the model runs w.in_proj
-    into b.lin_proj, with the norm before it): reads b.lin_proj, writes b.delta."""
+    """The mixer over the step's t tokens: reads b.normed, writes b.delta."""
     width = proj_width(la)
+    w.in_proj.linear(kc, s, b.normed, b.lin_proj, t, w_scratch=b.w_scratch)
     if decode and decodes_fused(kc, la):
         linear_attention.gdn_decode(
             kc, s, b.lin_proj, width, w.conv, w.conv_state, w.a_log, w.dt_bias, w.norm,

@@ -22,7 +22,6 @@ from ..runtime.ops import (attention, attention_verify, decode_persistent, embed
                            kv_quant, matmul, norm, rope)
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
-from ..runtime.ops.matmul import GemvNorm
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
 
@@ -212,27 +211,15 @@ class StepBuffers:
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0
     lin_gated: DevicePtr = 0
-    #: bf16 [1, hidden]: the second residual row a batch-1 projection that takes the add +
-    #: norm before it writes the sum into (Residual.alt); 0: none
-    resid_alt: DevicePtr = 0
 
 
 @dataclass(slots=True)
 class Residual:
-    """The residual stream's state during one forward: it lives in `resid` (b.resid at the
-    start); `pending` says `delta` holds a sublayer's update not yet added (False before the
-    first layer). A projection that takes the pending add + norm (matmul.GemvNorm: its
-    blocks read resid while one writes the sum) writes the sum into `alt`, and the two swap
-    (`alt` 0: no projection takes it). Python bookkeeping at capture time: the graph replays
-    the same sequence every step."""
+    """The residual stream's state during one forward (it lives in b.resid): `pending`
+    says `delta` holds a sublayer's update not yet added (False before the first layer).
+    Python bookkeeping at capture time: the graph replays the same sequence every step."""
 
-    resid: DevicePtr
-    alt: DevicePtr = 0
     pending: bool = False
-
-    def swap(self) -> None:
-        """The sum is in `alt` now, nothing pending."""
-        self.resid, self.alt, self.pending = self.alt, self.resid, False
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,9 +355,7 @@ class DenseDecoderModel:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
         embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
-        # a batch-1 step that samples may fold its add + norms into the projections after
-        # them (where the residual ends then does not matter: only the final norm reads it)
-        res = Residual(b.resid, b.resid_alt if t == 1 and n_sample else 0)
+        res = Residual()
         persistent = self._persistent_step(t, plan, n_sample)
         if persistent is not None:
             decode_persistent.decode_persistent(
@@ -381,7 +366,7 @@ class DenseDecoderModel:
         for lw in self.layers if persistent is None else ():
             if lw.linear is not None:
                 assert d.linear is not None
-                self._norm_linear(s, b, res, lw.in_norm, lw.linear.in_proj, b.lin_proj, t)
+                self._norm(s, b, res, lw.in_norm, t)
                 gated_deltanet(kc, s, b, lw.linear, d.linear, t, d.hidden, d.eps, plan.decode,
                                plan.num_seqs, plan.max_q_len)
                 res.pending = True
@@ -400,7 +385,7 @@ class DenseDecoderModel:
                 # the block's router launch may do the pending add + norm before it
                 router_norm = None
                 if res.pending and lw.mlp.router_takes_norm(kc, t):
-                    router_norm = moe_ops.RouterNorm(res.resid, b.delta, lw.post_norm, d.eps,
+                    router_norm = moe_ops.RouterNorm(b.resid, b.delta, lw.post_norm, d.eps,
                                                      d.norm_offset)
                     res.pending = False
                 else:
@@ -435,25 +420,17 @@ class DenseDecoderModel:
         """normed = RMSNorm(resid (+= delta when one is pending)) * w."""
         d = self.dims
         if res.pending:
-            norm.add_rmsnorm(self.kc, s, res.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
+            norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
         else:
-            norm.rmsnorm(self.kc, s, res.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
+            norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
         res.pending = False
 
     def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
                      proj: LinearWeight, out: DevicePtr, t: int, swiglu: bool = False) -> None:
         """out = proj(RMSNorm(resid (+= pending delta)) * w): the norm into `normed`, then the
-        projection, or, where the projection takes a pending add + norm (proj.takes_norm,
-        ATLAS_GEMV_NORM_IN), both in its launch, the sum into res.alt. With `swiglu`
-        (proj.fuses_swiglu), proj is a [gate | up] weight and out its activation: every
-        route's launch ends with the SwiGLU."""
-        d = self.dims
-        if res.pending and res.alt and proj.takes_norm(self.kc, t, swiglu):
-            proj.linear_norm(self.kc, s, GemvNorm(res.resid, b.delta, w, res.alt, d.eps,
-                                                  bool(d.norm_offset)), out, swiglu)
-            res.swap()
-            return
+        projection. With `swiglu` (proj.fuses_swiglu), proj is a [gate | up] weight and out
+        its activation: every route's launch ends with the SwiGLU."""
         self._norm(s, b, res, w, t)
         if swiglu:
             proj.linear_swiglu(self.kc, s, b.normed, out, t)

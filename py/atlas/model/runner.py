@@ -193,7 +193,6 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
                         ("act", dims.inter)):
         arena.reserve(name, DType.BF16, (t, width))
-    arena.reserve("resid_alt", DType.BF16, (1, dims.hidden))  # model.Residual.alt
     arena.reserve("sample_hidden", DType.BF16, (limits.max_sample_rows, dims.hidden))
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
@@ -265,7 +264,7 @@ class ModelRunner:
             state_slots=i32 + 4 * lay.state_slots, state_out=i32 + 4 * lay.state_out,
             **{n: arena[n] for n in ("resid", "delta", "normed", "qkv", "q", "attn", "gate_up",
                                      "act", "sample_hidden", "logits", "part_o", "part_ml",
-                                     "attn_counters", "w_scratch", "resid_alt") + lin})
+                                     "attn_counters", "w_scratch") + lin})
         self.host_i32 = backend.alloc_host_pinned(4 * lay.total).view(np.int32)
         # the sampler's row records ride in the step inputs' upload
         sampler.stage_rows(i32 + 4 * lay.sample_params, self.host_i32[lay.sample_params:])

@@ -79,15 +79,6 @@ GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
 # by SILU_MUL
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
-# batch 1's add_rmsnorm folded into the GEMV after it (ops.matmul.gemv_add_rmsnorm): x =
-# RMSNorm(bf16(residual + delta)) * norm_w (or * (1 + norm_w) where offset), formed by every
-# block with ADD_RMSNORM's bits at one row; r = bf16(residual + delta) written to residual_out
-# (another buffer than residual); then GEMV_SINGLE's product (y) or GEMV_SWIGLU_SINGLE's (act)
-_GEMV_NORM = "residual:ptr delta:ptr norm_w:ptr residual_out:ptr w:ptr "
-GEMV_ADD_RMSNORM_SINGLE = S("gemv", "gemv_add_rmsnorm_bf16_single",
-                            _GEMV_NORM + "y:ptr n:u32 k:u32 eps:f32 offset:u32")
-GEMV_ADD_RMSNORM_SWIGLU_SINGLE = S("gemv", "gemv_add_rmsnorm_swiglu_bf16_single",
-                                   _GEMV_NORM + "act:ptr n:u32 k:u32 eps:f32 offset:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

@@ -32,8 +32,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
                           GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_ADD_RMSNORM_SINGLE,
-                          GEMV_ADD_RMSNORM_SWIGLU_SINGLE)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -239,57 +238,6 @@ def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act
     _check_gemv("gemv_swiglu", x, w, act, m, n, k, True)
     _check_swiglu("gemv_swiglu", n)
     _launch_single(kc, stream, GEMV_SWIGLU_SINGLE, x, w, act, n, k)
-
-
-#: the norm folded into a batch-1 GEMV (gemv_core.cuh AddNormX): at most 32 warps' vectors
-NORM_IN_MAX_K = 8 * 32 * 32
-
-
-@dataclass(frozen=True, slots=True)
-class GemvNorm:
-    """The residual add + RMSNorm before a one-row projection, done by its GEMV
-    (`gemv_add_rmsnorm`): residual_out = bf16(residual + delta), x = RMSNorm(residual_out) * w
-    (* (1 + w) with `offset`). residual_out must be another buffer than residual: the
-    GEMV's blocks read residual while block 0 writes the sum."""
-
-    residual: DevicePtr
-    delta: DevicePtr
-    weight: DevicePtr
-    residual_out: DevicePtr
-    eps: float
-    offset: bool = False
-
-
-def takes_norm_in(kc: KernelCache, m: int, n: int, k: int, swiglu: bool = False) -> bool:
-    """Whether an m-row bf16 product [n, k] (`swiglu`: a [gate | up] weight ending with its
-    SwiGLU) may take the add + norm before it (`gemv_add_rmsnorm`): ATLAS_GEMV_NORM_IN=1, one
-    row on the single-row GEMV (not the ring kernel), k <= NORM_IN_MAX_K."""
-    return (kc.routes.gemv_norm_in and m == 1 and linear_route(kc, m, n) == "gemv"
-            and _ring_plan(kc, n, k, True) is None and k % 8 == 0 and k <= NORM_IN_MAX_K
-            and (not swiglu or fuses_gate_up_swiglu(kc, m, n, k)))
-
-
-def gemv_add_rmsnorm(kc: KernelCache, stream: Stream, norm: GemvNorm, w: DevicePtr,
-                     y: DevicePtr, n: int, k: int, swiglu: bool = False) -> None:
-    """One row: the add + norm (`norm`), then y = x @ w.T (`swiglu`: act[1, n / 2] =
-    swiglu(x @ w.T), n even), bit for bit add_rmsnorm followed by the single-row `gemv` /
-    `gemv_swiglu`. Grid and threads of the plain single-row GEMV; 4 k bytes of dynamic shared
-    memory (the residual and delta rows, then r and x)."""
-    name = "gemv_add_rmsnorm"
-    _check_gemv(name, norm.residual, w, y, 1, n, k, True)
-    if k > NORM_IN_MAX_K:
-        raise ValueError(f"{name}: k={k} exceeds {NORM_IN_MAX_K}")
-    if norm.residual_out == norm.residual:
-        raise ValueError(f"{name}: residual_out must be another buffer than residual")
-    for field in ("delta", "weight", "residual_out"):
-        _check_aligned(f"{name} {field}", getattr(norm, field), 16)
-    if swiglu:
-        _check_swiglu(name, n)
-    sig = GEMV_ADD_RMSNORM_SWIGLU_SINGLE if swiglu else GEMV_ADD_RMSNORM_SINGLE
-    smem = 4 * k
-    kc.get_with_shared(sig, smem)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), smem,
-                                  norm.residual, norm.delta, norm.weight, norm.residual_out, w,
-                                  y, n, k, float(norm.eps), int(norm.offset))
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,

@@ -33,8 +33,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
-                     GemvNorm, fuses_gate_up_swiglu, gemv_add_rmsnorm, linear, linear_silu,
-                     linear_swiglu, takes_norm_in)
+                     fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
 from .matmul_h2 import H2Out, launch_h2
 
 
@@ -363,17 +362,6 @@ class Bf16Linear:
         """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
         linear_swiglu(kc, stream, x, self.ptr, act, m, self.n, self.k)
 
-    def takes_norm(self, kc: KernelCache, m: int, swiglu: bool = False) -> bool:
-        """Whether an m-row product (`swiglu`: ending with its SwiGLU) may take the residual
-        add + RMSNorm before it (`linear_norm`; matmul.takes_norm_in)."""
-        return takes_norm_in(kc, m, self.n, self.k, swiglu)
-
-    def linear_norm(self, kc: KernelCache, stream: Stream, norm: GemvNorm, y: DevicePtr,
-                    swiglu: bool = False) -> None:
-        """One row: y = RMSNorm(norm's residual + delta) @ w.T (`swiglu`: act, the [gate |
-        up] product's SwiGLU), the sum into norm.residual_out (`takes_norm` must hold)."""
-        gemv_add_rmsnorm(kc, stream, norm, self.ptr, y, self.n, self.k, swiglu)
-
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         linear(kc, stream, x, self.ptr, y, m, self.n, self.k, out_f32)
@@ -416,14 +404,6 @@ class QuantLinear:
                       m: int) -> None:
         """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
         linear_swiglu_quant(kc, stream, x, self.w, act, m)
-
-    def takes_norm(self, kc: KernelCache, m: int, swiglu: bool = False) -> bool:
-        """Quantized GEMVs take no norm: the add_rmsnorm launch stays before them."""
-        return False
-
-    def linear_norm(self, kc: KernelCache, stream: Stream, norm: GemvNorm, y: DevicePtr,
-                    swiglu: bool = False) -> None:
-        raise ValueError("a quantized projection takes no norm (takes_norm is False)")
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:

@@ -351,12 +351,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
   the bf16 o_proj GEMV. Off by default: measured slower (Qwen3.5-35B-A3B batch 1, GPU ms a
   step, gpu44 2.549 vs 2.512 off, gpu45 in the other order 2.557 vs 2.521).
-* ATLAS_GEMV_NORM_IN=1: batch-1 decode folds the residual add + RMSNorm before a bf16
-  projection on the single-row GEMV (qkv, a Gated-DeltaNet in_proj, a dense MLP's gate_up
-  ending with its SwiGLU) into that GEMV (gemv.cu gemv_add_rmsnorm_*: every block forms the
-  normed row in shared memory with add_rmsnorm's bits, block 0 writes the sum into the other
-  of two residual buffers) instead of an add_rmsnorm launch before it (ops/matmul.py
-  takes_norm_in). Off until measured.
 * ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
   transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
   launches a layer; models it does not cover keep the per-op path. Off by default until
@@ -527,7 +521,6 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
-    gemv_norm_in: bool = False
     max_shared_carveout: bool | None = None
     persistent_decode: bool = False
     persistent_prefetch_kb: int = DEFAULT_PERSISTENT_PREFETCH_KB
@@ -657,7 +650,6 @@ class KernelRoutes:
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
-                   gemv_norm_in=env_switch(env, "ATLAS_GEMV_NORM_IN", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
                    persistent_prefetch_kb=_env_count(env, "ATLAS_PERSISTENT_PREFETCH_KB",
                                                      DEFAULT_PERSISTENT_PREFETCH_KB),

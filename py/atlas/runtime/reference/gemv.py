@@ -27,11 +27,9 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING,
                           GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE,
-                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE,
-                          GEMV_ADD_RMSNORM_SINGLE, GEMV_ADD_RMSNORM_SWIGLU_SINGLE)
+                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
-from .rmsnorm import add_rmsnorm_bf16, add_rmsnorm_offset_bf16
 from .silu_mul import silu_mul_bf16, swiglu_rows
 
 
@@ -107,35 +105,6 @@ def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int
 def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             act: int, m: int, n: int, k: int) -> None:
     swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
-
-
-def normed_row(mem: HostMemory, residual: int, delta: int, norm_w: int, residual_out: int,
-               k: int, eps: float, offset: int) -> np.ndarray:
-    """bf16 bits [k] of add_rmsnorm over one row, its sum written to residual_out (the
-    residual row itself unchanged): the x of the GEMV entries that take the norm."""
-    mem.view(residual_out, np.uint16, k)[:] = mem.view(residual, np.uint16, k)
-    normed = WithScratch(mem, k * 2)
-    add_norm = add_rmsnorm_offset_bf16 if offset else add_rmsnorm_bf16
-    add_norm(normed, (1, 1, 1), (1, 1, 1), residual_out, delta, norm_w, WithScratch.ADDRESS, 1,
-             k, eps)
-    return normed.view(WithScratch.ADDRESS, np.uint16, k).copy()
-
-
-@reference(GEMV_ADD_RMSNORM_SINGLE)
-def gemv_add_rmsnorm_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, residual: int,
-                                 delta: int, norm_w: int, residual_out: int, w: int, y: int,
-                                 n: int, k: int, eps: float, offset: int) -> None:
-    x = normed_row(mem, residual, delta, norm_w, residual_out, k, eps, offset)
-    mem.view(y, np.uint16, n)[:] = product_bits(mem, x, w, n, k)
-
-
-@reference(GEMV_ADD_RMSNORM_SWIGLU_SINGLE)
-def gemv_add_rmsnorm_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, residual: int,
-                                        delta: int, norm_w: int, residual_out: int, w: int,
-                                        act: int, n: int, k: int, eps: float,
-                                        offset: int) -> None:
-    x = normed_row(mem, residual, delta, norm_w, residual_out, k, eps, offset)
-    swiglu_product(mem, x, w, act, n, k)
 
 
 def gated_row(mem: HostMemory, x: int, gate: int, k: int, head_dim: int,
