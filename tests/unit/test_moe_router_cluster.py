@@ -7,21 +7,17 @@ either way."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from atlas.core.sampling import GREEDY
-from atlas.model.batch import PenaltyHistory, SeqChunk
-from atlas.model.load import load_runner
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
                                       MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX)
 from atlas.runtime.ops import KernelCache, moe
 from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.decode_support import decode_recorded
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROMPT = [3, 17, 42, 99, 5]
 DECODE_STEPS = 3
 SHAPE_35B = moe.MoeShape(256, 8, 2048, 512, shared_inter=512)
@@ -70,37 +66,13 @@ def test_the_cluster_blocks_hold_a_warp_an_expert() -> None:
         moe.ROUTER_CLUSTER_MAX_EXPERTS) == moe.ROUTER_CLUSTER_MAX_EXPERTS
 
 
-def _decode(model: str, monkeypatch: pytest.MonkeyPatch, switch: str
-            ) -> tuple[list[np.ndarray], list, list[str]]:
-    """Prefill the prompt, decode it greedily at batch 1; each step's logits, the tokens and
-    the kernels the decode steps launched."""
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_CLUSTER", switch)
-    runner = load_runner(FIXTURES / model, backend="host", max_seq_len=64, max_batch_size=1,
-                         use_graphs=False)
-    backend = runner.model.kc.backend
-    launched: list[str] = []
-    launch = backend.launch
-
-    def spy(handle, *args):  # the real launch, its kernel's name recorded
-        launched.append(handle.func)
-        return launch(handle, *args)
-
-    toks = [runner.execute([SeqChunk(0, PROMPT, 0, [0, 1], GREEDY,
-                                     history=PenaltyHistory(PROMPT))])]
-    logits = [runner.read_logits(1).copy()]
-    monkeypatch.setattr(backend, "launch", spy)
-    for n in range(DECODE_STEPS):
-        toks.append(runner.execute([SeqChunk(0, [toks[-1][0]], len(PROMPT) + n, [0, 1], GREEDY,
-                                             rng_position=n + 1)]))
-        logits.append(runner.read_logits(1).copy())
-    return logits, toks, launched
-
-
 @pytest.mark.parametrize("model", ["tiny-qwen3-moe", "tiny-qwen3_5_moe"])
 def test_moe_models_decode_the_same_with_the_cluster_router(
         model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    cluster_logits, cluster_toks, cluster = _decode(model, monkeypatch, "1")
-    ticket_logits, ticket_toks, ticket = _decode(model, monkeypatch, "0")
+    cluster_logits, cluster_toks, cluster = decode_recorded(
+        model, monkeypatch, {"ATLAS_MOE_ROUTER_CLUSTER": "1"}, [PROMPT], DECODE_STEPS)
+    ticket_logits, ticket_toks, ticket = decode_recorded(
+        model, monkeypatch, {"ATLAS_MOE_ROUTER_CLUSTER": "0"}, [PROMPT], DECODE_STEPS)
     name = MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX.func
     assert cluster.count(name) > 0 and name not in ticket
     # the cluster router replaces the ticket router launch for launch

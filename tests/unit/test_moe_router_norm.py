@@ -6,21 +6,17 @@ either way."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from atlas.core.sampling import GREEDY
-from atlas.model.batch import PenaltyHistory, SeqChunk
-from atlas.model.load import load_runner
 from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_OFFSET,
                                       MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX)
 from atlas.runtime.ops import KernelCache, moe
 from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.decode_support import decode_recorded
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROMPTS = ([3, 17, 42, 99, 5], [200, 1, 77])
 DECODE_STEPS = 3
 
@@ -38,39 +34,13 @@ def test_the_router_takes_the_norm_only_where_switched_on_and_it_fits() -> None:
     assert not moe.router_takes_norm(KernelCache(HostBackend(), off), 1, shape)
 
 
-def _decode(model: str, monkeypatch: pytest.MonkeyPatch, switch: str
-            ) -> tuple[list[np.ndarray], list, list[str]]:
-    """Prefill both prompts, decode them greedily; each step's logits, the tokens and the
-    kernels the decode steps launched."""
-    monkeypatch.setenv("ATLAS_MOE_ROUTER_NORM", switch)
-    runner = load_runner(FIXTURES / model, backend="host", max_seq_len=64, max_batch_size=2,
-                         use_graphs=False)
-    backend = runner.model.kc.backend
-    launched: list[str] = []
-    launch = backend.launch
-
-    def spy(handle, *args):  # the real launch, its kernel's name recorded
-        launched.append(handle.func)
-        return launch(handle, *args)
-
-    blocks = {0: [0, 1], 1: [2, 3]}
-    toks = [runner.execute([SeqChunk(i, p, 0, blocks[i], GREEDY, history=PenaltyHistory(p))
-                            for i, p in enumerate(PROMPTS)])]
-    logits = [runner.read_logits(2).copy()]
-    monkeypatch.setattr(backend, "launch", spy)
-    for n in range(DECODE_STEPS):
-        toks.append(runner.execute([SeqChunk(i, [toks[-1][i]], len(p) + n, blocks[i], GREEDY,
-                                             rng_position=n + 1)
-                                    for i, p in enumerate(PROMPTS)]))
-        logits.append(runner.read_logits(2).copy())
-    return logits, toks, launched
-
-
 @pytest.mark.parametrize("model", ["tiny-qwen3-moe", "tiny-qwen3_5_moe"])
 def test_moe_models_decode_the_same_with_the_norm_in_the_router(
         model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    fused_logits, fused_toks, fused = _decode(model, monkeypatch, "1")
-    plain_logits, plain_toks, plain = _decode(model, monkeypatch, "0")
+    fused_logits, fused_toks, fused = decode_recorded(
+        model, monkeypatch, {"ATLAS_MOE_ROUTER_NORM": "1"}, list(PROMPTS), DECODE_STEPS)
+    plain_logits, plain_toks, plain = decode_recorded(
+        model, monkeypatch, {"ATLAS_MOE_ROUTER_NORM": "0"}, list(PROMPTS), DECODE_STEPS)
     norms = {ADD_RMSNORM.func, ADD_RMSNORM_OFFSET.func}
     assert MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX.func in fused
     assert MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX.func not in plain
