@@ -265,7 +265,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   routing before its first weight request). ATLAS_MOE_GATE_UP_TILES=N: N column pairs a block
   (unset or 0: the one-wave rule, ops/moe.py gate_up_tiles). Off by default: measured (gpu22,
   2026-12-02, with ATLAS_MOE_ROUTE_IN_EXPERTS=1) Qwen3-30B-A3B b1 312.5 tok/s vs 314.3 with
-  both off, Qwen3.5-35B-A3B 394.4 vs 393.3: no gain (no per-kernel profile yet).
+  both off, Qwen3.5-35B-A3B 394.4 vs 393.3: no gain (no per-kernel profile yet); alone on
+  session 24's MoE path (gpu89, GPU ms a step, batch 1 x 512): Qwen3.5-35B-A3B 2.389 / 2.387
+  vs 2.343 / 2.342 off, Qwen3-30B-A3B 2.681 vs 2.709 (one sample each: a per-shape lead).
 * ATLAS_MOE_ROUTER_NORM=0: a decode MoE block's residual add + RMSNorm as an add_rmsnorm
   launch before its router instead of by the fused router launch (the default:
   moe_add_rmsnorm_gate_topk_*_bf16, moe_router.cu NormIn: every block forms the normed row
@@ -350,7 +352,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   the o_proj GEMV compute the output gate on its x load (gemv.cu gemv_attn_gate_bf16_single:
   the same bits, one launch fewer a full-attention layer) instead of sigmoid_gate_mul, then
   the bf16 o_proj GEMV. Off by default: measured slower (Qwen3.5-35B-A3B batch 1, GPU ms a
-  step, gpu44 2.549 vs 2.512 off, gpu45 in the other order 2.557 vs 2.521).
+  step, gpu44 2.549 vs 2.512 off, gpu45 in the other order 2.557 vs 2.521; gpu89, session
+  24's MoE path, 2.371 / 2.370 vs 2.343 / 2.342).
 * ATLAS_PERSISTENT_DECODE=1: a batch-1 decode step of a dense bf16 model runs its
   transformer layers as one persistent kernel (ops/decode_persistent.py) instead of ~7
   launches a layer; models it does not cover keep the per-op path. Off by default until
