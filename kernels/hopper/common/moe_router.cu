@@ -208,11 +208,11 @@ __device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int k
 // ---- the cluster router (the default at batch 1; ops/moe.py router_uses_cluster) ----------
 // The NormIn router at batch 1 as one thread-block cluster of kClusterBlocks blocks (a
 // non-portable size: the launch opts in) of blockDim / 32 warps, warp w of block b computing
-// expert row b * warps + w. Instead of a ticket (a fence,
-// an atomic and the last block's re-read of every logit from L2: three dependent L2 round
-// trips), each warp's lane 0 also stores its logit into rank 0's shared memory (distributed
-// shared memory), one cluster barrier orders the stores, every block writes its slice of the
-// residual and normed rows, and rank 0's warp 0 routes from shared memory. The shared
+// expert row b * warps + w. Instead of a ticket (a fence, an atomic and the last block's
+// re-read of every logit from L2: three dependent L2 round trips), each warp's lane 0 also
+// stores its logit into rank 0's shared memory (distributed shared memory), one cluster
+// barrier orders the stores, every block writes its slice of the residual and normed rows,
+// and rank 0's warp 0 routes from shared memory. The shared
 // expert's gate row (one more row than 16 blocks of 16 warps hold at 256 experts) is rank 0's
 // warp 1's second row: requested into L2 before the PDL wait, computed after that warp's
 // arrival at the cluster barrier, so it overlaps the barrier and the top-k, and handed to
@@ -276,7 +276,8 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   const int warps = kCluster ? static_cast<int>(blockDim.x >> 5) : kGateWarps;
   const int e = blockIdx.x * warps + (threadIdx.x >> 5);
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
-  // the cluster router computes the shared gate row as rank 0's kClusterSharedWarp's second
+  // the cluster router computes the shared gate row as the second row of rank 0's
+  // kClusterSharedWarp (shared_warp), not as a row of its own
   const bool shared_row = !kCluster && a.shared_slots > 0 && e == static_cast<int>(a.experts);
   const bool shared_warp = kCluster && a.shared_slots > 0 && blockIdx.x == 0 &&
                            (threadIdx.x >> 5) == kClusterSharedWarp;

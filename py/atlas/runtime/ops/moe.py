@@ -38,7 +38,8 @@ weights stream while gate/up still runs; gate/up's act rows are staged in shared
 (`down_smem`). The down launch writes the block's output into `out` (the model's delta); the
 residual add + next RMSNorm is the model's add_rmsnorm launch (or the next MoE router's). A
 decode step routes in one launch too (`gate_topk`: the gate GEMV's rows spread over blocks,
-the last block does the top-k).
+the last block does the top-k; at batch 1 one cluster of 16 blocks, rank 0 routing from its
+shared memory, `router_uses_cluster`).
 
 Shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE), decode path: `MoeShape.shared_inter`
 folds it into the same three launches as `shared_slots` = ceil(shared_inter / inter) more
@@ -361,9 +362,10 @@ def router_uses_cluster(kc: KernelCache, tokens: int, shape: MoeShape, routing: 
     if not (kc.routes.moe_router_cluster and tokens == 1
             and shape.experts <= ROUTER_CLUSTER_MAX_EXPERTS):
         return False
-    launch = kc.get_large_cluster(_cluster_sig(routing), gate_topk_smem(1, shape.hidden) * 2)
-    held = kc.resident_blocks(launch.handle, 32 * router_cluster_warps(shape.experts),
-                              gate_topk_smem(1, shape.hidden) * 2, ROUTER_CLUSTER_BLOCKS)
+    smem = gate_topk_smem(1, shape.hidden) * 2  # x and r, as the launch (NormIn)
+    launch = kc.get_large_cluster(_cluster_sig(routing), smem)
+    held = kc.resident_blocks(launch.handle, 32 * router_cluster_warps(shape.experts), smem,
+                              ROUTER_CLUSTER_BLOCKS)
     return held is None or held > 0
 
 
