@@ -823,21 +823,6 @@ __device__ __forceinline__ void load_gemv_batch(const DownArgs& a, const int32_t
   }
 }
 
-// Rows [r0, r1) of the block, every slot's segment of each (inter bf16 a routed slot, the
-// shared expert's chunk j - top_k of its row), requested into L2 by the TMA unit's bulk
-// prefetch, one (row, slot) segment a thread: no registers and one instruction a segment.
-// Weights only (the ids are the router's, two launches back), so before the PDL wait.
-__device__ __forceinline__ void prefetch_down_rows(const DownArgs& a, const int32_t* ids,
-                                                   int r0, int r1, int slots, int kc) {
-  for (int i = threadIdx.x; i < (r1 - r0) * slots; i += kThreads) {
-    const int r = r0 + i / slots, j = i % slots;
-    const GemvChunk c = down_gemv_chunk(a, ids, j * kc, slots * kc, kc);
-    if (!c.live) continue;
-    const int chunks = j < a.top_k ? kc : min(kc, static_cast<int>(a.shared.inter) / 8 - (j - a.top_k) * kc);
-    atlas::prefetch_l2_bulk(c.w + r * c.stride, static_cast<uint32_t>(chunks) * 16u);
-  }
-}
-
 // The block's shared memory, declared once by the entry point (a __noinline__ function's
 // own __shared__ arrays are allocated per instantiation, side by side).
 struct GemvSmem {
@@ -882,8 +867,6 @@ __device__ __noinline__ void down_gemv_block(const DownArgs a, GemvSmem& sm,
   GemvChunk ch[kU];
   uint4 wv[kU][kGemvRows];
   load_gemv_batch<true>(a, ids, 0, n, kc, first, tile_rows(0), ch, wv);
-  // what the later units read, into L2 meanwhile (tile 0 too where its row takes batches)
-  prefetch_down_rows(a, ids, batches > 1 ? first : min(first + kGemvRows, end), end, slots, kc);
   atlas::pdl_enter();
   const uint4* act = reinterpret_cast<const uint4*>(a.act) + static_cast<size_t>(token) * n;
   for (int q = 0; q < units; ++q) {
