@@ -357,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
     ap.add_argument("--long", action="store_true",
                     help="the tensor-core kernel's batch-1 entry (rope-fused D 64 / 128 heads)")
+    ap.add_argument("--heads", help="comma-separated DECODE_LATENCY_HEADS names to run "
+                                    "(default: all; e.g. qwen3-30b-a3b)")
+    ap.add_argument("--keys", help="comma-separated trace key counts (default: TRACE_KEYS)")
+    ap.add_argument("--trace-only", action="store_true",
+                    help="the phase table of batch 1 only: no batch-64 row, no curves")
     ap.add_argument("--curves-only", action="store_true",
                     help="only the time-vs-keys lines (for routes without traced twins, e.g. "
                          "ATLAS_DECODE_ATTN_SPLIT_MAJOR=1)")
@@ -373,15 +378,23 @@ def main(argv: list[str] | None = None) -> int:
             geoms, curve_keys = geoms[:2], (1, 64, 512, 1024, 4096, 8192)
     if args.long:
         geoms = [g for g in geoms if g[0].rope and g[0].head_dim in LONG_ROPE_HEAD_DIMS]
+    if args.heads:
+        geoms = [g for g in geoms if g[0].name in args.heads.split(",")]
+    if args.keys:
+        keys = tuple(int(k) for k in args.keys.split(","))
     if not args.curves_only:
         problems = [Problem(env, h, 1, n, hidden, args.long) for h, hidden in geoms
                     for n in keys]
-        big = next((g for g in geoms if g[0].name == "qwen3-8b"),
-                   next(g for g in geoms if g[0].rope))
-        problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1], args.long))
+        if not args.trace_only:
+            big = next((g for g in geoms if g[0].name == "qwen3-8b"),
+                       next(g for g in geoms if g[0].rope))
+            problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1],
+                                    args.long))
         for line in trace_table(env, problems, ("alone", "b2b", "gemv", "swept")):
             print(line, flush=True)
         del problems
+    if args.trace_only:
+        return 0
     for h, hidden in geoms:
         for line in curve(env, h, hidden, curve_keys, args.repeats, args.long):
             print(line, flush=True)
