@@ -41,7 +41,6 @@
 
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
-#include "bulk_copy.cuh"
 #include "mma_util.cuh"
 #include "phase_trace.cuh"
 #include "rope_core.cuh"
@@ -111,18 +110,16 @@ struct LongTile {
 // group's normalized output: each element of a head as sum_s w_s o_s / sum_s w_s (both sums
 // in split order) with split weights w_s = l_s e^(m_s - M) against the splits' max M.
 // One L2 trip for all of it up to `cap` splits (ring floats / (group x D): 11 or more at
-// every head dim): every (head, split) o row of the group goes into the ring as one bulk copy
-// (the TMA unit) of D floats, a row a thread, while the warps load the (m, l) pairs, a warp
-// a head and a lane a split, every load of a warp issued before the first is used; then
-// each thread sums its float4s of the rows from shared memory. More splits take
-// one more trip per `cap` of them. (Session 18: a warp per head reducing M and the weights
-// first, then the o loads, was two trips and slower; until session 25 each thread loaded
-// its (head, 4 elements) items one after another, 16 splits a trip: 4 items a thread for
-// Qwen3.5's D-256 group of 8, 18 splits two trips each.) The ticket is one acq_rel
-// read-modify-write at device scope: it releases this block's partial stores (ordered
-// before thread 0 by the barrier) and acquires those of every earlier ticket holder,
-// passed to the block's threads by the barrier after it (and to their bulk copies, an
-// async-proxy read, by each copying thread's proxy fence).
+// every head dim): the group's o rows of those splits are copied into the ring (cp.async.cg,
+// 16 bytes a copy, every copy of the block in flight at once, no registers held), the
+// (m, l) pairs loaded meanwhile by a warp a head, lanes over splits; then every thread sums
+// its elements from shared memory. More splits take one more trip per `cap` of them. Other
+// blocks wrote the partials: read through L2, never a stale L1 line. (Until session 25 each
+// thread loaded its (head, 4 elements) items one after another, 16 splits a trip: Qwen3.5's
+// D 256 group of 8 was 4 items a thread, and 18 splits two trips each: 8 dependent trips.)
+// The ticket is one acq_rel read-modify-write at device scope: it releases this block's
+// partial stores (ordered before thread 0 by the barrier) and acquires those of every
+// earlier ticket holder, passed to the block's threads by the barrier after it.
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
@@ -135,68 +132,56 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   constexpr int kItems = (kMaxGroup * kQuads + kThreads - 1) / kThreads;  // float4s a thread
   constexpr int kHeadsPerWarp = kMaxGroup / kWarps;
   __shared__ int is_last;
-  __shared__ uint64_t landed;  // the bulk copies of a chunk
-  // The ring: w [group][active] (m until the weights replace it), l [group][active], then a
-  // chunk's o rows [group][ns][D]
+  __syncthreads();  // the block's partial stores precede the ticket; the ring is free
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ticket(*counter);
+    const bool last = ticket.fetch_add(1u, cuda::memory_order_acq_rel) ==
+                      static_cast<unsigned>(active - 1);
+    if (last) ticket.store(0u, cuda::memory_order_relaxed);
+    is_last = last;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // The ring: m then w [group][active], l [group][active], then a chunk's o [group][ns][D]
   const int wfloats = (group * active + 3) & ~3;
   float* sw = ring;
   float* sl = ring + wfloats;
   float* so = ring + 2 * wfloats;
   const int cap = (kRingFloats - 2 * wfloats) / (group * D);
-  // The (head, split) rows of a chunk, one bulk copy a row, spread over the threads (thread 0
-  // announces the bytes; a copy may land before that, the phase waits for both). The fence
-  // orders the copies after the ring's earlier reads and the partials' acquisition.
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  auto copy_chunk = [&](int s0, int ns) {
-    if (tid == 0) atlas::bulk::expect_bytes(&landed, static_cast<uint32_t>(group * ns * D * 4));
-    if (tid < group * ns) atlas::bulk::fence_async_all();
-    for (int i = tid; i < group * ns; i += kThreads) {
-      const int r = i / ns, s = i - r * ns;
-      atlas::bulk::copy_to_shared(so + static_cast<size_t>(i) * D,
-                                  part_o + (row_of(r) * num_splits + s0 + s) * D, D * 4,
-                                  &landed);
+  auto copy_chunk = [&](int s0, int ns) {  // a warp a (head, split) row, a lane its quads
+    for (int rs = warp; rs < group * ns; rs += kWarps) {
+      const int r = rs / ns, s = rs - r * ns;
+      const float* src = part_o + (row_of(r) * num_splits + s0 + s) * D;
+      float* dst = so + static_cast<size_t>(rs) * D;
+#pragma unroll
+      for (int q = lane; q < kQuads; q += 32) atlas::cp_async_16(dst + 4 * q, src + 4 * q, true);
     }
+    atlas::cp_async_commit();
   };
-  __syncthreads();  // the block's partial stores precede the ticket; the ring is free
-  if (tid == 0) {
-    cuda::atomic_ref<unsigned, cuda::thread_scope_device> ticket(*counter);
-    const bool last = ticket.fetch_add(1u, cuda::memory_order_acq_rel) ==
-                      static_cast<unsigned>(active - 1);
-    is_last = last;
-    if (last) {
-      ticket.store(0u, cuda::memory_order_relaxed);
-      atlas::bulk::init_barrier(&landed, 1);
-      atlas::bulk::fence_barrier_init();
-    }
-  }
-  __syncthreads();
-  if (!is_last) return;
   copy_chunk(0, min(active, cap));
-  // the weights while the copies fly: warp w takes heads w, w + kWarps, ...
+  // the weights while the copies fly: warp w takes heads w, w + kWarps, ...; every (m, l)
+  // of its heads requested before the first is used
   for (int base = 0; base < active; base += 32) {
-    const int s = base + lane;
     float2 e[kHeadsPerWarp];
 #pragma unroll
     for (int i = 0; i < kHeadsPerWarp; ++i) {
-      const int r = warp + i * kWarps;
+      const int r = warp + i * kWarps, s = base + lane;
       e[i] = r < group && s < active
                  ? __ldcg(reinterpret_cast<const float2*>(part_ml) + row_of(r) * num_splits + s)
-                 : make_float2(0.f, 0.f);
-    }
-#pragma unroll
-    for (int i = 0; i < kHeadsPerWarp; ++i) {
-      const int r = warp + i * kWarps;
+                 : make_float2(-INFINITY, 0.f);
       if (r < group && s < active) {
         sw[r * active + s] = e[i].x;
         sl[r * active + s] = e[i].y;
       }
     }
   }
+  __syncwarp();
 #pragma unroll
   for (int i = 0; i < kHeadsPerWarp; ++i) {
     const int r = warp + i * kWarps;
     if (r >= group) break;  // warp-uniform
-    float mx = -INFINITY;  // each lane reads back only what it stored
+    float mx = -INFINITY;
     for (int s = lane; s < active; s += 32) mx = fmaxf(mx, sw[r * active + s]);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -210,21 +195,20 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
     total[k] = 0.f;
   }
-  __syncthreads();  // the weights are complete
-  for (int s0 = 0, fill = 0; s0 < active; s0 += cap, ++fill) {
+  for (int s0 = 0; s0 < active; s0 += cap) {
     const int ns = min(active - s0, cap);
     if (s0 > 0) {
       __syncthreads();  // every thread is done with the chunk before
       copy_chunk(s0, ns);
     }
-    atlas::bulk::wait_parity(&landed, fill & 1);
+    atlas::cp_async_wait<0>();
+    __syncthreads();  // the chunk (and, the first time, the weights) are in shared memory
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const int idx = tid + k * kThreads, r = idx / kQuads, q = idx % kQuads;
       if (r >= group) break;
       const float* wr = sw + r * active + s0;
-      const float4* orow =
-          reinterpret_cast<const float4*>(so + static_cast<size_t>(r) * ns * D) + q;
+      const float4* orow = reinterpret_cast<const float4*>(so + static_cast<size_t>(r) * ns * D) + q;
       for (int s = 0; s < ns; ++s) {
         const float w = wr[s];
         const float4 v = orow[s * kQuads];
@@ -324,12 +308,8 @@ __device__ __forceinline__ void decode_attn_long(
   // so no block copies a half-empty tile and the last block merges half as many partials at
   // short contexts; the combine's rule otherwise (it re-derives it)
   const int per = (kv_len + num_splits - 1) / num_splits;
-#ifndef ATLAS_LONG_MERGE_TILES  // session-25 A/B only (prep variant): 0 = the 32-key rule
-#define ATLAS_LONG_MERGE_TILES 1
-#endif
-  const int chunk = counters != nullptr && (kEarly || ATLAS_LONG_MERGE_TILES)
-                        ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
-                        : max(per, kMinKeysPerSplit);
+  const int chunk = counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
+                                        : max(per, kMinKeysPerSplit);
   const int begin = split * chunk, end = min(begin + chunk, kv_len);
   const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
   tr.mark(kTraceKvLen, active);

@@ -56,13 +56,6 @@ __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// The same for every state space: also orders global memory this thread acquired (other
-// blocks' generic-proxy stores, published by a release it synchronized with) before its
-// later bulk copies read it.
-__device__ __forceinline__ void fence_async_all() {
-  asm volatile("fence.proxy.async;\n" ::: "memory");
-}
-
 // The calling thread's arrival for this phase, announcing `bytes` of copies to come.
 __device__ __forceinline__ void expect_bytes(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_addr(bar)),
