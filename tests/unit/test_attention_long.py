@@ -43,7 +43,7 @@ def _bf16_p_model(case, g, kv_lens: list[int], num_splits: int) -> dict[str, np.
     part_o = np.zeros(case.outputs["part_o"].shape)
     for b, n in enumerate(kv_lens):
         k, v = _token_kv(x, b, g)
-        chunk, active = case_defs.long_split_rule(num_splits, len(kv_lens))(n, num_splits)
+        chunk, active = attention.decode_split_rule(n, num_splits)
         for h in range(g.hq):
             kvh = h // (g.hq // g.hkv)
             s = k[:, kvh] @ q[b, h] * g.scale

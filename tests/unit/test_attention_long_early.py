@@ -1,6 +1,6 @@
 """ATLAS_DECODE_ATTN_LONG_EARLY: the rope-fused long-attention entries that read all but the
 qkv rows before their PDL wait (one sequence only), and the whole-tile split rule their
-merging launches follow (ops/attention_long.merge_split_rule)."""
+merging launches follow (ops/attention_long.early_split_rule)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from atlas.runtime.kernel_abi import (DECODE_ATTN_LONG_ROPE_EARLY,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                                       DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from atlas.runtime.ops.attention import decode_split_rule
-from atlas.runtime.ops.attention_long import (LONG_TILE_KEYS, merge_split_rule,
+from atlas.runtime.ops.attention_long import (LONG_TILE_KEYS, early_split_rule,
                                               long_rope_kernel_for)
 from atlas.runtime.ops.routes import KernelRoutes
 
@@ -35,7 +35,7 @@ def test_the_routes_pick_the_early_entries_at_one_sequence() -> None:
 @pytest.mark.parametrize("num_splits", [1, 3, 16, 30, 33, 64])
 def test_whole_tiles_never_lengthen_a_split(num_splits: int) -> None:
     for kv_len in range(0, 5000, 7):
-        chunk, active = merge_split_rule(kv_len, num_splits)
+        chunk, active = early_split_rule(kv_len, num_splits)
         base_chunk, base_active = decode_split_rule(kv_len, num_splits)
         assert chunk % LONG_TILE_KEYS == 0 and active <= num_splits
         # the splits cover [0, kv_len) and the last active one holds a key
@@ -48,8 +48,5 @@ def test_whole_tiles_never_lengthen_a_split(num_splits: int) -> None:
 def test_short_contexts_merge_fewer_partials() -> None:
     # Qwen3-0.6B's batch-1 grid of 30 splits at 568 keys: 18 splits of 32 keys before
     assert decode_split_rule(568, 30) == (32, 18)
-    assert merge_split_rule(568, 30) == (64, 9)
-    assert merge_split_rule(2500, 30) == (128, 20)
-    # Qwen3.5-35B-A3B's D-256 entry at batch 1 (19 splits): 18 of 32 keys before session 25
-    assert decode_split_rule(568, 19) == (32, 18)
-    assert merge_split_rule(568, 19) == (64, 9)
+    assert early_split_rule(568, 30) == (64, 9)
+    assert early_split_rule(2500, 30) == (128, 20)

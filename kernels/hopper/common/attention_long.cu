@@ -52,7 +52,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.py LONG_TILE_KEYS)
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
 constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A tile
-constexpr int kMaxSplits = 64;   // ops/attention_long.py LONG_MAX_SPLITS (a merge's weights)
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
@@ -93,9 +92,6 @@ struct LongTile {
   // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
   static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
   static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
-  // SplitMerge's weights of kMaxSplits splits and one split's o rows fit the ring
-  static_assert(2 * kMaxGroup * kMaxSplits + kMaxGroup * D <= kRingBytes / 4,
-                "a merge chunk holds at least one split");
   static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
                 "the blocks of an SM fit in its shared memory");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
@@ -107,30 +103,22 @@ struct LongTile {
 // (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
 // partials, takes a ticket; the block drawing the last of `active` (every other split has
 // written) resets the counter for the next launch (a graph replays it as is) and writes the
-// group's normalized output: each element of a head as sum_s w_s o_s / sum_s w_s (both sums
-// in split order) with split weights w_s = l_s e^(m_s - M) against the splits' max M.
-// One L2 trip for all of it up to `cap` splits (ring floats / (group x D): 11 or more at
-// every head dim): the group's o rows of those splits are copied into the ring (cp.async.cg,
-// 16 bytes a copy, every copy of the block in flight at once, no registers held), the
-// (m, l) pairs loaded meanwhile by a warp a head, lanes over splits; then every thread sums
-// its elements from shared memory. More splits take one more trip per `cap` of them. Other
-// blocks wrote the partials: read through L2, never a stale L1 line. (Until session 25 each
-// thread loaded its (head, 4 elements) items one after another, 16 splits a trip: Qwen3.5's
-// D 256 group of 8 was 4 items a thread, and 18 splits two trips each: 8 dependent trips.)
-// The ticket is one acq_rel read-modify-write at device scope: it releases this block's
-// partial stores (ordered before thread 0 by the barrier) and acquires those of every
-// earlier ticket holder, passed to the block's threads by the barrier after it.
+// group's normalized output: each thread 4 elements of a head as sum_s w_s o_s / sum_s w_s
+// with split weights w_s = l_s e^(m_s - M) against the splits' max M, every split's (m, l)
+// and o requested at once, 16 splits at a time (one L2 trip up to 16 splits; other blocks
+// wrote them: read through L2, never a stale L1 line; session 18: a warp per head first
+// reduced M and sum_s w_s, a second trip before the o loads). The ticket is one acq_rel
+// read-modify-write at device scope: it releases this block's partial stores (ordered
+// before thread 0 by the barrier) and acquires those of every earlier ticket holder,
+// passed to the block's threads by the barrier after it.
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
-template <int D, int kRingFloats, typename RowOf>
+template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active, float* ring) {
-  constexpr int kQuads = D / 4;
-  constexpr int kItems = (kMaxGroup * kQuads + kThreads - 1) / kThreads;  // float4s a thread
-  constexpr int kHeadsPerWarp = kMaxGroup / kWarps;
+                                                     int active) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -142,92 +130,50 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // The ring: m then w [group][active], l [group][active], then a chunk's o [group][ns][D]
-  const int wfloats = (group * active + 3) & ~3;
-  float* sw = ring;
-  float* sl = ring + wfloats;
-  float* so = ring + 2 * wfloats;
-  const int cap = (kRingFloats - 2 * wfloats) / (group * D);
-  auto copy_chunk = [&](int s0, int ns) {  // a warp a (head, split) row, a lane its quads
-    for (int rs = warp; rs < group * ns; rs += kWarps) {
-      const int r = rs / ns, s = rs - r * ns;
-      const float* src = part_o + (row_of(r) * num_splits + s0 + s) * D;
-      float* dst = so + static_cast<size_t>(rs) * D;
+  // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
+  // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
+  constexpr int kQuads = D / 4, kBatch = 16;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    const size_t row = row_of(r);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    float top = -INFINITY, total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < active; s0 += kBatch) {
+      float2 e[kBatch];
+      float4 v[kBatch];
 #pragma unroll
-      for (int q = lane; q < kQuads; q += 32) atlas::cp_async_16(dst + 4 * q, src + 4 * q, true);
-    }
-    atlas::cp_async_commit();
-  };
-  copy_chunk(0, min(active, cap));
-  // the weights while the copies fly: warp w takes heads w, w + kWarps, ...; every (m, l)
-  // of its heads requested before the first is used
-  for (int base = 0; base < active; base += 32) {
-    float2 e[kHeadsPerWarp];
-#pragma unroll
-    for (int i = 0; i < kHeadsPerWarp; ++i) {
-      const int r = warp + i * kWarps, s = base + lane;
-      e[i] = r < group && s < active
-                 ? __ldcg(reinterpret_cast<const float2*>(part_ml) + row_of(r) * num_splits + s)
-                 : make_float2(-INFINITY, 0.f);
-      if (r < group && s < active) {
-        sw[r * active + s] = e[i].x;
-        sl[r * active + s] = e[i].y;
+      for (int j = 0; j < kBatch; ++j) {
+        const bool ok = s0 + j < active;  // an active split's m is finite
+        e[j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
+        v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
       }
-    }
-  }
-  __syncwarp();
+      float mx = top;
 #pragma unroll
-  for (int i = 0; i < kHeadsPerWarp; ++i) {
-    const int r = warp + i * kWarps;
-    if (r >= group) break;  // warp-uniform
-    float mx = -INFINITY;
-    for (int s = lane; s < active; s += 32) mx = fmaxf(mx, sw[r * active + s]);
+      for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+      const float rescale = expf(top - mx);  // 0 on the first batch (top = -inf, acc = 0)
+      total *= rescale;
+      acc.x *= rescale;
+      acc.y *= rescale;
+      acc.z *= rescale;
+      acc.w *= rescale;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    for (int s = lane; s < active; s += 32)  // an active split's m is finite
-      sw[r * active + s] = sl[r * active + s] * expf(sw[r * active + s] - mx);
-  }
-  float4 acc[kItems];
-  float total[kItems];
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-    total[k] = 0.f;
-  }
-  for (int s0 = 0; s0 < active; s0 += cap) {
-    const int ns = min(active - s0, cap);
-    if (s0 > 0) {
-      __syncthreads();  // every thread is done with the chunk before
-      copy_chunk(s0, ns);
-    }
-    atlas::cp_async_wait<0>();
-    __syncthreads();  // the chunk (and, the first time, the weights) are in shared memory
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      const int idx = tid + k * kThreads, r = idx / kQuads, q = idx % kQuads;
-      if (r >= group) break;
-      const float* wr = sw + r * active + s0;
-      const float4* orow = reinterpret_cast<const float4*>(so + static_cast<size_t>(r) * ns * D) + q;
-      for (int s = 0; s < ns; ++s) {
-        const float w = wr[s];
-        const float4 v = orow[s * kQuads];
-        total[k] += w;
-        acc[k].x = fmaf(w, v.x, acc[k].x);
-        acc[k].y = fmaf(w, v.y, acc[k].y);
-        acc[k].z = fmaf(w, v.z, acc[k].z);
-        acc[k].w = fmaf(w, v.w, acc[k].w);
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
+        total += w;
+        acc.x = fmaf(w, v[j].x, acc.x);
+        acc.y = fmaf(w, v[j].y, acc.y);
+        acc.z = fmaf(w, v[j].z, acc.z);
+        acc.w = fmaf(w, v[j].w, acc.w);
       }
+      top = mx;
     }
-  }
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int idx = tid + k * kThreads, r = idx / kQuads, q = idx % kQuads;
-    if (r >= group) break;
     // active >= 1: total >= 1
-    *reinterpret_cast<uint2*>(out + row_of(r) * D + 4 * q) =
-        make_uint2(atlas::pack_bf16x2(acc[k].x / total[k], acc[k].y / total[k]),
-                   atlas::pack_bf16x2(acc[k].z / total[k], acc[k].w / total[k]));
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
+                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
 }
 
@@ -304,12 +250,12 @@ __device__ __forceinline__ void decode_attn_long(
     lookup_at(0, page);
   }
 
-  // Merging its splits itself: whole tiles a split (ops/attention_long.py merge_split_rule),
-  // so no block copies a half-empty tile and the last block merges half as many partials at
-  // short contexts; the combine's rule otherwise (it re-derives it)
+  // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
+  // early_split_rule), so no block copies a half-empty tile and the last block merges half
+  // as many partials at short contexts; the combine's rule otherwise (it re-derives it)
   const int per = (kv_len + num_splits - 1) / num_splits;
-  const int chunk = counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
-                                        : max(per, kMinKeysPerSplit);
+  const int chunk = kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
+                                                  : max(per, kMinKeysPerSplit);
   const int begin = split * chunk, end = min(begin + chunk, kv_len);
   const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
   tr.mark(kTraceKvLen, active);
@@ -650,10 +596,8 @@ __device__ __forceinline__ void decode_attn_long(
   }
   tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
-    merge_splits_if_last<D, T::kRingBytes / 4>(part_o, part_ml,
-                                                counters + static_cast<size_t>(b) * hkv + kvh,
-                                                out, out_row, group, num_splits, active,
-                                                reinterpret_cast<float*>(smem));
+    merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                            out_row, group, num_splits, active);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }

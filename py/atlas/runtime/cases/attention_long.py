@@ -25,25 +25,15 @@ bound: 2^-9 max|v| per output), added to the partials' and the output's toleranc
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
 
 import numpy as np
 
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from ..ops.attention_long import merge_split_rule, routes_merge_splits
 from .attention import Geometry, case_routes, decode_case
 from .attention_rope import decode_rope_case
 from .attention_sm90 import probability_rounding_tol
-
-
-def long_split_rule(num_splits: int, num_seqs: int,
-                    twin: str = "") -> Callable[[int, int], tuple[int, int]]:
-    """(keys per split, active splits) of a case's launch: merge_split_rule where it merges
-    its own splits (at one sequence by default), else the combine's decode_split_rule."""
-    merges = routes_merge_splits(case_routes(twin), num_splits, num_seqs)
-    return merge_split_rule if merges else attention.decode_split_rule
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
@@ -51,12 +41,9 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     """cases/attention.decode_case launched with `long=True` (twice: the second launch
     finds the split counters the first left), the partials' and the output's tolerances
     widened by the bf16 probability rounding bound; `twin`: the routes of
-    cases/attention.DECODE_TWINS[twin]. A launch that merges its own splits (at one
-    sequence by default) cuts them by merge_split_rule."""
-    num_seqs = len(kv_lens)
-    case = decode_case(rng, name, g, kv_lens, num_splits,
-                       long_split_rule(num_splits, num_seqs, twin))
-    max_blocks = case.inputs["block_tables"].shape[1]
+    cases/attention.DECODE_TWINS[twin]."""
+    case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule)
+    num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
     outputs = dict(case.outputs)
     for out in ("out", "part_o"):
@@ -111,16 +98,12 @@ LONG_DECODE_SHAPES = [
 #: (name, geometry, kv_lens, num_splits) merged by the kernel's last split (twin
 #: "long_merge": ATLAS_DECODE_ATTN_LONG_MERGE=1), D 128 and D 256: a sequence without keys
 #: (zeros from its first split) beside batch 8's 4 splits of 512 keys, 3 of them active;
-#: 33 splits (32 active: the ticket's weights over two lane rounds, the partials in two
-#: chunks of the ring); Qwen3.5-35B-A3B's batch 1 at 568 keys (9 active of 19); 32 active
-#: D-256 splits of all 16 heads (three chunks of at most 11)
+#: 33 splits (the ticket's weights over two lane rounds)
 LONG_MERGE_SHAPES = [
     ("long D128 gqa4 bs16 splits4 merge empty", Geometry(32, 8, 128, 16), [2048, 0, 700, 1],
      4),
     ("long D256 gqa8 bs16 splits8 merge", Geometry(16, 2, 256, 16), [2048, 300], 8),
     ("long D128 gqa8 bs16 splits33 merge", Geometry(32, 4, 128, 16), [2048, 33], 33),
-    ("long D256 gqa8 bs16 b1 splits19 merge", Geometry(16, 2, 256, 16), [568], 19),
-    ("long D256 gqa16 bs32 splits40 merge", Geometry(16, 1, 256, 32), [4000], 40),
 ]
 
 

@@ -114,16 +114,14 @@ def late_trigger_pays(o_proj_bytes: int) -> bool:
     return o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
 
 
-def merge_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
-    """(keys per split, active splits) of a launch that merges its splits itself
-    (attention_long.cu SplitMerge): ops.attention.decode_split_rule's ceil(kv_len /
+def early_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
+    """(keys per split, active splits) of the early entries when they merge their splits
+    (attention_long.cu RopeEarly): ops.attention.decode_split_rule's ceil(kv_len /
     num_splits) rounded up to whole LONG_TILE_KEYS tiles. A split takes as many tiles as
     under that rule (nested ceilings: ceil(kv_len / (64 num_splits)) either way), so no block
     takes longer, while at short contexts half as many blocks copy tiles and the last one
-    merges half as many partials (batch 1 at 568 keys on a 30-split grid: 9 splits of 64
-    keys where 18 of 32 keys took 32-key halves of a tile). The early entries first (session
-    21), every merging launch since session 25 (Qwen3.5's D-256 entry: 19 splits, 18 active
-    at 568 keys before)."""
+    merges half as many partials (Qwen3-0.6B's batch 1 at 568 keys on 30 splits: 9 splits of
+    64 keys, one L2 trip of merge loads, where 18 of 32 keys take two)."""
     per = -(-kv_len // num_splits)
     chunk = max(-(-per // LONG_TILE_KEYS) * LONG_TILE_KEYS, LONG_TILE_KEYS)
     return chunk, -(-kv_len // chunk)
@@ -216,33 +214,15 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
-def merge_tickets(kc: KernelCache, counters: DevicePtr, num_splits: int, num_seqs: int,
-                  who: str) -> DevicePtr:
-    """The counters argument of a launch: `counters` where it `merges_splits`, else 0. A
-    merging launch holds its weights of at most LONG_MAX_SPLITS splits in shared memory
-    (attention_long.cu kMaxSplits)."""
-    if not merges_splits(kc, num_splits, num_seqs):
-        return 0
-    if num_splits > LONG_MAX_SPLITS:
-        raise ValueError(f"{who}: {num_splits} splits merged in the kernel (at most "
-                         f"{LONG_MAX_SPLITS})")
-    return counters
-
-
 def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int) -> bool:
-    """`routes_merge_splits` under the cache's routes."""
-    return routes_merge_splits(kc.routes, num_splits, num_seqs)
-
-
-def routes_merge_splits(routes: KernelRoutes, num_splits: int, num_seqs: int) -> bool:
     """Whether a launch of num_splits for num_seqs sequences merges its partials itself
     (attention_long.cu SplitMerge: the last split of each (sequence, kv head) by the split
-    counters' tickets, over merge_split_rule's splits) rather than the combine launch after
-    it: several splits, and routes.decode_attn_long_merge, or where unset at most
+    counters' tickets) rather than the combine launch after it: several splits, and
+    routes.decode_attn_long_merge, or where unset at most
     routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain)."""
     if num_splits <= 1:
         return False
-    forced = routes.decode_attn_long_merge
+    forced = kc.routes.decode_attn_long_merge
     return num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS if forced is None else forced
 
 
@@ -263,7 +243,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
-    tickets = merge_tickets(kc, counters, num_splits, num_seqs, "decode_attention_long")
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
            hkv, head_dim, block_size, max_blocks, num_splits, scale)
@@ -301,7 +281,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     else:
         sig = long_rope_kernel_for(kc.routes, num_seqs)
     launch = _launch_long(kc, sig, head_dim, True)
-    tickets = merge_tickets(kc, counters, num_splits, num_seqs, "decode_attention_long_rope")
+    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
     extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,

@@ -160,7 +160,7 @@ what it asked for each time, and importing Atlas never depends on the environmen
   rows (kv_len, slot, position, block table, the ring's first K/V tiles, the norm weights and
   cos/sin row) before their PDL wait, under the qkv projection, and merge splits of whole
   64-key tiles (decode_attn_long_rope_early_bf16, _early_late_bf16 with the late trigger;
-  ops/attention_long.merge_split_rule). Measured (gpu62, 2026-12-03, batch 1, PDL on, GPU
+  ops/attention_long.early_split_rule). Measured (gpu62, 2026-12-03, batch 1, PDL on, GPU
   ms a step, early vs not, both orders where two): Qwen3-0.6B x 512 0.741 / 0.742 vs 0.751
   / 0.752, Qwen3-30B-A3B 2.813 / 2.810 vs 2.831 / 2.828, Qwen3-8B 4.258 vs 4.304 (x 4,096
   4.507 vs 4.576), Llama-3.2-1B 0.824 vs 0.840; the attention after the qkv GEMV on the

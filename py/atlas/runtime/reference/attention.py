@@ -63,7 +63,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG,
                           PREFILL_ATTN_SM90_WIDE)
 from ..ops.attention import decode_cluster_rule, decode_split_rule
-from ..ops.attention_long import merge_split_rule
+from ..ops.attention_long import early_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
 from .rope_kv import qk_norm_rope_kv_bf16
@@ -241,14 +241,15 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
                           part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float) -> None:
+                          num_splits: int, scale: float,
+                          merge_rule: SplitRule = decode_split_rule) -> None:
     """The long kernel's whole output: the active splits' partials, and given counters
-    their merge into out (the last split's, SplitMerge, over ops/attention_long.
-    merge_split_rule's splits: whole 64-key tiles; counters are left as they are, zero), or with one split the normalized output instead (that one
+    their merge into out (the last split's, SplitMerge, over `merge_rule`'s splits; counters
+    are left as they are, zero), or with one split the normalized output instead (that one
     partial; zeros for a sequence without keys: what the combine would write) and no
     partials."""
     if num_splits > 1:
-        rule = merge_split_rule if counters else decode_split_rule
+        rule = merge_rule if counters else decode_split_rule
         decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                              scale, rule)
@@ -265,8 +266,6 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
 
 
-@reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # the early entry, its PDL trigger moved
-@reference(DECODE_ATTN_LONG_ROPE_EARLY)  # everything but the qkv rows read before its wait
 @reference(DECODE_ATTN_LONG_ROPE_LATE)  # the staged entry, its PDL trigger moved: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_STAGED)  # its prologue's reads reordered: the same bits
 @reference(DECODE_ATTN_LONG_ROPE_WAIT)
@@ -276,16 +275,25 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                                part_o: int, part_ml: int, counters: int, out: int,
                                num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float) -> None:
+                               eps: float, merge_rule: SplitRule = decode_split_rule) -> None:
     """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
-    kernel over the caches."""
+    kernel over the caches (merging `merge_rule`'s splits)."""
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
     qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
                          q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
                          head_dim, block_size, eps)
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
                           block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
-                          hkv, head_dim, block_size, max_blocks, num_splits, scale)
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale, merge_rule)
+
+
+@reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # its PDL trigger moved: the same bits
+@reference(DECODE_ATTN_LONG_ROPE_EARLY)
+def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *args: float
+                                     ) -> None:
+    """The staged entry's output with a merging launch's splits whole 64-key tiles
+    (ops/attention_long.early_split_rule); the same arguments."""
+    decode_attn_long_rope_bf16(mem, grid, block, *args, merge_rule=early_split_rule)
 
 
 @reference(DECODE_ATTN_COMBINE)
@@ -419,5 +427,5 @@ reference(DECODE_ATTN_ROPE_TRACE)(_untraced(decode_attn_rope_bf16))
 reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
     _untraced(partial(decode_attn_rope_bf16, rule=decode_cluster_rule)))
 reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))
-reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_bf16))
+reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
