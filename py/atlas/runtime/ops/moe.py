@@ -114,6 +114,8 @@ GATE_UP_GEMV_UNROLL = 2
 #: of 4 blocks of 256 threads): with the register file of 64 K, its blocks an SM where the
 #: backend has no device to ask (`gate_up_tiles`)
 GATE_UP_TILES_REGS = 64
+#: the least share of one wave the tiled gate/up grid must fill to be taken (gate_up_tiled)
+GATE_UP_TILED_MIN_FILL = 0.9
 SM_REGISTERS = 64 * 1024
 #: the down decode kernel's (row, slot) items per warp in one group, by the row's chunk
 #: steps ceil(inter / 256) (moe_decode.cu DownTile: x its chunks per item = 14..16 16-byte
@@ -461,7 +463,7 @@ def routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
     ROUTE_IN_EXPERTS_MAX_EXPERTS experts."""
     return (kc.routes.moe_route_in_experts and tokens == 1
             and shape.experts <= ROUTE_IN_EXPERTS_MAX_EXPERTS
-            and gate_up_uses_gemv(kc, tokens) and kc.routes.moe_gate_up_tiled
+            and gate_up_uses_gemv(kc, tokens) and kc.routes.moe_gate_up_tiled is True
             and down_uses_gemv(kc, tokens, shape))
 
 
@@ -498,7 +500,7 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
                 route.routing.bias, act, tokens, shape.top_k, shape.hidden, shape.inter,
                 shape.experts, sh_ptr, n_shared, sh_inter, tiles, route.args()[2])
             return
-        if tokens == 1 and kc.routes.moe_gate_up_tiled:
+        if tokens == 1 and gate_up_tiled(kc, shape, threads):
             tiles = gate_up_tiles(kc, shape, threads)
             kc.get(MOE_GATE_UP_GEMV_TILES)(stream, (-(-cols // tiles), pairs, 1), threads, 0,
                                            *args, tiles)
@@ -531,6 +533,31 @@ def _require_routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) ->
                          f"{tokens} tokens of {shape.experts} experts under these routes")
 
 
+def gate_up_tiled(kc: KernelCache, shape: MoeShape, threads: int) -> bool:
+    """Whether batch 1's gate/up takes the tiled entry: ATLAS_MOE_GATE_UP_TILED where set,
+    else where the tiled grid (gate_up_tiles pairs a block) fills at least
+    GATE_UP_TILED_MIN_FILL of the wave it is sized to (routes.py's entry has the per-kernel
+    measurements: a full wave also lets the down launch start early; a part-empty one streams
+    the experts with fewer blocks). An H200 holds 1,056 tiled blocks: Qwen3-30B-A3B's 384
+    pairs x 8 slots make 1,024 (97%, tiled), Qwen3.5-35B-A3B's 256 x 9 make 774 (73%, not)."""
+    forced = kc.routes.moe_gate_up_tiled
+    if forced is not None:
+        return forced
+    tiles = gate_up_tiles(kc, shape, threads)
+    blocks = -(-(-(-shape.inter // GATE_UP_GEMV_COLS)) // tiles) * shape.slots
+    return blocks >= GATE_UP_TILED_MIN_FILL * _tiled_resident(kc, threads)
+
+
+def _tiled_resident(kc: KernelCache, threads: int,
+                    sig: KernelSig = MOE_GATE_UP_GEMV_TILES) -> int:
+    """Blocks of the tiled gate/up the device holds at once: the driver's occupancy, or
+    without a device the register file's share (8 blocks of 128 threads an SM)."""
+    resident = kc.resident_blocks(kc.get(sig).handle, threads, 0, 1)
+    if resident is None:
+        resident = kc.facts.sm_count * (SM_REGISTERS // (GATE_UP_TILES_REGS * threads))
+    return max(1, resident)
+
+
 def gate_up_tiles(kc: KernelCache, shape: MoeShape, threads: int,
                   sig: KernelSig = MOE_GATE_UP_GEMV_TILES) -> int:
     """Column pairs a block of the tiled batch-1 gate/up kernel (ATLAS_MOE_GATE_UP_TILED=1)
@@ -543,10 +570,8 @@ def gate_up_tiles(kc: KernelCache, shape: MoeShape, threads: int,
     col_pairs = -(-shape.inter // GATE_UP_GEMV_COLS)
     if kc.routes.moe_gate_up_tiles:
         return min(col_pairs, kc.routes.moe_gate_up_tiles)
-    resident = kc.resident_blocks(kc.get(sig).handle, threads, 0, 1)
-    if resident is None:
-        resident = kc.facts.sm_count * (SM_REGISTERS // (GATE_UP_TILES_REGS * threads))
-    return max(1, min(col_pairs, -(-shape.slots * col_pairs // max(1, resident))))
+    resident = _tiled_resident(kc, threads, sig)
+    return max(1, min(col_pairs, -(-shape.slots * col_pairs // resident)))
 
 
 def gate_up_groups_per_block(tokens: int, slots: int, inter: int, sm_count: int) -> int:

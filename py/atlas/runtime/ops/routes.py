@@ -257,7 +257,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   32, 32..256); unset, enough for two 16-byte chunks of a row each (ops/moe.py
   gate_up_gemv_threads: 128 at hidden 2048, so a thread keeps 8 loads in flight and twice the
   blocks fit an SM); 256 is the session-7 launch (gemv_threads: one chunk a thread at 2048).
-* ATLAS_MOE_GATE_UP_TILED=1: the batch-1 decode MoE gate/up on the tiled entry
+* ATLAS_MOE_GATE_UP_TILED=1 / 0 (unset: ops/moe.py gate_up_tiled's wave-fill rule, session
+  25): the batch-1 decode MoE gate/up on the tiled entry
   (moe_gate_up_gemv_tiles_bf16: a block takes several column pairs of its slot one after the
   other, the next pair's weights requested before the current pair's reduction, the grid one
   wave of the device's resident blocks) instead of moe_gate_up_gemv_bf16_single (two columns
@@ -267,7 +268,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   2026-12-02, with ATLAS_MOE_ROUTE_IN_EXPERTS=1) Qwen3-30B-A3B b1 312.5 tok/s vs 314.3 with
   both off, Qwen3.5-35B-A3B 394.4 vs 393.3: no gain (no per-kernel profile yet); alone on
   session 24's MoE path (gpu89, GPU ms a step, batch 1 x 512): Qwen3.5-35B-A3B 2.389 / 2.387
-  vs 2.343 / 2.342 off, Qwen3-30B-A3B 2.681 vs 2.709 (one sample each: a per-shape lead).
+  vs 2.343 / 2.342 off, Qwen3-30B-A3B 2.681 vs 2.709 (one sample each: a per-shape lead);
+  gpu90 (both orders, on a slower tree) Qwen3-30B-A3B 2.939 / 2.943 tiled vs 2.962 / 2.959.
+  The per-kernel rows say why: on the 30B the tiled grid (3 pairs a block, 1,024 blocks: 97%
+  of the 1,056 an H200 holds) gives the same gate/up time and lets the down launch start
+  early (its lead 15.1 us against 3.9; the down 9.10 us after gate/up against 9.92); on the
+  35B (256 pairs x 9 slots: 3 pairs a block is 774 blocks, 73% of the wave) the tiled
+  gate/up itself is slower (12.25 us against 11.06). So the rule takes it where its grid
+  fills at least GATE_UP_TILED_MIN_FILL of the wave. (ATLAS_MOE_ROUTE_IN_EXPERTS needs =1.)
 * ATLAS_MOE_ROUTER_NORM=0: a decode MoE block's residual add + RMSNorm as an add_rmsnorm
   launch before its router instead of by the fused router launch (the default:
   moe_add_rmsnorm_gate_topk_*_bf16, moe_router.cu NormIn: every block forms the normed row
@@ -462,7 +470,7 @@ class KernelRoutes:
     moe_gate_up_gemv: bool = True
     moe_gate_up_gemv_max_m: int = 1
     moe_gate_up_gemv_threads: int = 0
-    moe_gate_up_tiled: bool = False
+    moe_gate_up_tiled: bool | None = None
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
     moe_router_norm: bool = True
@@ -574,7 +582,7 @@ class KernelRoutes:
                    moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
                    moe_gate_up_gemv_threads=gate_up_threads,
-                   moe_gate_up_tiled=env_switch(env, "ATLAS_MOE_GATE_UP_TILED", False),
+                   moe_gate_up_tiled=_env_tristate(env, "ATLAS_MOE_GATE_UP_TILED"),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
                    moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
