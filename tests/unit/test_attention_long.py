@@ -169,6 +169,23 @@ def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
     assert partials.args["counters"] and partials.args["out"]
 
 
+@pytest.mark.parametrize("hq, hkv, d, merges", [
+    (16, 8, 128, True),    # Qwen3-0.6B: 64 items, one a thread of the last block
+    (32, 8, 128, True),    # Qwen3-8B: 128, one a thread
+    (32, 4, 128, False),   # Qwen3-30B-A3B: 256, two a thread: the combine
+    (16, 2, 256, False),   # Qwen3.5-35B-A3B: 512, four a thread (gpu93: the combine 0.7% faster)
+])
+def test_batch_one_merges_in_kernel_only_one_item_a_thread(hq, hkv, d, merges) -> None:
+    kc = KernelCache(HostBackend(), KernelRoutes())
+    assert attention_long.merges_splits(kc, 19, 1, hq // hkv, d) is merges
+    assert not attention_long.merges_splits(kc, 19, 2, hq // hkv, d)  # batches: the combine
+    assert not attention_long.merges_splits(kc, 1, 1, hq // hkv, d)   # one split: no merge
+    for value, forced in (("1", True), ("0", False)):
+        routes = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_MERGE": value})
+        assert attention_long.merges_splits(KernelCache(HostBackend(), routes), 19, 1,
+                                            hq // hkv, d) is forced
+
+
 @pytest.mark.parametrize("max_blocks, hq, hkv, d, env, func", [
     (1023, 32, 8, 128, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
      "decode_attn_bf16"),                                      # 16,368 keys: below the rule

@@ -214,16 +214,26 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
                               min_split_keys=LONG_TILE_KEYS)
 
 
-def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int) -> bool:
-    """Whether a launch of num_splits for num_seqs sequences merges its partials itself
-    (attention_long.cu SplitMerge: the last split of each (sequence, kv head) by the split
-    counters' tickets) rather than the combine launch after it: several splits, and
-    routes.decode_attn_long_merge, or where unset at most
-    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain)."""
+def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int, group: int,
+                  head_dim: int) -> bool:
+    """Whether a launch of num_splits for num_seqs sequences of `group` q heads a kv head
+    merges its partials itself (attention_long.cu SplitMerge: the last split of each
+    (sequence, kv head) by the split counters' tickets) rather than the combine launch after
+    it: several splits, and routes.decode_attn_long_merge, or where unset at most
+    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain) whose
+    group's merge is one (head, 4 elements) item a thread of the last block (group x D / 4 <=
+    LONG_THREADS: Qwen3-0.6B, Qwen3-8B). A larger group's merge walks its items one after
+    another (each a dependent L2 trip per 16 splits) where the combine launch spreads them
+    over hq blocks: measured (gpu93, 2026-12-04, Qwen3.5-35B-A3B batch 1 x 512, D 256 group
+    8, GPU ms a step, both orders) combine 2.329 / 2.329 against 2.345 / 2.346 merged (the
+    attention 9.29 + 3.27 us a layer for the combine against 14.07)."""
     if num_splits <= 1:
         return False
     forced = kc.routes.decode_attn_long_merge
-    return num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS if forced is None else forced
+    if forced is not None:
+        return forced
+    return (num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS
+            and group * head_dim // 4 <= LONG_THREADS)
 
 
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -243,7 +253,8 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
-    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
+    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim)
+    tickets = counters if merges else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
            hkv, head_dim, block_size, max_blocks, num_splits, scale)
@@ -281,7 +292,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     else:
         sig = long_rope_kernel_for(kc.routes, num_seqs)
     launch = _launch_long(kc, sig, head_dim, True)
-    tickets = counters if merges_splits(kc, num_splits, num_seqs) else 0
+    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim)
+    tickets = counters if merges else 0
     extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
