@@ -252,16 +252,16 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
                           max_blocks, num_splits, scale)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits)
+             num_splits, rope=False)
 
 
 def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
-             head_dim: int, num_splits: int) -> None:
+             head_dim: int, num_splits: int, rope: bool) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
     out) or where the kernel merged them (`attention_long.merges_splits`), else one block
     per (q head, sequence), attention.cu's merge with a group of one head."""
-    if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim):
+    if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope):
         return
     kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
                                 kv_lens, out, num_seqs, hq, head_dim, num_splits)
@@ -352,7 +352,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
                                    block_size, max_blocks, num_splits, scale, eps, trace)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits)
+             num_splits, rope=False)
         return
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major

@@ -215,25 +215,28 @@ def long_launch_splits(kc: KernelCache, num_seqs: int, hkv: int, head_dim: int,
 
 
 def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int, group: int,
-                  head_dim: int) -> bool:
+                  head_dim: int, rope: bool) -> bool:
     """Whether a launch of num_splits for num_seqs sequences of `group` q heads a kv head
     merges its partials itself (attention_long.cu SplitMerge: the last split of each
     (sequence, kv head) by the split counters' tickets) rather than the combine launch after
     it: several splits, and routes.decode_attn_long_merge, or where unset at most
-    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain) whose
+    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain), on the
+    rope-fused entries always (`rope`: their early prologue is built for it, whole 64-key
+    tiles and the first tile's table entries requested with kv_len; Qwen3-30B-A3B's group of
+    8 measured +4.2% a step on the combine, gpu94) and on the plain entries where the
     group's merge is one (head, 4 elements) item a thread of the last block (group x D / 4 <=
-    LONG_THREADS: Qwen3-0.6B, Qwen3-8B). A larger group's merge walks its items one after
-    another (each a dependent L2 trip per 16 splits) where the combine launch spreads them
-    over hq blocks: measured (gpu93, 2026-12-04, Qwen3.5-35B-A3B batch 1 x 512, D 256 group
-    8, GPU ms a step, both orders) combine 2.329 / 2.329 against 2.345 / 2.346 merged (the
-    attention 9.29 + 3.27 us a layer for the combine against 14.07)."""
+    LONG_THREADS). A larger group's merge walks its items one after another (each a
+    dependent L2 trip per 16 splits) where the combine spreads them over hq blocks: gpu93 /
+    gpu94 (2026-12-04, Qwen3.5-35B-A3B batch 1 x 512, D 256 group 8, GPU ms a step) combine
+    2.329 / 2.329 / 2.327 against 2.345 / 2.346 / 2.343 merged (the attention 9.29 + 3.27 us
+    a layer against 14.07), NVFP4 2.253 against 2.283."""
     if num_splits <= 1:
         return False
     forced = kc.routes.decode_attn_long_merge
     if forced is not None:
         return forced
     return (num_seqs <= DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS
-            and group * head_dim // 4 <= LONG_THREADS)
+            and (rope or group * head_dim // 4 <= LONG_THREADS))
 
 
 def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: DevicePtr,
@@ -253,7 +256,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
     launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
-    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim)
+    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=False)
     tickets = counters if merges else 0
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
@@ -292,7 +295,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     else:
         sig = long_rope_kernel_for(kc.routes, num_seqs)
     launch = _launch_long(kc, sig, head_dim, True)
-    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim)
+    merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=True)
     tickets = counters if merges else 0
     extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
