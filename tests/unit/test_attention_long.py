@@ -190,6 +190,23 @@ def test_batch_one_merges_in_kernel_only_one_item_a_thread(hq, hkv, d, merges) -
         assert attention_long.merges_splits(kc, 19, 1, g, d, rope=True) is forced
 
 
+def test_batch_one_launches_merge_or_combine_never_both() -> None:
+    """At batch 1 over long tables: the rope-fused entry (Qwen3-30B-A3B's heads) merges in
+    its last split and no combine follows; the plain D-256 entry (Qwen3.5's group of 8) gets
+    no counters and the combine follows. A launch both merging and combined would re-merge
+    whole-tile partials under the combine's 32-key split rule."""
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes())
+    ptrs = [dev.alloc(1 << 12) for _ in range(14)]  # qkv ... counters, out
+    attention.decode_attention_rope(kc, 0, *ptrs, 1, 32, 4, 128, 16, 1024, 16, 128 ** -0.5,
+                                    1e-6)
+    (merged,) = dev.drain_launches()
+    assert merged.func.startswith("decode_attn_long_rope") and merged.args["counters"]
+    (partials, combine) = _launch(dev, max_blocks=1024, hq=16, hkv=2, d=256, num_seqs=1)
+    assert partials.func == "decode_attn_long_d256_bf16" and partials.args["counters"] == 0
+    assert combine.func == "decode_attn_combine_bf16"
+
+
 @pytest.mark.parametrize("max_blocks, hq, hkv, d, env, func", [
     (1023, 32, 8, 128, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"},
      "decode_attn_bf16"),                                      # 16,368 keys: below the rule

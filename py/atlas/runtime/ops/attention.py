@@ -352,7 +352,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
                                    block_size, max_blocks, num_splits, scale, eps, trace)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits, rope=False)
+                 num_splits, rope=True)
         return
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major
