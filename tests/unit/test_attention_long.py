@@ -465,3 +465,20 @@ def test_a_traced_rope_launch_takes_the_twin_of_what_the_routes_run(num_seqs, sp
     (launch,) = dev.drain_launches()
     assert launch.func == want and launch.grid == (splits, 8, num_seqs)
     assert launch.args["trace"] == ptrs[14]
+
+
+def test_a_traced_d256_launch_takes_its_twin_and_others_refuse() -> None:
+    """decode_attention's trace on the long kernel: Qwen3.5's D-256 entry runs its phase-traced
+    twin (the combine after it, as untraced); a D-128 long launch has no plain traced twin."""
+    dev = _HopperMock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    ptrs = [dev.alloc(1 << 12) for _ in range(10)]  # q ... counters, out, trace
+    attention.decode_attention(kc, 0, *ptrs[:9], 1, 16, 2, 256, 16, 1024, 19, 0.0625,
+                               long=True, trace=ptrs[9])
+    launch, combine = dev.drain_launches()
+    assert launch.func == "decode_attn_long_d256_trace_bf16" and launch.grid == (19, 2, 1)
+    assert launch.args["trace"] == ptrs[9] and launch.args["counters"] == 0
+    assert combine.func == "decode_attn_combine_bf16"
+    with pytest.raises(ValueError, match="traced twin"):
+        attention.decode_attention(kc, 0, *ptrs[:9], 1, 32, 8, 128, 16, 1024, 19, 0.088,
+                                   long=True, trace=ptrs[9])

@@ -30,7 +30,8 @@ line.
    duration, blocks per SM at once, the launch's span.
    `--long`: the same for the tensor-core kernel's batch-1 entry instead
    (attention_long.cu decode_attn_long_rope_early_bf16 and its traced twin, the rope-fused
-   geometries at D 64 / 128, the grid a long-context engine gives batch 1:
+   geometries at D 64 / 128, and Qwen3.5's plain D-256 entry, decode_attn_long_d256_bf16 and
+   its twin, stamps from its wait on; the grid a long-context engine gives batch 1:
    step_inputs.decode_splits at LONG_CONTEXT_KEYS), and the batch-64 row on the staged
    entry's traced twin (its stamps start after its wait); its phases: kv_len (the split decided),
    prologue (the table, first tiles and constants requested: just before the wait), waited,
@@ -141,7 +142,8 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        long_kernel = ("decode_attn_long_rope_early" if b == 1 else
+        long_kernel = ("decode_attn_long_d256" if not h.rope else
+                       "decode_attn_long_rope_early" if b == 1 else
                        "decode_attn_long_rope_staged")
         self.kernel = (long_kernel if self.long else attention.decode_kernel(
             env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
@@ -163,9 +165,9 @@ class Problem:
                 env.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
                 p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), *common, EPS,
                 trace=tr, long=True if self.long else None)
-        else:
+        else:  # the long D-256 entry (Qwen3.5's gated attention) or the clustered kernel
             attention.decode_attention(env.kc, stream, p(st["qkv"]), p(st["k_pool"]),
-                                       p(st["v_pool"]), *common, long=False, trace=tr)
+                                       p(st["v_pool"]), *common, long=self.long, trace=tr)
 
     def project(self, stream: Stream) -> None:
         """The projection GEMV writing the rows the attention reads after its wait."""
@@ -376,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         keys, curve_keys, throughput = TRACE_KEYS, CURVE_KEYS, THROUGHPUT
         if args.quick:
             geoms, curve_keys = geoms[:2], (1, 64, 512, 1024, 4096, 8192)
-    if args.long:
-        geoms = [g for g in geoms if g[0].rope and g[0].head_dim in LONG_ROPE_HEAD_DIMS]
+    if args.long:  # the rope-fused entries' geometries and Qwen3.5's plain D-256 entry
+        geoms = [g for g in geoms if (g[0].rope and g[0].head_dim in LONG_ROPE_HEAD_DIMS)
+                 or (not g[0].rope and g[0].head_dim == 256)]
     if args.heads:
         geoms = [g for g in geoms if g[0].name in args.heads.split(",")]
     if args.keys:

@@ -835,3 +835,24 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       num_splits, scale, eps, long_smem, trace);
 }
 
+
+// The D-256 entry's phase-traced twin (Qwen3.5's gated attention; trace_decode_attn.py
+// --long): the stamps of decode_attn_long_rope_staged_trace_bf16, taken after the entry's
+// wait (its `start` is the wait's return); no `waited` or `q_ready` stamp (Q is read from
+// the q buffer with the first tiles). The same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_long_d256_trace_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                                     const __nv_bfloat16* v_cache, const int* block_tables,
+                                     const int* kv_lens, float* part_o, float* part_ml,
+                                     unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
+                                     uint32_t hq, uint32_t hkv, uint32_t head_dim,
+                                     uint32_t block_size, uint32_t max_blocks,
+                                     uint32_t num_splits, float scale,
+                                     unsigned long long* trace) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();
+  if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
+  decode_attn_long<256, false, false, false, false, PhaseTrace>(
+      q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
+      block_size, max_blocks, static_cast<int>(num_splits), scale, long_smem, LongRope{}, trace);
+}

@@ -476,6 +476,9 @@ _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part
                 "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
+# (its phase-traced twin: trace_decode_attn.py --long, Qwen3.5's heads)
+DECODE_ATTN_LONG_D256_TRACE = S("attention_long", "decode_attn_long_d256_trace_bf16",
+                                _DECODE_LONG + " trace:ptr")
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
 # classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
 # at the row's slot (none for slot < 0) and substituted for that cache row

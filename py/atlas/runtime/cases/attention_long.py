@@ -37,13 +37,17 @@ from .attention_sm90 import probability_rounding_tol
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                     num_splits: int, twin: str = "") -> KernelCase:
+                     num_splits: int, twin: str = "", traced: bool = False) -> KernelCase:
     """cases/attention.decode_case launched with `long=True` (twice: the second launch
     finds the split counters the first left), the partials' and the output's tolerances
     widened by the bf16 probability rounding bound; `twin`: the routes of
-    cases/attention.DECODE_TWINS[twin]."""
+    cases/attention.DECODE_TWINS[twin]; `traced`: the D-256 entry's phase-traced twin (its
+    stamps an input buffer, never compared), which must compute the same."""
     case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule)
     num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
+    if traced:
+        case.inputs["trace"] = np.zeros((num_splits * g.hkv * num_seqs, attention.TRACE_WORDS),
+                                        np.int64)
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
     outputs = dict(case.outputs)
     for out in ("out", "part_o"):
@@ -58,7 +62,7 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                                        p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
                                        p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
                                        g.block_size, max_blocks, num_splits, g.scale,
-                                       long=True)
+                                       long=True, trace=p["trace"] if traced else 0)
 
     return dataclasses.replace(case, module="attention_long", run=run, outputs=outputs,
                                reference_abs_tol=case.reference_abs_tol + p_tol)
@@ -192,9 +196,17 @@ LONG_ROPE_EARLY_SHAPES = [
 ]
 
 
+#: (name, geometry, kv_lens, num_splits) on the D-256 entry's phase-traced twin: Qwen3.5's
+#: batch 1 at 568 keys on 19 splits (its profile's grid; the combine after it)
+LONG_TRACED_SHAPES = [
+    ("long D256 gqa8 bs16 b1 splits19 traced", Geometry(16, 2, 256, 16), [568], 19),
+]
+
+
 @kernel_cases("attention_long")
 def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([long_decode_case(rng, *shape) for shape in LONG_DECODE_SHAPES]
+            + [long_decode_case(rng, *shape, traced=True) for shape in LONG_TRACED_SHAPES]
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)

@@ -225,7 +225,8 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     for most large batches, and then the kernel writes out itself from its one split);
     `long` forces (True, on num_splits splits as given) or avoids (False) that.
     `trace` (u64 [blocks of decode_grid, TRACE_WORDS], zeroed): the clustered kernel's
-    phase-traced twin (tools/gpu/trace_decode_attn.py); only where the clustered kernel runs.
+    phase-traced twin (tools/gpu/trace_decode_attn.py), or on the long kernel the D-256
+    entry's (grid (num_splits, hkv, num_seqs)); nowhere else.
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -235,10 +236,10 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
     clustered = not long and decode_clustered(num_splits, kc.routes)
-    if trace and (not clustered or kc.routes.decode_attn_split_major
-                  or not kc.routes.decode_attn_b1_chain):
-        raise ValueError("decode_attention: only the default clustered kernel has a traced "
-                         f"twin (num_splits={num_splits}, long={long})")
+    if trace and not long and (not clustered or kc.routes.decode_attn_split_major
+                               or not kc.routes.decode_attn_b1_chain):
+        raise ValueError("decode_attention: only the default clustered kernel and the long "
+                         f"D-256 entry have traced twins (num_splits={num_splits}, long={long})")
     if not long:
         kernel = (DECODE_ATTN_CLUSTER_TRACE if trace else
                   decode_kernel(kc.routes, num_splits, rope=False))
@@ -250,7 +251,7 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale)
+                          max_blocks, num_splits, scale, trace)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
              num_splits, rope=False)
 

@@ -38,7 +38,8 @@ model's split count follows for long-context engines.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_ROPE_EARLY,
+from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
+                          DECODE_ATTN_LONG_ROPE_EARLY,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
@@ -244,23 +245,29 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                           part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                           out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                           block_size: int, max_blocks: int, num_splits: int,
-                          scale: float) -> None:
+                          scale: float, trace: DevicePtr = 0) -> None:
     """The split-K partials of decode_attention on the long kernel and, where
     `merges_splits`, their merge into out by the kernel's last split (counters: u32
     [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
     caller validated the shared arguments and runs the combine after a launch of more
-    splits that does not merge)."""
+    splits that does not merge). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
+    the D-256 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
     if q % 16:  # Q rows are read 16 bytes at a time (D 256's shared tile)
         raise ValueError(f"decode_attention_long: q pointer {q:#x} is not 16-byte aligned")
-    launch = _launch_long(kc, long_kernel_for(head_dim), head_dim, False)
+    if trace and head_dim != 256:
+        raise ValueError(f"decode_attention_long: only the D-256 entry has a traced twin "
+                         f"(head_dim={head_dim})")
+    sig = DECODE_ATTN_LONG_D256_TRACE if trace else long_kernel_for(head_dim)
+    launch = _launch_long(kc, sig, head_dim, False)
     merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=False)
     tickets = counters if merges else 0
+    extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
-           hkv, head_dim, block_size, max_blocks, num_splits, scale)
+           hkv, head_dim, block_size, max_blocks, num_splits, scale, *extra)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,

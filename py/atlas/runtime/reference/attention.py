@@ -49,6 +49,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
+                          DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE, DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
@@ -429,3 +430,4 @@ reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
 reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))
 reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
+reference(DECODE_ATTN_LONG_D256_TRACE)(_untraced(decode_attn_long_bf16))
