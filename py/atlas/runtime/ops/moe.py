@@ -543,8 +543,8 @@ def gate_up_tiled(kc: KernelCache, shape: MoeShape, threads: int) -> bool:
     forced = kc.routes.moe_gate_up_tiled
     if forced is not None:
         return forced
-    tiles = gate_up_tiles(kc, shape, threads)
-    blocks = -(-(-(-shape.inter // GATE_UP_GEMV_COLS)) // tiles) * shape.slots
+    col_pairs = -(-shape.inter // GATE_UP_GEMV_COLS)
+    blocks = -(-col_pairs // gate_up_tiles(kc, shape, threads)) * shape.slots
     return blocks >= GATE_UP_TILED_MIN_FILL * _tiled_resident(kc, threads)
 
 
