@@ -143,9 +143,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   the latency chain, gpu37 PDL off 3.61 us a layer on Qwen3-0.6B x 512, 5.90 on Qwen3-8B x
   1,536, beside the kernel's 7.94 / 8.97; unmeasured merged) and the combine runs after
   larger ones (batch 8 .. 16 at D 128, long contexts: their merge is unmeasured) and after
-  the plain entries' larger groups (session 25: Qwen3.5's D 256 group of 8, the combine 2.329 / 2.329 ms a step against 2.345
-  / 2.346 merged, gpu93; the rope-fused early entry of Qwen3-30B-A3B's group of 8 loses
-  4.2% on the combine, gpu94: it keeps merging).
+  the plain entries' larger groups (session 25: Qwen3.5's D 256 group of 8, the combine
+  2.329 / 2.329 ms a step against 2.345 / 2.346 merged, gpu93; the rope-fused early entry of
+  Qwen3-30B-A3B's group of 8 loses 4.2% on the combine, gpu94: it keeps merging).
 * ATLAS_DECODE_ATTN_LONG_STAGED=0: the rope-fused tensor-core decode attention on
   decode_attn_long_rope_wait_bf16 (each warp's rows from global memory, four dependent trips
   before the loop) instead of decode_attn_long_rope_staged_bf16 (the prologue's reads in two
