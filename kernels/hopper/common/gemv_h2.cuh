@@ -273,10 +273,10 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
 // copy in the same mould. Here the weight chunks and their scale words land in shared memory
 // through cp.async (no register held while in flight) and each block walks its 4-row groups
 // (g = blockIdx.x + j gridDim.x) `stages - 1` tiles ahead, so the next groups' bytes stream
-// in while it decodes and reduces the current one. A tile is one pass of gemv_h2's loop
-// (kUnroll chunks of each of the 4 rows a thread, the same chunks on the same threads at the
-// same block width), the products are h2_chunk's and the reduction h2_reduce_store's: the
-// bits are gemv_h2's. Each thread copies and reads only its own slots (cp.async.wait_group is
+// in while it decodes and reduces the current one. A tile is kH2RingUnroll chunks of each of
+// the 4 rows a thread (the same chunks on the same threads, in the same order, at the same
+// block width as gemv_h2), the products are h2_chunk's and the reduction h2_reduce_store's:
+// the bits are gemv_h2's. Each thread copies and reads only its own slots (cp.async.wait_group is
 // per thread), so no barrier guards the ring; the reduction's partial sums alternate between
 // two buffers by group parity (warp 0 reads group j's while the others write j + 1's).
 // The format's scales come as 4-byte words (F::ring_scale_src / ring_scale: cp.async copies
@@ -284,9 +284,15 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
 // the PDL wait. Launch (ops/matmul_h2.py h2_ring_plan): grid = min(groups, the blocks the
 // device holds at once), block = gemv_h2's, dynamic shared memory stages x block x
 // kH2RingSlotBytes; 2 <= stages <= kH2RingMaxStages.
-constexpr int kH2RingMaxStages = 4;                        // ops/matmul_h2.py RING_MAX_STAGES
-constexpr int kH2RingSlots = kUnroll * kRowsPerBlock;      // weight chunks a thread's stage
-constexpr int kH2RingSlotBytes = kH2RingSlots * (16 + 4);  // ... with their scale words
+// A tile is one chunk of each row a thread (not gemv_h2's kUnroll = 2: a thread still takes
+// chunks t, t + T, .. in order, one tile each, so the sums are the same), so that a stage is
+// 80 bytes a thread and the ring fits the one-shot kernel's occupancy (gpu97: with 2-chunk
+// tiles, 160 bytes a stage, 3 stages held 12 warps an SM where the one-shot kernel runs 24,
+// and Qwen3-8B's NVFP4 GEMVs ran ~40% slower).
+constexpr int kH2RingUnroll = 1;                             // chunks of each row a tile
+constexpr int kH2RingMaxStages = 4;                          // ops/matmul_h2.py RING_MAX_STAGES
+constexpr int kH2RingSlots = kH2RingUnroll * kRowsPerBlock;  // weight chunks a thread's stage
+constexpr int kH2RingSlotBytes = kH2RingSlots * (16 + 4);    // ... with their scale words
 
 // The ring kernels' two partial-sum buffers (one module's entry points share them)
 __shared__ float h2_ring_partials[2][kMaxThreads / 32][kMaxAcc];
@@ -310,7 +316,7 @@ __device__ __forceinline__ void gemv_h2_ring(const __nv_bfloat16* __restrict__ x
   constexpr int kQuads = F::kVals / 8;
   const int kc = k >> log2_exact(F::kVals);
   const int threads = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
-  const int per_iter = kUnroll * threads;  // chunks of a row one tile covers
+  const int per_iter = kH2RingUnroll * threads;  // chunks of a row one tile covers
   const int iters = (kc + per_iter - 1) / per_iter;
   const int groups = (n + kRowsPerBlock - 1) / kRowsPerBlock;
   const int block = static_cast<int>(blockIdx.x), grid = static_cast<int>(gridDim.x);
@@ -336,7 +342,7 @@ __device__ __forceinline__ void gemv_h2_ring(const __nv_bfloat16* __restrict__ x
         const uint4* wrow = w4 + static_cast<size_t>(row) * kc;
         const typename F::Row srow = fmt.row(row, kc);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < kH2RingUnroll; ++u) {
           const int c = c0 + u * threads, at = base + (u * kRowsPerBlock + r) * threads;
           atlas::cp_async_16_prefetch256_stream(wslot + at, c < kc ? wrow + c : w4, c < kc,
                                                 stream);
@@ -372,7 +378,7 @@ __device__ __forceinline__ void gemv_h2_ring(const __nv_bfloat16* __restrict__ x
     const int c0 = it * per_iter + tid, base = q * kH2RingSlots * threads;
     if (++q == stages) q = 0;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kH2RingUnroll; ++u) {
       const int c = c0 + u * threads;
       if (c >= kc) break;
       uint4 xb[kQuads];

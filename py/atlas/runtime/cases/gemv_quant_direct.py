@@ -94,8 +94,10 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     gate_up = product(inputs)
     big = float(np.abs(gate_up).max())
     act = OutputSpec(DType.BF16, (m, inter))
-    if h2 and not nvfp4:  # FP8's f16 sums: gate and up within 2^-8 of their RMS (as
-        # quant_linear's H2_REF_REL_TOL), moving the act by up to 2.2 big times that
+    if h2:  # the f16 group sums (both formats): gate and up within 2^-8 of their RMS (as
+        # quant_linear's H2_REF_REL_TOL), moving the act by up to 2.2 big times that (NVFP4
+        # too: gpu97's per-factory inputs put an x = 3e5 spike's act 3.0 off float64, the
+        # kernel equal to its host reference bit for bit)
         atol, rtol = DEFAULT_TOL[DType.BF16]
         rms = float(np.sqrt(np.mean(gate_up * gate_up)))
         act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)

@@ -58,9 +58,9 @@ H2_RING_BY_DEFAULT = False
 #: ATLAS_QUANT_H2_RING_STAGES says otherwise: two tiles in flight while one decodes
 RING_MIN_STAGES, RING_MAX_STAGES = 2, 4
 RING_DEFAULT_STAGES = 3
-#: ring bytes a thread's stage holds (kH2RingSlotBytes: 2 chunks of each of the 4 rows,
+#: ring bytes a thread's stage holds (kH2RingSlotBytes: 1 chunk of each of the 4 rows,
 #: 16 bytes of codes and a 4-byte scale word each)
-RING_STAGE_BYTES_PER_THREAD = 2 * GEMV_ROWS_PER_BLOCK * (16 + 4)
+RING_STAGE_BYTES_PER_THREAD = GEMV_ROWS_PER_BLOCK * (16 + 4)
 #: shared memory an SM keeps per ring block beyond its ring: the two partial-sum buffers
 #: (2 KiB) and the 1 KiB the driver reserves per block
 RING_BLOCK_OVERHEAD = 3 * 1024
