@@ -28,7 +28,7 @@ from atlas.runtime.reference.gemv_h2 import h2_guard_exponents
 from atlas.runtime.reference.gemv_nvfp4 import h2_product
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
-H2 = KernelRoutes(quant_nvfp4_h2=True, quant_h2_ring=False)  # the one-shot blocks
+H2 = KernelRoutes(quant_nvfp4_h2=True)
 
 
 def _mock() -> HopperQuantMock:

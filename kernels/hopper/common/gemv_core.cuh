@@ -118,22 +118,14 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
 // `finish` is called by every lane of warp 0 (an output policy may shuffle); lane t < M x
 // kRowsPerBlock holds the sum of output (m, Out::row(r, n)), t = m * kRowsPerBlock + r.
 
-// A policy's row(r, n, g) is the weight row of block row r in 4-row group g (a one-shot
-// kernel's group is its block; a persistent one walks several); row(r, n) is block
-// blockIdx.x's.
-// The plain mapping: group g owns weight rows 4 g .. 4 g + 3; rows past n re-read row n - 1
+// The plain mapping: block b owns weight rows 4 b .. 4 b + 3; rows past n re-read row n - 1
 // (never stored).
-__device__ __forceinline__ int consecutive_row(int r, int n, int g) {
-  return min(g * kRowsPerBlock + r, n - 1);
+__device__ __forceinline__ int consecutive_row(int r, int n) {
+  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
 }
 
 struct StoreY {
-  __device__ __forceinline__ static int row(int r, int n, int g) {
-    return consecutive_row(r, n, g);
-  }
-  __device__ __forceinline__ static int row(int r, int n) {
-    return row(r, n, static_cast<int>(blockIdx.x));
-  }
+  __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
     if (t >= M * kRowsPerBlock) return;
@@ -147,7 +139,7 @@ struct StoreY {
   }
 };
 
-// A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: group b owns
+// A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: block b owns
 // the gate rows of features 2 b, 2 b + 1 (block rows 0, 1) and their up rows I + 2 b,
 // I + 2 b + 1 (rows 2, 3), and writes act[2 b + t] = bf16(swiglu(bf16(gate), bf16(up))),
 // t = 0, 1: the plain GEMV's bf16 outputs (the same sums, see above) through silu_mul_bf16's
@@ -155,19 +147,15 @@ struct StoreY {
 // ceil(I / 2) = ceil(n / 4); n even. An odd I leaves the last block's feature 2 b + 1 past
 // the end: its rows re-read feature I - 1's and it is not stored.
 struct StoreSwiglu {
-  __device__ __forceinline__ static int row(int r, int n, int g) {
-    const int inter = n >> 1, j = min(g * 2 + (r & 1), inter - 1);
+  __device__ __forceinline__ static int row(int r, int n) {
+    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
     return r < 2 ? j : inter + j;
   }
-  __device__ __forceinline__ static int row(int r, int n) {
-    return row(r, n, static_cast<int>(blockIdx.x));
-  }
-  // row0: the group's 4 g (features 2 g, 2 g + 1)
   template <int M, bool kF32Out>
-  __device__ __forceinline__ void finish(void* act, float sum, int t, int row0, int n) const {
+  __device__ __forceinline__ void finish(void* act, float sum, int t, int, int n) const {
     static_assert(M == 1 && !kF32Out, "the SwiGLU epilogue is single-row bf16");
     const float up = __shfl_down_sync(0xffffffffu, sum, 2);  // lanes 0, 1: gate; 2, 3: up
-    const int j = (row0 >> 1) + t;
+    const int j = static_cast<int>(blockIdx.x) * 2 + t;
     if (t < 2 && j < (n >> 1))
       static_cast<__nv_bfloat16*>(act)[j] = atlas::f32_to_bf16(
           atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));

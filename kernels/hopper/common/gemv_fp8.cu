@@ -136,13 +136,6 @@ struct Fp8H2 {  // w [n, k] E4M3 bytes, 16 values a chunk, one scale a chunk (Fp
       return __ldg(at);
   }
   __device__ __forceinline__ void scales(Scales v, float (&s)[1]) const { s[0] = v; }
-  // the ring's copy (gemv_h2_ring): chunk c's f32 scale is its own 4-byte word
-  __device__ __forceinline__ const float* ring_scale_src(Row p, int c) const {
-    return p + ((static_cast<uint32_t>(c) << 4) >> col_shift) * col_stride;
-  }
-  __device__ __forceinline__ Scales ring_scale(uint32_t word, int) const {
-    return __uint_as_float(word);
-  }
   __device__ __forceinline__ void decode(uint32_t q, uint32_t (&p)[kPairs]) const {
     e4m3x4_to_f16x2(q, p[0], p[1]);
   }
@@ -222,24 +215,6 @@ constexpr int kFp8H2BlocksPerSm = 4;
 ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16)
 ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32)
 ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu)
-
-// The same three products on the per-thread cp.async ring (gemv_h2.cuh gemv_h2_ring: the
-// bits of the entry points above; ops/matmul_h2.py h2_ring_plan, ATLAS_QUANT_H2_RING).
-#define ATLAS_FP8_H2_RING_ENTRY(name, out)                                                 \
-  extern "C" __global__ void __launch_bounds__(kMaxThreads, kFp8H2BlocksPerSm)              \
-      name(const __nv_bfloat16* x, const uint8_t* w, const float* scale, void* y,          \
-           uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride,    \
-           uint32_t col_shift, uint32_t col_stride, uint32_t stages) {                     \
-    if (m != 1 || stages < 2 || stages > kH2RingMaxStages) __trap();                       \
-    extern __shared__ uint4 h2_ring[];                                                     \
-    gemv_h2_ring<Fp8H2, H2Out::out>(                                                       \
-        x, w, Fp8H2{scale, row_shift, row_stride, col_shift, col_stride}, y,               \
-        static_cast<int>(n), static_cast<int>(k), static_cast<int>(stages), h2_ring,       \
-        h2_ring_partials);                                                                 \
-  }
-ATLAS_FP8_H2_RING_ENTRY(gemv_fp8_h2_ring_bf16, kBf16)
-ATLAS_FP8_H2_RING_ENTRY(gemv_fp8_h2_ring_f32, kF32)
-ATLAS_FP8_H2_RING_ENTRY(gemv_fp8_h2_ring_swiglu_bf16, kSwiglu)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

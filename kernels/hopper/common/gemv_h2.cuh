@@ -50,7 +50,6 @@
 #include <type_traits>
 
 #include "gemv_core.cuh"
-#include "mma_util.cuh"
 #include "quant_decode.cuh"
 
 namespace atlas::gemv {
@@ -139,91 +138,17 @@ __device__ __forceinline__ void h2_load_scales(const F& fmt,
   }
 }
 
-// One 16-byte chunk of each of the block's rows against the thread's x chunk `xb`: the range
-// guard's check (and rise) on xb, xb to f16 pairs, then per row the decode, the HFMA2 chain
-// of each 16-value group and the group's scaled sum into acc[r] (gemv_h2 and gemv_h2_ring:
-// one definition of the products, so both give the same bits)
-template <class F>
-__device__ __forceinline__ void h2_chunk(const F& fmt, const uint4 (&xb)[F::kVals / 8],
-                                         const uint4 (&wv)[kRowsPerBlock],
-                                         const typename F::Scales (&sv)[kRowsPerBlock], int& e,
-                                         float (&acc)[kRowsPerBlock]) {
-  constexpr int kQuads = F::kVals / 8;            // 16-byte x loads a chunk
-  constexpr int kWordsPerGroup = 4 / F::kGroups;  // weight words a 16-value group
-  static_assert(F::kPairs * kWordsPerGroup == 8, "a scale group is 16 values: 8 pairs");
-  const uint32_t top = h2_max_abs_bits(xb);
-  if (top >= kH2BigX<F::kGuardExp>) h2_raise<F::kGuardExp>(top, e, acc);
-  uint32_t xh[4 * kQuads];  // f16 pairs (x0, x1), (x2, x3), .. of the chunk
-  if (e == 0)
-    h2_x_pairs<false>(xb, 1.f, xh);
-  else
-    h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
-#pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r) {
-    float s[F::kGroups];
-    fmt.scales(sv[r], s);
-#pragma unroll
-    for (int g = 0; g < F::kGroups; ++g) {
-      __half2 h = __float2half2_rn(0.f);
-#pragma unroll
-      for (int ww = 0; ww < kWordsPerGroup; ++ww) {
-        uint32_t p[F::kPairs];
-        fmt.decode(atlas::quant::word(wv[r], kWordsPerGroup * g + ww), p);
-#pragma unroll
-        for (int i = 0; i < F::kPairs; ++i)
-          h = __hfma2(*reinterpret_cast<const __half2*>(&p[i]),
-                      *reinterpret_cast<const __half2*>(&xh[8 * g + F::kPairs * ww + i]), h);
-      }
-      acc[r] = fmaf(__low2float(h) + __high2float(h), s[g], acc[r]);
-    }
-  }
-}
-
-// The block's sums of its 4 rows (group `g`) to y. The range guard's 2^e (powers of two:
-// exact while the sums stay f32 normals): a warp adds its sums at its largest e, the block at
-// the largest warp's, E, and the total takes the row scale (`out_scale`, lanes 0..3 of warp
-// 0) before 2^E, so a row whose sums times 2^E would pass f32's range before the row scale
-// brings them back (x near bf16's largest values) still comes out finite. With e = 0
-// everywhere every factor is 1: the unguarded kernel's bits. One barrier: `partial` must not
-// be written again before warp 0 has read it (gemv_h2_ring alternates two).
-template <H2Out kOut>
-__device__ __forceinline__ void h2_reduce_store(float (&acc)[kRowsPerBlock], int e,
-                                                float out_scale, float (*partial)[kMaxAcc],
-                                                void* y, int g, int n) {
-  static_assert(kMaxAcc > kRowsPerBlock, "a warp's exponent rides in its partial row");
-  const int t = static_cast<int>(threadIdx.x), lane = t & 31, warp = t >> 5;
-  const int ew = __reduce_max_sync(0xffffffffu, e);
-  if (e != ew) {
-#pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = ldexpf(acc[r], e - ew);
-  }
-  // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
-  const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
-  if ((lane & 7) == 0) partial[warp][lane >> 3] = v;
-  if (lane == 0) partial[warp][kRowsPerBlock] = __int_as_float(ew);  // the warp's exponent
-  __syncthreads();
-  if (t >= 32) return;
-  const int warps = static_cast<int>(blockDim.x >> 5);
-  int big = 0;  // E
-  for (int i = 0; i < warps; ++i) big = max(big, __float_as_int(partial[i][kRowsPerBlock]));
-  float sum = 0.f;
-  if (t < kRowsPerBlock)
-    for (int i = 0; i < warps; ++i) {
-      const int ei = __float_as_int(partial[i][kRowsPerBlock]);
-      sum += ei == big ? partial[i][t] : ldexpf(partial[i][t], ei - big);
-    }
-  sum *= out_scale;
-  if (big != 0) sum = ldexpf(sum, big);
-  H2Store<kOut>{}.template finish<1, kOut == H2Out::kF32>(y, sum, t, g * kRowsPerBlock, n);
-}
-
 template <class F, H2Out kOut>
 __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
                                         const uint8_t* __restrict__ w, const F& fmt,
                                         void* __restrict__ y, int n, int k,
                                         float (*partial)[kMaxAcc]) {
-  constexpr int kQuads = F::kVals / 8;  // 16-byte x loads a chunk
+  constexpr int kQuads = F::kVals / 8;                   // 16-byte x loads a chunk
+  constexpr int kWordsPerGroup = 4 / F::kGroups;         // weight words a 16-value group
+  static_assert(F::kPairs * kWordsPerGroup == 8, "a scale group is 16 values: 8 pairs");
+  static_assert(kMaxAcc > kRowsPerBlock, "a warp's exponent rides in its partial row");
   const int kc = k >> log2_exact(F::kVals);  // chunks a row
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint4* wrow[kRowsPerBlock];
   typename F::Row srow[kRowsPerBlock];
 #pragma unroll
@@ -259,151 +184,65 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
       uint4 xb[kQuads];
 #pragma unroll
       for (int i = 0; i < kQuads; ++i) xb[i] = __ldg(xv + kQuads * c + i);
-      h2_chunk(fmt, xb, wv[u], sv[u], e, acc);
-    }
-  }
-  h2_reduce_store<kOut>(acc, e, out_scale, partial, y, static_cast<int>(blockIdx.x), n);
-}
-
-// ---- the same products on a per-thread cp.async ring (gemv_h2_ring) ----------------------
-// Why: gemv_h2's blocks are one-shot: each requests its 4 rows x 2 chunks a thread, waits a
-// DRAM round trip with nothing else to do, then decodes with nothing in flight; at 24 warps
-// an SM (80 registers) that held Qwen3-8B's NVFP4 gate_up at ~45% of DRAM peak (Nsight
-// Compute, gpu79), where the bf16 GEMV (~1 FMA a weight, far less decode) reaches ~92% of
-// copy in the same mould. Here the weight chunks and their scale words land in shared memory
-// through cp.async (no register held while in flight) and each block walks its 4-row groups
-// (g = blockIdx.x + j gridDim.x) `stages - 1` tiles ahead, so the next groups' bytes stream
-// in while it decodes and reduces the current one. A tile is kH2RingUnroll chunks of each of
-// the 4 rows a thread (the same chunks on the same threads, in the same order, at the same
-// block width as gemv_h2), the products are h2_chunk's and the reduction h2_reduce_store's:
-// the bits are gemv_h2's. Each thread copies and reads only its own slots (cp.async.wait_group is
-// per thread), so no barrier guards the ring; the reduction's partial sums alternate between
-// two buffers by group parity (warp 0 reads group j's while the others write j + 1's).
-// The format's scales come as 4-byte words (F::ring_scale_src / ring_scale: cp.async copies
-// 4, 8 or 16 bytes). Weights and scales of the first `stages - 1` tiles are requested before
-// the PDL wait. Launch (ops/matmul_h2.py h2_ring_plan): grid = min(groups, the blocks the
-// device holds at once), block = gemv_h2's, dynamic shared memory stages x block x
-// kH2RingSlotBytes; 2 <= stages <= kH2RingMaxStages.
-// A tile is one chunk of each row a thread (not gemv_h2's kUnroll = 2: a thread still takes
-// chunks t, t + T, .. in order, one tile each, so the sums are the same), so that a stage is
-// 80 bytes a thread and the ring fits the one-shot kernel's occupancy (gpu97: with 2-chunk
-// tiles, 160 bytes a stage, 3 stages held 12 warps an SM where the one-shot kernel runs 24,
-// and Qwen3-8B's NVFP4 GEMVs ran ~40% slower).
-constexpr int kH2RingUnroll = 1;                             // chunks of each row a tile
-constexpr int kH2RingMaxStages = 4;                          // ops/matmul_h2.py RING_MAX_STAGES
-constexpr int kH2RingSlots = kH2RingUnroll * kRowsPerBlock;  // weight chunks a thread's stage
-constexpr int kH2RingSlotBytes = kH2RingSlots * (16 + 4);    // ... with their scale words
-
-// The ring kernels' two partial-sum buffers (one module's entry points share them)
-__shared__ float h2_ring_partials[2][kMaxThreads / 32][kMaxAcc];
-
-// Wait until the oldest of the `stages - 1` tiles in flight has landed.
-__device__ __forceinline__ void h2_ring_wait(int stages) {
-  static_assert(kH2RingMaxStages == 4, "one wait per ring depth");
-  if (stages == 2)
-    atlas::cp_async_wait<1>();
-  else if (stages == 3)
-    atlas::cp_async_wait<2>();
-  else
-    atlas::cp_async_wait<3>();
-}
-
-template <class F, H2Out kOut>
-__device__ __forceinline__ void gemv_h2_ring(const __nv_bfloat16* __restrict__ x,
-                                             const uint8_t* __restrict__ w, const F& fmt,
-                                             void* __restrict__ y, int n, int k, int stages,
-                                             uint4* ring, float (*partial)[kMaxThreads / 32][kMaxAcc]) {
-  constexpr int kQuads = F::kVals / 8;
-  const int kc = k >> log2_exact(F::kVals);
-  const int threads = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
-  const int per_iter = kH2RingUnroll * threads;  // chunks of a row one tile covers
-  const int iters = (kc + per_iter - 1) / per_iter;
-  const int groups = (n + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int block = static_cast<int>(blockIdx.x), grid = static_cast<int>(gridDim.x);
-  const int tiles = block < groups ? ((groups - 1 - block) / grid + 1) * iters : 0;
-  const uint4* w4 = reinterpret_cast<const uint4*>(w);
-  // slot s of stage q: weights wslot[(q * kH2RingSlots + s) * threads], its scale word
-  // sslot[(q * kH2RingSlots + s) * threads]
-  uint4* wslot = ring + tid;
-  uint32_t* sslot = reinterpret_cast<uint32_t*>(ring + stages * kH2RingSlots * threads) + tid;
-
-  // The issuer walks the tiles in order: `next` is the next tile to request, at iteration
-  // `next_it` of group `next_g`, into stage `next_q`; each call requests it (if it exists)
-  // and commits a group (an empty one past the last tile: every wait counts alike).
-  int next = 0, next_it = 0, next_g = block, next_q = 0;
-  auto issue = [&]() {
-    if (next < tiles) {
-      const int c0 = next_it * per_iter + tid;
-      const int base = next_q * kH2RingSlots * threads;
-      const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
+      const uint32_t top = h2_max_abs_bits(xb);
+      if (top >= kH2BigX<F::kGuardExp>) h2_raise<F::kGuardExp>(top, e, acc);
+      uint32_t xh[4 * kQuads];  // f16 pairs (x0, x1), (x2, x3), .. of the chunk
+      if (e == 0)
+        h2_x_pairs<false>(xb, 1.f, xh);
+      else
+        h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
 #pragma unroll
       for (int r = 0; r < kRowsPerBlock; ++r) {
-        const int row = H2Store<kOut>::row(r, n, next_g);
-        const uint4* wrow = w4 + static_cast<size_t>(row) * kc;
-        const typename F::Row srow = fmt.row(row, kc);
+        float s[F::kGroups];
+        fmt.scales(sv[u][r], s);
 #pragma unroll
-        for (int u = 0; u < kH2RingUnroll; ++u) {
-          const int c = c0 + u * threads, at = base + (u * kRowsPerBlock + r) * threads;
-          atlas::cp_async_16_prefetch256_stream(wslot + at, c < kc ? wrow + c : w4, c < kc,
-                                                stream);
-          atlas::cp_async_4(sslot + at, fmt.ring_scale_src(srow, c < kc ? c : 0), c < kc);
+        for (int g = 0; g < F::kGroups; ++g) {
+          __half2 h = __float2half2_rn(0.f);
+#pragma unroll
+          for (int ww = 0; ww < kWordsPerGroup; ++ww) {
+            uint32_t p[F::kPairs];
+            fmt.decode(atlas::quant::word(wv[u][r], kWordsPerGroup * g + ww), p);
+#pragma unroll
+            for (int i = 0; i < F::kPairs; ++i)
+              h = __hfma2(*reinterpret_cast<const __half2*>(&p[i]),
+                          *reinterpret_cast<const __half2*>(&xh[8 * g + F::kPairs * ww + i]),
+                          h);
+          }
+          acc[r] = fmaf(__low2float(h) + __high2float(h), s[g], acc[r]);
         }
       }
     }
-    atlas::cp_async_commit();
-    ++next;
-    if (++next_it == iters) {
-      next_it = 0;
-      next_g += grid;
-    }
-    if (++next_q == stages) next_q = 0;
-  };
-
-  for (int i = 0; i < stages - 1; ++i) issue();
-  atlas::pdl_enter();
-
-  float acc[kRowsPerBlock];
-#pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = 0.f;
-  int e = 0;  // the range guard's exponent of the group
-  float out_scale = 0.f;
-  const uint4* xv = reinterpret_cast<const uint4*>(x);
-  // the tile multiplied: iteration `it` of the block's j-th group `g`, in stage `q`
-  int it = 0, j = 0, g = block, q = 0;
-  for (int i = 0; i < tiles; ++i) {
-    if (it == 0 && tid < kRowsPerBlock)  // the row scale, read while the group multiplies
-      out_scale = fmt.out_scale(H2Store<kOut>::row(tid, n, g));
-    issue();
-    h2_ring_wait(stages);
-    const int c0 = it * per_iter + tid, base = q * kH2RingSlots * threads;
-    if (++q == stages) q = 0;
-#pragma unroll
-    for (int u = 0; u < kH2RingUnroll; ++u) {
-      const int c = c0 + u * threads;
-      if (c >= kc) break;
-      uint4 xb[kQuads];
-#pragma unroll
-      for (int ii = 0; ii < kQuads; ++ii) xb[ii] = __ldg(xv + kQuads * c + ii);
-      uint4 wv[kRowsPerBlock];
-      typename F::Scales sv[kRowsPerBlock];
-#pragma unroll
-      for (int r = 0; r < kRowsPerBlock; ++r) {
-        const int at = base + (u * kRowsPerBlock + r) * threads;
-        wv[r] = wslot[at];
-        sv[r] = fmt.ring_scale(sslot[at], c);
-      }
-      h2_chunk(fmt, xb, wv, sv, e, acc);
-    }
-    if (++it != iters) continue;
-    h2_reduce_store<kOut>(acc, e, out_scale, partial[j & 1], y, g, n);
-#pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = 0.f;
-    e = 0;
-    it = 0;
-    ++j;
-    g += grid;
   }
-  atlas::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+
+  // The range guard's 2^e (powers of two: exact while the sums stay f32 normals): a warp adds
+  // its sums at its largest e, the block at the largest warp's, E, and the total takes the
+  // row scale before 2^E, so a row whose sums times 2^E would pass f32's range before the
+  // row scale brings them back (x near bf16's largest values) still comes out finite. With e
+  // = 0 everywhere every factor is 1: the unguarded kernel's bits.
+  const int ew = __reduce_max_sync(0xffffffffu, e);
+  if (e != ew) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = ldexpf(acc[r], e - ew);
+  }
+  // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
+  const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
+  if ((lane & 7) == 0) partial[warp][lane >> 3] = v;
+  if (lane == 0) partial[warp][kRowsPerBlock] = __int_as_float(ew);  // the warp's exponent
+  __syncthreads();
+  if (t >= 32) return;
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  int big = 0;  // E
+  for (int i = 0; i < warps; ++i) big = max(big, __float_as_int(partial[i][kRowsPerBlock]));
+  float sum = 0.f;
+  if (t < kRowsPerBlock)
+    for (int i = 0; i < warps; ++i) {
+      const int ei = __float_as_int(partial[i][kRowsPerBlock]);
+      sum += ei == big ? partial[i][t] : ldexpf(partial[i][t], ei - big);
+    }
+  sum *= out_scale;
+  if (big != 0) sum = ldexpf(sum, big);
+  H2Store<kOut>{}.template finish<1, kOut == H2Out::kF32>(
+      y, sum, t, static_cast<int>(blockIdx.x) * kRowsPerBlock, n);
 }
 
 }  // namespace atlas::gemv

@@ -110,14 +110,6 @@ struct Nvfp4H2 {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value s
   __device__ __forceinline__ void scales(Scales pair, float (&s)[2]) const {
     atlas::quant::e4m3x2_to_f32(pair, s[0], s[1]);
   }
-  // the ring's copy (gemv_h2_ring): the 4-byte word holding chunk c's pair, chunks c & ~1
-  // and c | 1 (a row's scales start 4-byte aligned: scale 4-byte aligned, k % 64 == 0)
-  __device__ __forceinline__ const uint32_t* ring_scale_src(Row p, int c) const {
-    return reinterpret_cast<const uint32_t*>(p + (c & ~1));
-  }
-  __device__ __forceinline__ Scales ring_scale(uint32_t word, int c) const {
-    return c & 1 ? word >> 16 : word & 0xffffu;
-  }
   __device__ __forceinline__ void decode(uint32_t q, uint32_t (&p)[kPairs]) const {
 #if ATLAS_NVFP4_H2_CVT
     atlas::quant::e2m1x8_to_f16x2_cvt(q, p);
@@ -175,26 +167,6 @@ constexpr int kH2BlocksPerSm = 3;
 ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_bf16, kBf16)
 ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_f32, kF32)
 ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_swiglu_bf16, kSwiglu)
-
-// The same three products on the per-thread cp.async ring (gemv_h2.cuh gemv_h2_ring: the
-// bits of the entry points above; ops/matmul_h2.py h2_ring_plan, ATLAS_QUANT_H2_RING).
-// Persistent blocks over 4-row groups, `stages` tiles of ring in dynamic shared memory;
-// k % 64 == 0 and scale 4-byte aligned besides the above.
-#define ATLAS_NVFP4_H2_RING_ENTRY(name, out)                                                \
-  extern "C" __global__ void __launch_bounds__(kMaxThreads, kH2BlocksPerSm)                 \
-      name(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,                 \
-           const float* row_scale, void* y, uint32_t m, uint32_t n, uint32_t k,             \
-           uint32_t stages) {                                                               \
-    if (m != 1 || stages < 2 || stages > kH2RingMaxStages) __trap();                        \
-    extern __shared__ uint4 h2_ring[];                                                      \
-    gemv_h2_ring<Nvfp4H2, H2Out::out>(                                                      \
-        x, w, Nvfp4H2{reinterpret_cast<const uint16_t*>(scale), row_scale}, y,              \
-        static_cast<int>(n), static_cast<int>(k), static_cast<int>(stages), h2_ring,        \
-        h2_ring_partials);                                                                  \
-  }
-ATLAS_NVFP4_H2_RING_ENTRY(gemv_nvfp4_h2_ring_bf16, kBf16)
-ATLAS_NVFP4_H2_RING_ENTRY(gemv_nvfp4_h2_ring_f32, kF32)
-ATLAS_NVFP4_H2_RING_ENTRY(gemv_nvfp4_h2_ring_swiglu_bf16, kSwiglu)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

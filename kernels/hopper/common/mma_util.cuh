@@ -73,14 +73,6 @@ __device__ __forceinline__ void cp_async_16_prefetch256_stream(void* dst, const 
   }
 }
 
-// 4-byte global -> shared copy (through L1: the only cache mode cp.async has below 16 bytes),
-// zeros stored when `valid` is false (src must still be a mapped address).
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)),
-               "l"(src), "r"(valid ? 4 : 0)
-               : "memory");
-}
-
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -197,11 +197,6 @@ GEMV_FP8_CVT_SWIGLU_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_swiglu_bf16_single",
 GEMV_FP8_H2 = S("gemv_fp8", "gemv_fp8_h2_bf16", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_H2_F32 = S("gemv_fp8", "gemv_fp8_h2_f32", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_H2_SWIGLU = S("gemv_fp8", "gemv_fp8_h2_swiglu_bf16", "x:ptr w:ptr " + _FP8_SCALE)
-# ... on the per-thread cp.async ring (gemv_h2.cuh gemv_h2_ring; the same bits)
-_FP8_RING = "x:ptr w:ptr " + _FP8_SCALE + " stages:u32"
-GEMV_FP8_H2_RING = S("gemv_fp8", "gemv_fp8_h2_ring_bf16", _FP8_RING)
-GEMV_FP8_H2_RING_F32 = S("gemv_fp8", "gemv_fp8_h2_ring_f32", _FP8_RING)
-GEMV_FP8_H2_RING_SWIGLU = S("gemv_fp8", "gemv_fp8_h2_ring_swiglu_bf16", _FP8_RING)
 GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
                          "gate_up:ptr w:ptr " + _FP8_SCALE)
@@ -222,12 +217,6 @@ GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
 GEMV_NVFP4_H2 = S("gemv_nvfp4", "gemv_nvfp4_h2_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_NVFP4_H2_F32 = S("gemv_nvfp4", "gemv_nvfp4_h2_f32", "x:ptr w:ptr " + _NVFP4)
 GEMV_NVFP4_H2_SWIGLU = S("gemv_nvfp4", "gemv_nvfp4_h2_swiglu_bf16", "x:ptr w:ptr " + _NVFP4)
-# ... on the per-thread cp.async ring (gemv_h2.cuh gemv_h2_ring: persistent blocks, `stages`
-# tiles a thread in dynamic shared memory; the same bits)
-_NVFP4_RING = "x:ptr w:ptr " + _NVFP4 + " stages:u32"
-GEMV_NVFP4_H2_RING = S("gemv_nvfp4", "gemv_nvfp4_h2_ring_bf16", _NVFP4_RING)
-GEMV_NVFP4_H2_RING_F32 = S("gemv_nvfp4", "gemv_nvfp4_h2_ring_f32", _NVFP4_RING)
-GEMV_NVFP4_H2_RING_SWIGLU = S("gemv_nvfp4", "gemv_nvfp4_h2_ring_swiglu_bf16", _NVFP4_RING)
 DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
                   "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # the same FP8 / NVFP4 products on tensor cores for decode batches of 1..64 rows

@@ -35,11 +35,10 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
                     logits: bool = False, staged: bool = False,
                     tile_loop: bool | None = None, narrow: int | None = None,
                     core: bool = False, h2: bool = False,
-                    x_spikes: Mapping[int, float] | None = None,
-                    h2_ring: bool = False) -> KernelCase:
+                    x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`core` (m = 1): the CUDA-core GEMV decoding by the hardware convert
     (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `h2` (m = 1): the half-precision-FMA
-    GEMV (gemv_fp8_h2_*, routes.quant_fp8_h2; `h2_ring` its ring twin; `x_spikes`: x columns set to large or tiny
+    GEMV (gemv_fp8_h2_*, routes.quant_fp8_h2; `x_spikes`: x columns set to large or tiny
     values, quant_linear.with_spikes); `mma`: the tensor-core GEMV (module
     gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
     shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
@@ -50,7 +49,6 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
                     if direct or staged else
                     ("gemv_mma_fp8", "gemv_mma_quant") if mma else
                     ("gemv_fp8_cvt", "gemv_fp8") if core else
-                    ("gemv_fp8 h2_ring", "gemv_fp8") if h2_ring else
                     ("gemv_fp8 h2", "gemv_fp8") if h2 else ("gemv_fp8", "gemv_fp8"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
@@ -58,8 +56,7 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
         mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
-        narrow=narrow, fp8_core=core, fp8_h2=h2 or h2_ring, x_spikes=x_spikes,
-        h2_ring=h2_ring)
+        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

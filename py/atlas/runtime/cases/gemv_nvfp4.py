@@ -39,14 +39,12 @@ def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bo
                       logits: bool = False, e2m1_lut: bool = False,
                       staged: bool = False, tile_loop: bool | None = None,
                       narrow: int | None = None, h2: bool = False,
-                      x_spikes: Mapping[int, float] | None = None,
-                      h2_ring: bool = False) -> KernelCase:
+                      x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`mma`: the tensor-core GEMV (module gemv_mma_quant; `direct`: its register-fed
     kernel, module gemv_quant_direct, `e2m1_lut` on its byte-table decode, `staged` its
     shared-memory-staged variant, `tile_loop` True its one-block-per-tile loop, `narrow` 1 / 2
     its narrow pipelined loops), else the CUDA-core route (`h2`, m = 1: its half-precision-FMA
-    GEMV, gemv_nvfp4_h2_*, `h2_ring` on its ring twin; else the f32 one); `logits`: f32
-    outputs; `x_spikes`: x columns
+    GEMV, gemv_nvfp4_h2_*; else the f32 one); `logits`: f32 outputs; `x_spikes`: x columns
     set to large values (quant_linear.with_spikes; named by the largest)."""
     packed, s_codes, row = random_nvfp4(rng, n, k, parts)
     variant = ("_lut" if e2m1_lut else f"_n{narrow}" if narrow else "_tile" if tile_loop
@@ -54,16 +52,15 @@ def nvfp4_linear_case(rng: np.random.Generator, m: int, n: int, k: int, silu: bo
     direct_kind = "gemv_qd_staged_nvfp4" if staged else f"gemv_qd_nvfp4{variant}"
     kind, module = ((direct_kind, "gemv_quant_direct") if direct or staged else
                     ("gemv_mma_nvfp4", "gemv_mma_quant") if mma else
-                    ("gemv_nvfp4_h2_ring" if h2_ring else "gemv_nvfp4_h2" if h2
-                     else "gemv_nvfp4", "gemv_nvfp4"))
+                    ("gemv_nvfp4_h2" if h2 else "gemv_nvfp4", "gemv_nvfp4"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
         rng, f"{kind}{tag} m{m} n{n} k{k} parts{parts}{spikes_tag(x_spikes)}", module, m, n, k,
         silu, {"w": packed, "s": s_codes, "g": row},
         lambda p: Nvfp4Weight(p["w"], p["s"], p["g"], n, k),
         lambda v: dequantize_nvfp4(v["w"], v["s"], v["g"]), mma or direct or staged,
-        direct or staged, logits, e2m1_lut, staged, tile_loop, narrow, h2=h2 or h2_ring,
-        x_spikes=x_spikes, h2_ring=h2_ring)
+        direct or staged, logits, e2m1_lut, staged, tile_loop, narrow, h2=h2,
+        x_spikes=x_spikes)
 
 
 def dequant_nvfp4_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -42,13 +42,13 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
                 tile_loop: bool | None = None, narrow: int | None = None,
                 h2: bool = False, x_spikes: Mapping[int, float] | None = None,
-                core: bool = False, h2_ring: bool = False) -> KernelCase:
+                core: bool = False) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
     loop; `h2`, m = 1: the format's half-precision-FMA GEMV instead (gemv_nvfp4.cu /
-    gemv_fp8.cu gemv_*_h2_swiglu_bf16; `h2_ring`, NVFP4: its ring twin); `core`, FP8, m = 1: the convert GEMV's twin
+    gemv_fp8.cu gemv_*_h2_swiglu_bf16); `core`, FP8, m = 1: the convert GEMV's twin
     (gemv_fp8_cvt_swiglu_bf16_single, routes.quant_fp8_core_swiglu); `x_spikes`:
     x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
@@ -80,8 +80,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     nvfp4 = fmt == "nvfp4"
     routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, core and not nvfp4,
                          h2=h2 and nvfp4, fp8_h2=h2 and not nvfp4)
-    routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4,
-                                 quant_h2_ring=h2_ring)
+    routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -102,8 +101,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         rms = float(np.sqrt(np.mean(gate_up * gate_up)))
         act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
-    kind = (("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") + ("_ring" if h2_ring else "")) \
-        if h2 else "gemv_fp8_cvt" if core \
+    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else "gemv_fp8_cvt" if core \
         else (f"gemv_qd{'_staged' if staged else ''}_"
               f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
     module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 or core else "gemv_quant_direct"
@@ -310,32 +308,6 @@ def gemv_nvfp4_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
         swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True, x_spikes=H2_SPIKES_SWIGLU)]
 
 
-#: the ring twin's shapes ((n, k, parts); k % 64 == 0, its precondition): Qwen3-8B's qkv
-#: (1,536 groups: more than the blocks an H200 holds, so blocks walk several) and down, a
-#: ragged n, the smallest k (thread 1's chunk is the high half of its scale word), one chunk
-#: pair a thread exactly, and a second pass over part of the threads (k 20,480: 256 threads)
-H2_RING_SHAPES = [(6144, 4096, 3), (4096, 12288, 1), (259, 2048, 2), (130, 64, 1),
-                  (33, 16384, 1), (40, 20480, 1)]
-
-
-@kernel_cases("gemv_nvfp4")
-def gemv_nvfp4_h2_ring_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """gemv_nvfp4_h2_ring_*: the shapes above, f32 logits over 5,000 groups (each block
-    walking a few), the gate_up + SwiGLU (Qwen3-8B's, an odd feature count) and x with
-    massive activations (the guard's exponent starts afresh at each group)."""
-    cases = [nvfp4_linear_case(rng, 1, n, k, parts=parts, h2_ring=True)
-             for n, k, parts in H2_RING_SHAPES]
-    cases += [nvfp4_linear_case(rng, 1, 20000, 1024, logits=True, h2_ring=True),
-              swiglu_case(rng, "nvfp4", 1, 12288, 4096, h2=True, h2_ring=True),
-              swiglu_case(rng, "nvfp4", 1, 77, 4096, h2=True, h2_ring=True)]
-    return cases + [
-        nvfp4_linear_case(rng, 1, 259, 20480, parts=2, h2_ring=True, x_spikes=H2_SPIKES_LOOP),
-        nvfp4_linear_case(rng, 1, 301, 4096, logits=True, h2_ring=True,
-                          x_spikes=H2_SPIKES_LOGITS),
-        swiglu_case(rng, "nvfp4", 1, 203, 1408, h2=True, x_spikes=H2_SPIKES_SWIGLU,
-                    h2_ring=True)]
-
-
 #: the FP8 half-precision-FMA GEMV's shapes ((layout, n, k)): Qwen3-8B's qkv, o and down (k
 #: 12,288: 256 threads, a second pass over K on half of them), ragged odd n with a K ending
 #: inside a 128-column block (k 1,040 = 65 chunks: a thread's second chunk, and some threads,
@@ -386,26 +358,6 @@ def gemv_fp8_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
         fp8_linear_case(rng, "block", 1, 130, 1408, h2=True, x_spikes=FP8_H2_SPIKES_EXTREME),
         fp8_linear_case(rng, "block", 1, 259, 4096, h2=True, x_spikes=FP8_H2_TINY),
         swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU)]
-
-
-@kernel_cases("gemv_fp8")
-def gemv_fp8_h2_ring_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """gemv_fp8_h2_ring_*: Qwen3-8B's qkv (1,536 groups: blocks walk several) and down, a
-    ragged odd n with K ending inside a 128-column block, a second pass over part of the
-    threads (k 20,496), each scale layout, f32 logits over 5,000 groups, the gate_up +
-    SwiGLU (Qwen3-8B's; 128-row blocks straddling gate and up) and x with massive
-    activations (the guard's exponent starts afresh at each group)."""
-    cases = [fp8_linear_case(rng, layout, 1, n, k, h2_ring=True)
-             for layout, n, k in (("block", 6144, 4096), ("block", 4096, 12288),
-                                  ("block", 1001, 1040), ("block", 259, 20496),
-                                  ("channel", 515, 3072), ("tensor", 130, 2048))]
-    cases += [fp8_linear_case(rng, "block", 1, 20000, 1024, logits=True, h2_ring=True),
-              swiglu_case(rng, "block", 1, 12288, 4096, h2=True, h2_ring=True),
-              swiglu_case(rng, "block", 1, 200, 1024, h2=True, h2_ring=True)]
-    return cases + [
-        fp8_linear_case(rng, "block", 1, 259, 20496, h2_ring=True, x_spikes=FP8_H2_SPIKES_LOOP),
-        swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU,
-                    h2_ring=True)]
 
 
 #: the convert GEMV's SwiGLU twin ((layout, inter, k)): Qwen3-8B's gate_up, an odd feature

@@ -60,12 +60,11 @@ def spikes_tag(spikes: Mapping[int, float] | None) -> str:
 
 def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | None,
                 narrow: int | None, fp8_core: bool = False, h2: bool = False,
-                fp8_h2: bool = False, h2_ring: bool = False) -> KernelRoutes:
+                fp8_h2: bool = False) -> KernelRoutes:
     """The environment's routes with a case's forced choices: a forced `tile_loop` (and no
     `narrow`) keeps the narrow loops off, even under ATLAS_QUANT_NARROW, so the case runs
     the loop its name says; `fp8_core` forces the batch-1 FP8 convert GEMV on (else off),
-    `h2` / `fp8_h2` the batch-1 NVFP4 / FP8 half-precision-FMA GEMV (else off), `h2_ring`
-    its cp.async-ring twin (else the one-shot blocks)."""
+    `h2` / `fp8_h2` the batch-1 NVFP4 / FP8 half-precision-FMA GEMV (else off)."""
     base = KernelRoutes.from_env()
     if narrow is None and tile_loop is not None:
         narrow = 0
@@ -73,7 +72,7 @@ def case_routes(direct: bool, e2m1_lut: bool, staged: bool, tile_loop: bool | No
                                quant_staged=staged, quant_tile_loop=tile_loop,
                                quant_narrow=base.quant_narrow if narrow is None else narrow,
                                quant_fp8_core=fp8_core, quant_nvfp4_h2=h2,
-                               quant_fp8_h2=fp8_h2, quant_h2_ring=h2_ring)
+                               quant_fp8_h2=fp8_h2)
 
 
 def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int,
@@ -83,11 +82,10 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       e2m1_lut: bool = False, staged: bool = False,
                       tile_loop: bool | None = None, narrow: int | None = None,
                       fp8_core: bool = False, h2: bool = False, fp8_h2: bool = False,
-                      x_spikes: Mapping[int, float] | None = None,
-                      h2_ring: bool = False) -> KernelCase:
+                      x_spikes: Mapping[int, float] | None = None) -> KernelCase:
     """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2` /
     `fp8_h2`: one NVFP4 / FP8 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2 /
-    quant_fp8_h2, logits included; `h2_ring`: its ring twin, routes.quant_h2_ring);
+    quant_fp8_h2, logits included);
     `logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut); `narrow` 1 / 2: its narrow
@@ -103,8 +101,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
-    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2,
-                         h2_ring)
+    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

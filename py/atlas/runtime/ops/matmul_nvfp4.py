@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32,
-                          GEMV_NVFP4_H2_RING, GEMV_NVFP4_H2_RING_F32, GEMV_NVFP4_H2_RING_SWIGLU,
                           GEMV_NVFP4_H2_SWIGLU, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import KernelCache, matmul_quant_mma
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
-from .matmul_h2 import H2Out, launch_h2, launch_h2_ring, ring_chosen
+from .matmul_h2 import H2Out, launch_h2
 
 #: values per 16-byte chunk of packed codes (one chunk per thread per row)
 CHUNK_VALUES = 32
@@ -31,9 +30,6 @@ H2_BY_DEFAULT = True
 
 #: the half-precision-FMA GEMV's entry points by output: y bf16, f32 logits, SwiGLU act
 _H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU}
-#: ... and on its cp.async ring (the same bits)
-_H2_RING = {"bf16": GEMV_NVFP4_H2_RING, "f32": GEMV_NVFP4_H2_RING_F32,
-            "swiglu": GEMV_NVFP4_H2_RING_SWIGLU}
 
 
 def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
@@ -52,20 +48,9 @@ def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
 def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight", y: DevicePtr,
             out: H2Out = "bf16") -> None:
     """One row on gemv_nvfp4_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
-    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even); on the
-    ring twin where `uses_h2_ring`."""
-    weight = (w.codes, w.scales, w.row_scales)
-    if uses_h2_ring(kc, w):
-        launch_h2_ring(kc, stream, _H2_RING, out, x, y, w.n, w.k, CHUNK_VALUES, weight)
-    else:
-        launch_h2(kc, stream, _H2, out, x, y, w.n, w.k, CHUNK_VALUES, weight)
-
-
-def uses_h2_ring(kc: KernelCache, w: "Nvfp4Weight") -> bool:
-    """Whether the h2 GEMV's row runs on its ring twin: the ring copies a chunk's scales as
-    the 4-byte word of its chunk pair, so a row's scales must start 4-byte aligned (scales
-    4-byte aligned, k % 64 == 0); then `matmul_h2.ring_chosen`."""
-    return not (w.scales % 4 or w.k % (2 * CHUNK_VALUES)) and ring_chosen(kc)
+    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
+    launch_h2(kc, stream, _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
+              (w.codes, w.scales, w.row_scales))
 
 
 @dataclass(frozen=True, slots=True)

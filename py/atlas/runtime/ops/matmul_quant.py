@@ -27,15 +27,14 @@ import numpy as np
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
-                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2, GEMV_FP8_H2_F32,
-                          GEMV_FP8_H2_RING, GEMV_FP8_H2_RING_F32, GEMV_FP8_H2_RING_SWIGLU,
-                          GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
-from .matmul_h2 import H2Out, launch_h2, launch_h2_ring, ring_chosen
+from .matmul_h2 import H2Out, launch_h2
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +99,8 @@ FP8_CORE_BY_DEFAULT = True
 #: other order 3.120 vs 3.041), though it issues ~1.5 slots a weight to the convert GEMV's ~3.
 FP8_H2_BY_DEFAULT = False
 
-#: the FP8 half-precision-FMA GEMV's entry points by output, and its ring twin's
+#: the FP8 half-precision-FMA GEMV's entry points by output
 _FP8_H2 = {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU}
-_FP8_H2_RING = {"bf16": GEMV_FP8_H2_RING, "f32": GEMV_FP8_H2_RING_F32,
-                "swiglu": GEMV_FP8_H2_RING_SWIGLU}
 
 
 def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
@@ -122,15 +119,8 @@ def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
 def gemv_fp8_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
                 out: H2Out = "bf16") -> None:
     """One row on gemv_fp8_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
-    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even); on the
-    ring twin where `matmul_h2.ring_chosen` (an FP8 chunk's scale is its own 4-byte word, so
-    every layout takes it)."""
-    if ring_chosen(kc):
-        launch_h2_ring(kc, stream, _FP8_H2_RING, out, x, y, w.n, w.k, 16, (w.codes, w.scales),
-                       w.map_args)
-    else:
-        launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales),
-                  w.map_args)
+    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
+    launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales), w.map_args)
 
 
 def uses_h2(kc: KernelCache, w: object, m: int) -> bool:

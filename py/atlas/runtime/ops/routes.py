@@ -71,11 +71,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
   the tensor-core route; unset, the launch builder's rule (ops/matmul_nvfp4.H2_BY_DEFAULT).
   The A/B of issue 12's batch-1 NVFP4 GEMVs.
-* ATLAS_QUANT_H2_RING=1 / 0: where the half-precision-FMA GEMV takes an NVFP4 or FP8 row, its
-  per-thread cp.async ring twin (gemv_nvfp4_h2_ring_*: persistent blocks, the next 4-row
-  groups' weights in flight while one decodes; the same bits) / the one-shot blocks; unset,
-  the launch builder's rule (ops/matmul_h2.H2_RING_BY_DEFAULT). ATLAS_QUANT_H2_RING_STAGES=
-  2|3|4: its tiles a thread (unset: ops/matmul_h2.RING_DEFAULT_STAGES).
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -439,8 +434,6 @@ DECODE_GEMM_SPLITS = (1, 2, 4, 8)
 DECODE_GEMM_TMA_SPLITS = (1, 2, 3, 4, 5, 6, 7, 8)
 #: the ring depths the ring GEMV takes (gemv_ring.cuh: 2..kRingMaxStages)
 GEMV_RING_STAGES = (2, 3)
-#: the ring depths the half-precision-FMA ring GEMV takes (gemv_h2.cuh: 2..kH2RingMaxStages)
-H2_RING_STAGES = (2, 3, 4)
 
 
 def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
@@ -504,8 +497,6 @@ class KernelRoutes:
     quant_fp8_core: bool | None = None
     quant_fp8_core_swiglu: bool | None = None
     quant_nvfp4_h2: bool | None = None
-    quant_h2_ring: bool | None = None
-    quant_h2_ring_stages: int | None = None
     quant_fp8_h2: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -564,10 +555,6 @@ class KernelRoutes:
         if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
             raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
                              f"{GEMV_RING_STAGES} or unset")
-        h2_stages = env.get("ATLAS_QUANT_H2_RING_STAGES", "").strip()
-        if h2_stages and h2_stages not in {str(s) for s in H2_RING_STAGES}:
-            raise ValueError(f"ATLAS_QUANT_H2_RING_STAGES={h2_stages!r} must be one of "
-                             f"{H2_RING_STAGES} or unset")
         split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
         if split and split not in {str(s) for s in DECODE_GEMM_TMA_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
@@ -622,8 +609,6 @@ class KernelRoutes:
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
                    quant_fp8_core_swiglu=_env_tristate(env, "ATLAS_QUANT_FP8_CORE_SWIGLU"),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
-                   quant_h2_ring=_env_tristate(env, "ATLAS_QUANT_H2_RING"),
-                   quant_h2_ring_stages=int(h2_stages) if h2_stages else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",

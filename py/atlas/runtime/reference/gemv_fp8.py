@@ -23,8 +23,7 @@ from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
-                          GEMV_FP8_H2_F32, GEMV_FP8_H2_RING, GEMV_FP8_H2_RING_F32,
-                          GEMV_FP8_H2_RING_SWIGLU, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
                           GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
                           GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2, GEMV_QD_FP8_N2_F32,
@@ -171,33 +170,6 @@ def gemv_fp8_h2_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w:
     shifts = (row_shift, row_stride, col_shift, col_stride)
     gate_up = _h2_bits(mem, block, x, w, scale, n, k, shifts)
     mem.view(y, np.uint16, n // 2)[:] = swiglu_rows(gate_up[None, :], n // 2).reshape(-1)
-
-
-# the ring twins (gemv_h2.cuh gemv_h2_ring): the same products on the same threads a block;
-# `stages` is launch geometry
-@reference(GEMV_FP8_H2_RING)
-def gemv_fp8_h2_ring_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
-                          y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
-                          col_shift: int, col_stride: int, stages: int) -> None:
-    gemv_fp8_h2_bf16(mem, grid, block, x, w, scale, y, m, n, k, row_shift, row_stride,
-                     col_shift, col_stride)
-
-
-@reference(GEMV_FP8_H2_RING_F32)
-def gemv_fp8_h2_ring_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
-                         y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
-                         col_shift: int, col_stride: int, stages: int) -> None:
-    gemv_fp8_h2_f32(mem, grid, block, x, w, scale, y, m, n, k, row_shift, row_stride,
-                    col_shift, col_stride)
-
-
-@reference(GEMV_FP8_H2_RING_SWIGLU)
-def gemv_fp8_h2_ring_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                 scale: int, y: int, m: int, n: int, k: int, row_shift: int,
-                                 row_stride: int, col_shift: int, col_stride: int,
-                                 stages: int) -> None:
-    gemv_fp8_h2_swiglu_bf16(mem, grid, block, x, w, scale, y, m, n, k, row_shift, row_stride,
-                            col_shift, col_stride)
 
 
 @reference(GEMV_SILU_FP8)

@@ -23,8 +23,7 @@ from ...core.numerics import (bf16_bits_to_f32, e2m1_to_f32, f32_to_bf16_bits,
 from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL,
-                          GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32, GEMV_NVFP4_H2_RING,
-                          GEMV_NVFP4_H2_RING_F32, GEMV_NVFP4_H2_RING_SWIGLU, GEMV_NVFP4_H2_SWIGLU,
+                          GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32, GEMV_NVFP4_H2_SWIGLU,
                           GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
                           GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
                           GEMV_QD_NVFP4_N1, GEMV_QD_NVFP4_N1_F32, GEMV_QD_NVFP4_N1_SWIGLU,
@@ -147,29 +146,6 @@ def gemv_nvfp4_h2_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, 
     """y [n / 2] = silu_mul of the [gate | up] product's bf16 output."""
     gate_up = _h2_bits(mem, block, x, w, scale, row_scale, n, k)
     mem.view(y, np.uint16, n // 2)[:] = swiglu_rows(gate_up[None, :], n // 2).reshape(-1)
-
-
-# the ring twins (gemv_h2.cuh gemv_h2_ring): the same products on the same threads a block;
-# `stages` is launch geometry
-@reference(GEMV_NVFP4_H2_RING)
-def gemv_nvfp4_h2_ring_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                            scale: int, row_scale: int, y: int, m: int, n: int, k: int,
-                            stages: int) -> None:
-    gemv_nvfp4_h2_bf16(mem, grid, block, x, w, scale, row_scale, y, m, n, k)
-
-
-@reference(GEMV_NVFP4_H2_RING_F32)
-def gemv_nvfp4_h2_ring_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                           scale: int, row_scale: int, y: int, m: int, n: int, k: int,
-                           stages: int) -> None:
-    gemv_nvfp4_h2_f32(mem, grid, block, x, w, scale, row_scale, y, m, n, k)
-
-
-@reference(GEMV_NVFP4_H2_RING_SWIGLU)
-def gemv_nvfp4_h2_ring_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
-                                   scale: int, row_scale: int, y: int, m: int, n: int,
-                                   k: int, stages: int) -> None:
-    gemv_nvfp4_h2_swiglu_bf16(mem, grid, block, x, w, scale, row_scale, y, m, n, k)
 
 
 @reference(GEMV_SILU_NVFP4)
