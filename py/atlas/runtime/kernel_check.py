@@ -8,6 +8,7 @@ each run (0xFF bytes: NaN in bf16/f32), so an element the kernel never wrote fai
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -109,6 +110,13 @@ def as_float(arr: np.ndarray, dt: DType) -> np.ndarray:
     return arr.astype(np.float64)
 
 
+def bf16_ulp(magnitude: np.ndarray | float) -> np.ndarray:
+    """The spacing of bf16 values at each magnitude (8 significant bits; the check script's
+    reference tolerance counts in these), for tolerances derived from a case's own values."""
+    m = np.maximum(np.abs(np.asarray(magnitude, dtype=np.float64)), 2.0 ** -126)
+    return np.exp2(np.floor(np.log2(m)) - 7)
+
+
 def execute(backend: GpuBackend, case: KernelCase) -> dict[str, np.ndarray]:
     """Upload inputs, poison outputs, launch, synchronize and read every output back."""
     ptrs: dict[str, DevicePtr] = {}
@@ -170,16 +178,25 @@ def check(backend: GpuBackend, case: KernelCase) -> CaseResult:
     return compare(case, got, case.oracle(case.inputs))
 
 
+def factory_rng(seed: int, key: str) -> np.random.Generator:
+    """The generator the factory registered as `key` draws from: seeded with `seed` and the
+    key's CRC-32, so a module's inputs depend on the seed and that factory alone, never on
+    which other modules were selected or on factories registered later (a case that fails
+    under one selection then fails under every selection, and reproduces with one -m)."""
+    return np.random.default_rng([seed, zlib.crc32(key.encode())])
+
+
 def module_cases(modules: Iterable[str] | None, seed: int,
                  keep: Callable[[KernelCase], bool] | None = None) -> list[KernelCase]:
     """The registered cases of `modules` (every module when None; their case modules imported
-    by the caller), from one generator seeded with `seed`; `keep` drops cases (every factory
-    still draws its inputs, so the others do not change). Only the named modules' factories
-    run: the whole registry's inputs take minutes and gigabytes to build."""
+    by the caller), each factory drawing from its own generator (`factory_rng`); `keep` drops
+    cases after their factory has built them (a factory's later cases draw the same inputs
+    whatever it drops). Only the named modules' factories run: the whole registry's inputs
+    take minutes and gigabytes to build."""
     wanted = None if modules is None else set(modules)
-    rng = np.random.default_rng(seed)
     return [case for key, factory in sorted(CASE_FACTORIES.items())
-            if wanted is None or key.split(":")[0] in wanted for case in factory(rng)
+            if wanted is None or key.split(":")[0] in wanted
+            for case in factory(factory_rng(seed, key))
             if keep is None or keep(case)]
 
 

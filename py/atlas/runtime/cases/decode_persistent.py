@@ -30,9 +30,22 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
 #: the residual row after whole layers: bf16 roundings of the oracle and the kernel may
 #: part on a boundary inside a layer and carry that ulp on (a GEMV output one ulp apart
-#: moves the next residual by its weight row's share)
-RESID_TOL = (3e-2, 3e-2)
+#: moves the next residual by its weight row's share, parting ~10% of its elements on their
+#: own boundaries), and every later layer computes from the parted row, so the drift grows
+#: with depth: DRIFT_PER_LAYER of atol a layer (2 ulps of the O(1) residual, 2^-7 at |r| in
+#: [1, 2): one for each of a layer's two residual adds), rtol for an element's own flips.
+#: Host reference vs oracle over ~350 seeds of the per-factory inputs, the atol needed: 2
+#: layers 0.0155, 3 layers 0.0279 (seed 116 of D256 x3: 0.93 of the former flat 3e-2)
+DRIFT_PER_LAYER = 2.0 ** -6
+RESID_RTOL = 3e-2
+#: K/V rows: those of the first layer come from the input residual, which both sides hold
+#: exactly (equal but for a rare flip, within rtol); a later layer's rows come from the
+#: parted residual (row_tol)
 CACHE_TOL = (2e-2, 2e-2)
+#: one flip of the largest element of a normed K row (q/k norm before RoPE: |k / rms| up to
+#: ~3.5 at D 256 times a norm weight up to 1.5, so in [4, 8)): RoPE turns a pair's flips
+#: onto either element of the pair, a small one too, where rtol gives nothing
+K_FLIP = 2.0 ** -5
 #: the device's distance from the host reference beyond the check script's 2 bf16 ulps, a
 #: layer (the case allows this times its layers): the f32 sums (GEMVs, norms, softmax) round
 #: intermediate rows (qkv, attention, SwiGLU) to bf16 across a boundary now and then, and
@@ -51,6 +64,21 @@ def _bf(a: np.ndarray) -> np.ndarray:
 def _norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     inv = 1.0 / np.sqrt(np.mean(x ** 2) + EPS)
     return rb(w * rb(x * inv))
+
+
+def row_tol(cache: str, layer: int) -> tuple[float, float]:
+    """(atol, rtol) of the K or V rows `layer` appends. A later layer computes them from a
+    residual carrying `layer` layers of drift (DRIFT_PER_LAYER each); K rows also pass the
+    q/k norm and RoPE, where that drift flips elements of the normed row (K_FLIP). Host
+    reference vs oracle over ~350 seeds, the atol needed: V 0.0097 at layer 1, 0.0181 at
+    layer 2 (0.9 of the former 2e-2); K 0.0231 at layer 1 (seed 255, qwen3-0.6b x2; seed 24
+    of D256 barriers: 0.0234 on a 0.109 element, over the former 2e-2 + 2%), 0.0328 at
+    layer 2 (seed 312 of D256 barriers: 0.047 on a -0.70 element whose partner is 3.45)."""
+    if layer == 0:
+        return CACHE_TOL
+    if cache == "v_cache":
+        return max(CACHE_TOL[0], DRIFT_PER_LAYER * layer), CACHE_TOL[1]
+    return K_FLIP + DRIFT_PER_LAYER * layer, CACHE_TOL[1]
 
 
 def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometry, inter: int,
@@ -148,14 +176,15 @@ def persistent_case(rng: np.random.Generator, name: str, hidden: int, g: Geometr
         out["sync"] = np.zeros(words)  # tickets and readiness counts: compared
         return out
 
-    outputs = {"resid": OutputSpec(DType.BF16, (hidden,), RESID_TOL),
+    outputs = {"resid": OutputSpec(DType.BF16, (hidden,), (DRIFT_PER_LAYER * layers,
+                                                           RESID_RTOL)),
                "sync": OutputSpec(DType.I32, (words,))}
     # the barrier count grows on the device (by the grid, per barrier); the tickets and the
     # readiness counts return to 0
     mask = {"sync": np.arange(words) >= decode_persistent.TICKET_WORD}
     for i in range(layers):
         for c in ("k_cache", "v_cache"):
-            outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, CACHE_TOL)
+            outputs[f"{c}{i}"] = OutputSpec(DType.BF16, k0.shape, row_tol(c, i))
             mask[f"{c}{i}"] = owned
     return KernelCase(name, "decode_persistent", inputs, outputs, run, oracle, mask,
                       reference_abs_tol=PERSISTENT_REFERENCE_ABS_TOL * layers)
