@@ -60,6 +60,26 @@ def test_one_row_launches_four_rows_a_block_two_chunks_a_thread(k: int, threads:
     assert (rec.args["y"], rec.args["m"], rec.args["n"], rec.args["k"]) == (y, 1, n, k)
 
 
+@pytest.mark.parametrize("k, threads", [(4096, 128), (12288, 256), (1056, 64), (64, 32)])
+def test_eight_row_blocks_take_one_chunk_of_each_row_a_thread(k: int, threads: int) -> None:
+    """ATLAS_QUANT_H2_ROWS=8: gemv_nvfp4_h2x8_* over ceil(n / 8) blocks (SwiGLU: 4 features a
+    block), k / 32 threads up to 256."""
+    assert KernelRoutes.from_env({"ATLAS_QUANT_H2_ROWS": "8"}).quant_h2_rows == 8
+    with pytest.raises(ValueError, match="ATLAS_QUANT_H2_ROWS"):
+        KernelRoutes.from_env({"ATLAS_QUANT_H2_ROWS": "6"})
+    dev = _mock()
+    kc = KernelCache(dev, KernelRoutes(quant_nvfp4_h2=True, quant_h2_rows=8))
+    n = 4101
+    QuantLinear(direct_weight(dev, "nvfp4", n, k)).linear(kc, 0, dev.alloc(2 * k),
+                                                          dev.alloc(2 * n), 1)
+    gate_up = QuantLinear(direct_weight(dev, "nvfp4", 2 * 12289, k))
+    gate_up.linear_swiglu(kc, 0, dev.alloc(2 * k), dev.alloc(2 * 12289), 1)
+    (rec, sw) = dev.drain_launches()
+    assert rec.func == "gemv_nvfp4_h2x8_bf16" and rec.grid[0] == -(-n // 8)
+    assert rec.block[0] == threads
+    assert sw.func == "gemv_nvfp4_h2x8_swiglu_bf16" and sw.grid[0] == -(-12289 // 4)
+
+
 def test_logits_and_the_gate_up_swiglu_take_their_entry_points() -> None:
     dev = _mock()
     kc = KernelCache(dev, H2)

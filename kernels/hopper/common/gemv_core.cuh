@@ -166,16 +166,16 @@ static_assert(kRowsPerBlock == 4, "StoreSwiglu maps two (gate, up) row pairs to 
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
 // kPreWait: the tile requested before the PDL wait, through atlas::ld_prefetch (ptxas sinks
 // ld.global.nc, ld_stream's load, below griddepcontrol.wait).
-template <bool kPreWait = false>
-__device__ __forceinline__ void load_weight_tile(uint4 (&wv)[kUnroll][kRowsPerBlock],
-                                                 const uint4* const (&wrow)[kRowsPerBlock],
+// (U chunks of R rows: gemv_h2.cuh's 8-row blocks take U = 1.)
+template <bool kPreWait = false, int U = kUnroll, int R = kRowsPerBlock>
+__device__ __forceinline__ void load_weight_tile(uint4 (&wv)[U][R], const uint4* const (&wrow)[R],
                                                  int c0, int kc) {
   const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < U; ++u) {
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r)
+    for (int r = 0; r < R; ++r)
       wv[u][r] = c >= kc     ? make_uint4(0u, 0u, 0u, 0u)
                                     : atlas::ld_weight<kPreWait>(wrow[r] + c, stream);
   }

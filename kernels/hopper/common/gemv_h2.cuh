@@ -47,8 +47,6 @@
 
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include "gemv_core.cuh"
 #include "quant_decode.cuh"
 
@@ -56,11 +54,41 @@ namespace atlas::gemv {
 
 enum class H2Out { kBf16, kF32, kSwiglu };
 
-// The output's gemv_core.cuh policy: the weight row of block row r (`row`: rows 4 b + r, or
-// for the SwiGLU the gate rows of features 2 b, 2 b + 1 and their up rows; clamped, never
-// stored past the end) and the store of the block's sums (`finish`)
-template <H2Out kOut>
-using H2Store = std::conditional_t<kOut == H2Out::kSwiglu, StoreSwiglu, StoreY>;
+// The rows of an R-row block and the store of its sums: `row(r, n)` the weight row of block
+// row r (rows R b + r, or for the SwiGLU the gate rows of features (R / 2) b + i, i < R / 2,
+// then their up rows; clamped, never stored past the end), `finish` called by every lane of
+// warp 0, lane t < R holding the block's sum of block row t. At R = 4 these are gemv_core's
+// StoreY / StoreSwiglu (one row, bf16 or the f32 logits' widened bf16; silu_mul's rounding).
+template <H2Out kOut, int R>
+struct H2Rows {
+  static constexpr int kFeatures = R / 2;  // SwiGLU features a block
+  __device__ __forceinline__ static int row(int r, int n) {
+    const int b = static_cast<int>(blockIdx.x);
+    if constexpr (kOut == H2Out::kSwiglu) {
+      const int inter = n >> 1, j = min(b * kFeatures + r % kFeatures, inter - 1);
+      return r < kFeatures ? j : inter + j;
+    } else {
+      return min(b * R + r, n - 1);
+    }
+  }
+  __device__ __forceinline__ static void finish(void* y, float sum, int t, int n) {
+    const int b = static_cast<int>(blockIdx.x);
+    if constexpr (kOut == H2Out::kSwiglu) {
+      const float up = __shfl_down_sync(0xffffffffu, sum, kFeatures);  // lanes < R / 2: gate
+      const int j = b * kFeatures + t;
+      if (t < kFeatures && j < (n >> 1))
+        static_cast<__nv_bfloat16*>(y)[j] = atlas::f32_to_bf16(
+            atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
+    } else {
+      const int row = b * R + t;
+      if (t >= R || row >= n) return;
+      if constexpr (kOut == H2Out::kF32)  // logits: the bf16-rounded value, widened
+        static_cast<float*>(y)[row] = atlas::round_bf16(sum);
+      else
+        static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum);
+    }
+  }
+};
 
 // bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
 // for |x down| in f16's normal range
@@ -124,61 +152,65 @@ __device__ __forceinline__ void h2_raise(uint32_t top, int& e, float (&acc)[R]) 
 
 // The scales of kUnroll chunks of each row from chunk c0 (zero past the row end); kPreWait:
 // plain (volatile) loads before the PDL wait (ptxas sinks read-only-path loads below it).
-template <bool kPreWait, class F>
-__device__ __forceinline__ void h2_load_scales(const F& fmt,
-                                               typename F::Scales (&sv)[kUnroll][kRowsPerBlock],
-                                               const typename F::Row (&srow)[kRowsPerBlock],
-                                               int c0, int kc) {
+template <bool kPreWait, class F, int U, int R>
+__device__ __forceinline__ void h2_load_scales(const F& fmt, typename F::Scales (&sv)[U][R],
+                                               const typename F::Row (&srow)[R], int c0, int kc) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < U; ++u) {
     const int c = c0 + u * static_cast<int>(blockDim.x);
 #pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r)
+    for (int r = 0; r < R; ++r)
       sv[u][r] = c >= kc ? typename F::Scales{0} : fmt.template load<kPreWait>(srow[r], c);
   }
 }
 
-template <class F, H2Out kOut>
+template <class F, H2Out kOut, int R = kRowsPerBlock>
 __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
                                         const uint8_t* __restrict__ w, const F& fmt,
                                         void* __restrict__ y, int n, int k,
                                         float (*partial)[kMaxAcc]) {
+  // R rows a block (4 or 8), U chunks of each a thread in flight: 8 weight chunks a thread
+  // either way, and an 8-row block converts and range-checks each x chunk once for twice
+  // the rows
+  static_assert(R == 4 || R == 8, "4 or 8 rows a block");
+  constexpr int U = kUnroll * kRowsPerBlock / R;
+  using Rows = H2Rows<kOut, R>;
   constexpr int kQuads = F::kVals / 8;                   // 16-byte x loads a chunk
   constexpr int kWordsPerGroup = 4 / F::kGroups;         // weight words a 16-value group
   static_assert(F::kPairs * kWordsPerGroup == 8, "a scale group is 16 values: 8 pairs");
-  static_assert(kMaxAcc > kRowsPerBlock, "a warp's exponent rides in its partial row");
+  static_assert(kMaxAcc > R, "a warp's exponent rides in its partial row");
   const int kc = k >> log2_exact(F::kVals);  // chunks a row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint4* wrow[kRowsPerBlock];
-  typename F::Row srow[kRowsPerBlock];
+  const uint4* wrow[R];
+  typename F::Row srow[R];
 #pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r) {
-    const int row = H2Store<kOut>::row(r, n);
+  for (int r = 0; r < R; ++r) {
+    const int row = Rows::row(r, n);
     wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(row) * kc;
     srow[r] = fmt.row(row, kc);
   }
   // weights and scales are memory no kernel writes: the first tile (and the finishing
   // threads' row scales) are requested before the wait
-  uint4 wv[kUnroll][kRowsPerBlock];
-  typename F::Scales sv[kUnroll][kRowsPerBlock];
+  uint4 wv[U][R];
+  typename F::Scales sv[U][R];
   load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
   h2_load_scales<true>(fmt, sv, srow, threadIdx.x, kc);
   const int t = threadIdx.x;
-  const float out_scale = t < kRowsPerBlock ? fmt.out_scale(H2Store<kOut>::row(t, n)) : 0.f;
+  const float out_scale = t < R ? fmt.out_scale(Rows::row(t, n)) : 0.f;
   atlas::pdl_enter();
 
-  float acc[kRowsPerBlock];
+  float acc[R];
 #pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = 0.f;
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
   int e = 0;  // the range guard's exponent: x scaled by 2^-e, sums short of 2^e
   const uint4* xv = reinterpret_cast<const uint4*>(x);
-  for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
+  for (int c0 = threadIdx.x; c0 < kc; c0 += U * blockDim.x) {
     if (c0 != static_cast<int>(threadIdx.x)) {
       load_weight_tile(wv, wrow, c0, kc);
       h2_load_scales<false>(fmt, sv, srow, c0, kc);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int c = c0 + u * blockDim.x;
       if (c >= kc) break;
       uint4 xb[kQuads];
@@ -192,7 +224,7 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
       else
         h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
 #pragma unroll
-      for (int r = 0; r < kRowsPerBlock; ++r) {
+      for (int r = 0; r < R; ++r) {
         float s[F::kGroups];
         fmt.scales(sv[u][r], s);
 #pragma unroll
@@ -222,27 +254,27 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
   const int ew = __reduce_max_sync(0xffffffffu, e);
   if (e != ew) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerBlock; ++r) acc[r] = ldexpf(acc[r], e - ew);
+    for (int r = 0; r < R; ++r) acc[r] = ldexpf(acc[r], e - ew);
   }
-  // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l >> 3
-  const float v = warp_reduce_scatter<kRowsPerBlock>(acc, lane);
-  if ((lane & 7) == 0) partial[warp][lane >> 3] = v;
-  if (lane == 0) partial[warp][kRowsPerBlock] = __int_as_float(ew);  // the warp's exponent
+  // as gemv_core.cuh gemv_rows: lane l of each warp ends with the warp's sum of row l / kLanes
+  constexpr int kLanes = 32 / R;  // lanes a row's warp sum ends on
+  const float v = warp_reduce_scatter<R>(acc, lane);
+  if ((lane & (kLanes - 1)) == 0) partial[warp][lane / kLanes] = v;
+  if (lane == 0) partial[warp][R] = __int_as_float(ew);  // the warp's exponent
   __syncthreads();
   if (t >= 32) return;
   const int warps = static_cast<int>(blockDim.x >> 5);
   int big = 0;  // E
-  for (int i = 0; i < warps; ++i) big = max(big, __float_as_int(partial[i][kRowsPerBlock]));
+  for (int i = 0; i < warps; ++i) big = max(big, __float_as_int(partial[i][R]));
   float sum = 0.f;
-  if (t < kRowsPerBlock)
+  if (t < R)
     for (int i = 0; i < warps; ++i) {
-      const int ei = __float_as_int(partial[i][kRowsPerBlock]);
+      const int ei = __float_as_int(partial[i][R]);
       sum += ei == big ? partial[i][t] : ldexpf(partial[i][t], ei - big);
     }
   sum *= out_scale;
   if (big != 0) sum = ldexpf(sum, big);
-  H2Store<kOut>{}.template finish<1, kOut == H2Out::kF32>(
-      y, sum, t, static_cast<int>(blockIdx.x) * kRowsPerBlock, n);
+  Rows::finish(y, sum, t, n);
 }
 
 }  // namespace atlas::gemv

@@ -155,18 +155,25 @@ constexpr int kH2BlocksPerSm = 2;
 #else
 constexpr int kH2BlocksPerSm = 3;
 #endif
-#define ATLAS_NVFP4_H2_ENTRY(name, out)                                                    \
+#define ATLAS_NVFP4_H2_ENTRY(name, out, rows)                                              \
   extern "C" __global__ void __launch_bounds__(kMaxThreads, kH2BlocksPerSm)                 \
       name(const __nv_bfloat16* x, const uint8_t* w, const uint8_t* scale,                 \
            const float* row_scale, void* y, uint32_t m, uint32_t n, uint32_t k) {           \
     if (m != 1) __trap();                                                                   \
-    gemv_h2<Nvfp4H2, H2Out::out>(x, w,                                                      \
-                                 Nvfp4H2{reinterpret_cast<const uint16_t*>(scale), row_scale}, \
-                                 y, static_cast<int>(n), static_cast<int>(k), partial_sums); \
+    gemv_h2<Nvfp4H2, H2Out::out, rows>(                                                     \
+        x, w, Nvfp4H2{reinterpret_cast<const uint16_t*>(scale), row_scale}, y,              \
+        static_cast<int>(n), static_cast<int>(k), partial_sums);                            \
   }
-ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_bf16, kBf16)
-ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_f32, kF32)
-ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_swiglu_bf16, kSwiglu)
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_bf16, kBf16, 4)
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_f32, kF32, 4)
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2_swiglu_bf16, kSwiglu, 4)
+// The same products in 8-row blocks (ops/matmul_nvfp4.H2_ROWS, ATLAS_QUANT_H2_ROWS): one
+// chunk of each row a thread (k / 32 threads up to 256), so each x chunk's f16 conversion and
+// range check serve 8 rows instead of 4 (about 0.5 of the ~3 issue slots a weight are x's at
+// 4 rows); grid ceil(n / 8) (SwiGLU: 4 features a block).
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2x8_bf16, kBf16, 8)
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2x8_f32, kF32, 8)
+ATLAS_NVFP4_H2_ENTRY(gemv_nvfp4_h2x8_swiglu_bf16, kSwiglu, 8)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

@@ -217,6 +217,10 @@ GEMV_SILU_NVFP4_SINGLE = S("gemv_nvfp4", "gemv_silu_nvfp4_bf16_single",
 GEMV_NVFP4_H2 = S("gemv_nvfp4", "gemv_nvfp4_h2_bf16", "x:ptr w:ptr " + _NVFP4)
 GEMV_NVFP4_H2_F32 = S("gemv_nvfp4", "gemv_nvfp4_h2_f32", "x:ptr w:ptr " + _NVFP4)
 GEMV_NVFP4_H2_SWIGLU = S("gemv_nvfp4", "gemv_nvfp4_h2_swiglu_bf16", "x:ptr w:ptr " + _NVFP4)
+# ... in 8-row blocks (one chunk of each row a thread: x's conversion shared by 8 rows)
+GEMV_NVFP4_H2X8 = S("gemv_nvfp4", "gemv_nvfp4_h2x8_bf16", "x:ptr w:ptr " + _NVFP4)
+GEMV_NVFP4_H2X8_F32 = S("gemv_nvfp4", "gemv_nvfp4_h2x8_f32", "x:ptr w:ptr " + _NVFP4)
+GEMV_NVFP4_H2X8_SWIGLU = S("gemv_nvfp4", "gemv_nvfp4_h2x8_swiglu_bf16", "x:ptr w:ptr " + _NVFP4)
 DEQUANT_NVFP4 = S("gemv_nvfp4", "dequant_nvfp4_bf16",
                   "w:ptr scale:ptr row_scale:ptr w_out:ptr n:u32 k:u32")
 # the same FP8 / NVFP4 products on tensor cores for decode batches of 1..64 rows

@@ -18,23 +18,27 @@ from .matmul import GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
 H2Out = Literal["bf16", "f32", "swiglu"]
 
 
-def h2_threads(chunks: int) -> int:
-    """Threads per block for rows of `chunks` 16-byte weight chunks: two chunks of each row
-    per thread (gemv_core's kUnroll, every load slot used; small blocks, many of them per
-    SM), up to 256."""
-    return warp_threads(-(-chunks // 2), GEMV_MAX_THREADS)
+def h2_threads(chunks: int, rows: int = GEMV_ROWS_PER_BLOCK) -> int:
+    """Threads per block for rows of `chunks` 16-byte weight chunks: eight weight chunks a
+    thread in flight, two of each row in 4-row blocks (gemv_core's kUnroll), one in 8-row
+    blocks (every load slot used; small blocks, many of them per SM), up to 256."""
+    per_thread = 2 * GEMV_ROWS_PER_BLOCK // rows
+    return warp_threads(-(-chunks // per_thread), GEMV_MAX_THREADS)
 
 
 def launch_h2(kc: KernelCache, stream: Stream, sigs: Mapping[str, KernelSig], out: H2Out,
               x: DevicePtr, y: DevicePtr, n: int, k: int, chunk_values: int,
-              weight: tuple[DevicePtr, ...], tail: tuple[int, ...] = ()) -> None:
+              weight: tuple[DevicePtr, ...], tail: tuple[int, ...] = (),
+              rows: int = GEMV_ROWS_PER_BLOCK) -> None:
     """One row on the format's entry point for `out` (`sigs`: output -> signature), whose
     arguments are x, the `weight` pointers, y, m = 1, n, k, then `tail` (the format's other
-    scalars). The weight checked its own preconditions (k, alignment) when it was built."""
+    scalars), in blocks of `rows` weight rows (4, or 8 for the 8-row entry points). The
+    weight checked its own preconditions (k, alignment) when it was built."""
     sig = sigs[out]
     if out == "swiglu" and n % 2:
         raise ValueError(f"{sig.func}: the SwiGLU output needs an even n, got [{n}, {k}]")
     require_aligned(sig.func, "x", x, 16)  # 16-byte x loads
     require_aligned(sig.func, "y", y, 4 if out == "f32" else 2)
-    blocks = -(-n // GEMV_ROWS_PER_BLOCK)  # SwiGLU: two features of n / 2 a block, the same
-    kc.get(sig)(stream, blocks, h2_threads(k // chunk_values), 0, x, *weight, y, 1, n, k, *tail)
+    blocks = -(-n // rows)  # SwiGLU: rows / 2 features of n / 2 a block, the same
+    kc.get(sig)(stream, blocks, h2_threads(k // chunk_values, rows), 0, x, *weight, y, 1, n, k,
+                *tail)

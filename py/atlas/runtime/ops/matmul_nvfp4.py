@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32,
-                          GEMV_NVFP4_H2_SWIGLU, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
+                          GEMV_NVFP4_H2_SWIGLU, GEMV_NVFP4_H2X8, GEMV_NVFP4_H2X8_F32,
+                          GEMV_NVFP4_H2X8_SWIGLU, GEMV_NVFP4_SINGLE, GEMV_SILU_NVFP4,
                           GEMV_SILU_NVFP4_SINGLE)
 from . import KernelCache, matmul_quant_mma
 from .matmul import GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK
@@ -30,6 +31,10 @@ H2_BY_DEFAULT = True
 
 #: the half-precision-FMA GEMV's entry points by output: y bf16, f32 logits, SwiGLU act
 _H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU}
+#: ... in 8-row blocks
+_H2X8 = {"bf16": GEMV_NVFP4_H2X8, "f32": GEMV_NVFP4_H2X8_F32, "swiglu": GEMV_NVFP4_H2X8_SWIGLU}
+#: the half-precision-FMA GEMV's rows a block unless ATLAS_QUANT_H2_ROWS says otherwise
+H2_ROWS = 4
 
 
 def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
@@ -47,10 +52,12 @@ def uses_h2(kc: KernelCache, w: object, m: int) -> bool:
 
 def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight", y: DevicePtr,
             out: H2Out = "bf16") -> None:
-    """One row on gemv_nvfp4_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
-    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
-    launch_h2(kc, stream, _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
-              (w.codes, w.scales, w.row_scales))
+    """One row on gemv_nvfp4_h2_* (gemv_nvfp4_h2x8_* in 8-row blocks: `H2_ROWS`): y [1, n]
+    bf16 (`out` 'bf16'), f32 logits ('f32'), or the SwiGLU activation [1, n / 2] of the
+    fused [gate | up] weight ('swiglu', n even)."""
+    rows = kc.routes.quant_h2_rows or H2_ROWS
+    launch_h2(kc, stream, _H2X8 if rows == 8 else _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
+              (w.codes, w.scales, w.row_scales), rows=rows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
   the tensor-core route; unset, the launch builder's rule (ops/matmul_nvfp4.H2_BY_DEFAULT).
   The A/B of issue 12's batch-1 NVFP4 GEMVs.
+* ATLAS_QUANT_H2_ROWS=4|8: the NVFP4 half-precision-FMA GEMV's rows a block (8: one chunk
+  of each row a thread, gemv_nvfp4_h2x8_*, each x chunk's conversion shared by twice the
+  rows); unset, ops/matmul_nvfp4.H2_ROWS.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -497,6 +500,7 @@ class KernelRoutes:
     quant_fp8_core: bool | None = None
     quant_fp8_core_swiglu: bool | None = None
     quant_nvfp4_h2: bool | None = None
+    quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -555,6 +559,9 @@ class KernelRoutes:
         if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
             raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
                              f"{GEMV_RING_STAGES} or unset")
+        h2_rows = env.get("ATLAS_QUANT_H2_ROWS", "").strip()
+        if h2_rows and h2_rows not in ("4", "8"):
+            raise ValueError(f"ATLAS_QUANT_H2_ROWS={h2_rows!r} must be 4, 8 or unset")
         split = env.get("ATLAS_DECODE_GEMM_SPLIT", "").strip()
         if split and split not in {str(s) for s in DECODE_GEMM_TMA_SPLITS}:
             raise ValueError(f"ATLAS_DECODE_GEMM_SPLIT={split!r} must be one of "
@@ -609,6 +616,7 @@ class KernelRoutes:
                    quant_fp8_core=_env_tristate(env, "ATLAS_QUANT_FP8_CORE"),
                    quant_fp8_core_swiglu=_env_tristate(env, "ATLAS_QUANT_FP8_CORE_SWIGLU"),
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
+                   quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",

@@ -24,6 +24,7 @@ from ...core.quant import NVFP4_GROUP, dequantize_nvfp4
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEMV_MMA_NVFP4_SMALL,
                           GEMV_NVFP4, GEMV_NVFP4_H2, GEMV_NVFP4_H2_F32, GEMV_NVFP4_H2_SWIGLU,
+                          GEMV_NVFP4_H2X8, GEMV_NVFP4_H2X8_F32, GEMV_NVFP4_H2X8_SWIGLU,
                           GEMV_NVFP4_SINGLE, GEMV_QD_NVFP4, GEMV_QD_NVFP4_F32,
                           GEMV_QD_NVFP4_LUT, GEMV_QD_NVFP4_LUT_F32, GEMV_QD_NVFP4_LUT_SWIGLU,
                           GEMV_QD_NVFP4_N1, GEMV_QD_NVFP4_N1_F32, GEMV_QD_NVFP4_N1_SWIGLU,
@@ -126,12 +127,14 @@ def _h2_bits(mem: HostMemory, block: Dim3, x: int, w: int, scale: int, row_scale
 
 
 @reference(GEMV_NVFP4_H2)  # gemv_nvfp4.cu: one row on packed half-precision FMAs
+@reference(GEMV_NVFP4_H2X8)  # ... in 8-row blocks: the same products (block[0] threads)
 def gemv_nvfp4_h2_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                        row_scale: int, y: int, m: int, n: int, k: int) -> None:
     mem.view(y, np.uint16, n)[:] = _h2_bits(mem, block, x, w, scale, row_scale, n, k)
 
 
 @reference(GEMV_NVFP4_H2_F32)
+@reference(GEMV_NVFP4_H2X8_F32)
 def gemv_nvfp4_h2_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                       row_scale: int, y: int, m: int, n: int, k: int) -> None:
     """y f32 [n]: the bf16-rounded product widened (a quantized LM head's logits)."""
@@ -140,6 +143,7 @@ def gemv_nvfp4_h2_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, 
 
 
 @reference(GEMV_NVFP4_H2_SWIGLU)
+@reference(GEMV_NVFP4_H2X8_SWIGLU)
 def gemv_nvfp4_h2_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                               scale: int, row_scale: int, y: int, m: int, n: int, k: int
                               ) -> None:
