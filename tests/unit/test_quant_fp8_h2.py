@@ -55,7 +55,8 @@ def test_the_switch_parses_and_defaults_to_the_launch_builders_rule() -> None:
     assert not matmul_quant.uses_fp8_h2(KernelCache(dev, OFF), w, 1)
 
 
-@pytest.mark.parametrize("layout, k, threads", [("block", 4096, 128), ("block", 12288, 256),
+# k 12,288: 768 chunks, two full passes of 192 threads (matmul_h2.h2_threads)
+@pytest.mark.parametrize("layout, k, threads", [("block", 4096, 128), ("block", 12288, 192),
                                                 ("block", 1040, 64), ("channel", 3072, 96),
                                                 ("tensor", 16, 32)])
 def test_one_row_launches_four_rows_a_block_two_chunks_a_thread(layout: str, k: int,

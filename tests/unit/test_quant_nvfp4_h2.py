@@ -28,7 +28,7 @@ from atlas.runtime.reference.gemv_h2 import h2_guard_exponents
 from atlas.runtime.reference.gemv_nvfp4 import h2_product
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
-H2 = KernelRoutes(quant_nvfp4_h2=True)
+H2 = KernelRoutes(quant_nvfp4_h2=True, quant_h2_rows=4)  # the 4-row blocks; 8 below
 
 
 def _mock() -> HopperQuantMock:
@@ -60,10 +60,14 @@ def test_one_row_launches_four_rows_a_block_two_chunks_a_thread(k: int, threads:
     assert (rec.args["y"], rec.args["m"], rec.args["n"], rec.args["k"]) == (y, 1, n, k)
 
 
-@pytest.mark.parametrize("k, threads", [(4096, 128), (12288, 256), (1056, 64), (64, 32)])
+@pytest.mark.parametrize("k, threads", [(4096, 128), (12288, 192), (1056, 64), (64, 32),
+                                        (20512, 224)])
 def test_eight_row_blocks_take_one_chunk_of_each_row_a_thread(k: int, threads: int) -> None:
-    """ATLAS_QUANT_H2_ROWS=8: gemv_nvfp4_h2x8_* over ceil(n / 8) blocks (SwiGLU: 4 features a
-    block), k / 32 threads up to 256."""
+    """ATLAS_QUANT_H2_ROWS=8 (the default, H2_ROWS): gemv_nvfp4_h2x8_* over ceil(n / 8)
+    blocks (SwiGLU: 4 features a block), k / 32 threads up to 256; past 256 chunks as few
+    threads as keep every pass full (384 chunks: 2 passes of 192, not 256 + 128; 641: 3
+    of 224)."""
+    assert matmul_nvfp4.H2_ROWS == 8
     assert KernelRoutes.from_env({"ATLAS_QUANT_H2_ROWS": "8"}).quant_h2_rows == 8
     with pytest.raises(ValueError, match="ATLAS_QUANT_H2_ROWS"):
         KernelRoutes.from_env({"ATLAS_QUANT_H2_ROWS": "6"})
