@@ -8,9 +8,10 @@
 // bytes/s: 7.8 a byte, everything included), and they streamed at 35-68% of copy. Here a
 // weight word decodes straight to f16 pairs (the format's `decode`: NVFP4 by byte-table
 // PRMTs, E4M3 by the hardware convert), x is converted to f16 pairs once per chunk (shared
-// by the block's 4 rows), and one HFMA2 takes two products. The bf16 GEMV's mould otherwise:
-// 4 rows a block, two 16-byte chunks of each row a thread in flight, weights requested
-// before the PDL wait, many small blocks.
+// by the block's R rows), and one HFMA2 takes two products. The bf16 GEMV's mould otherwise:
+// R = 4 rows a block and two 16-byte chunks of each row a thread in flight, or R = 8 rows and
+// one chunk of each (x's conversion shared by twice the rows), weights requested before the
+// PDL wait, many small blocks.
 //
 // Summation order: a chunk's values split into 16-value scale groups (NVFP4: two, FP8: one);
 // within a group a half2 accumulator takes the products of pairs (v0, v1) .. (v14, v15) in
@@ -41,8 +42,9 @@
 // `Row` (its per-row scale addressing: row(n_index)), `Scales` (a chunk's scales as loaded:
 // load<kPreWait>(row, chunk), zero past the row end) widened by scales(), decode(word) and
 // out_scale(row) (the factor of a row's total, read before the PDL wait).
-// Launch: grid ceil(n / 4) (SwiGLU too: two features of n / 2 a block), block min(256,
-// roundup32(ceil(chunks a row / 2))); x and w 16-byte aligned; SwiGLU: n even.
+// Launch (ops/matmul_h2.py launch_h2): grid ceil(n / R) (SwiGLU too: R / 2 features of n / 2
+// a block), block h2_threads (the fewest warps' threads, up to 256, that keep each pass over
+// a row's chunks full); x and w 16-byte aligned; SwiGLU: n even.
 #pragma once
 
 #include <cuda_fp16.h>

@@ -144,8 +144,8 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 // ATLAS_QUANT_NVFP4_H2): y bf16, y f32 (a quantized LM head's logits: the bf16-rounded sums
 // widened), and the fused [gate | up] weight's product ending with its SwiGLU (y = act
 // [1, n / 2], two features a block). Launch: grid ceil(n / 4) (SwiGLU ceil(n / 4) too: two
-// features of n / 2), block min(256, roundup32(ceil(k / 64))); k % 32 == 0, x and w
-// 16-byte aligned, scale 2-byte aligned; SwiGLU: n even.
+// features of n / 2), block ops/matmul_h2.h2_threads (ceil(k / 64) rounded to warps, up to
+// 256); k % 32 == 0, x and w 16-byte aligned, scale 2-byte aligned; SwiGLU: n even.
 // Launch bounds: 85 registers or fewer on sm_90a (80 used, no spills: twelve 2-warp blocks
 // an SM at k = 4,096; Nsight Compute names registers as the occupancy limit, but a 64-register
 // bound spills 104 bytes and measured 3.079 ms a step against 2.545, gpu80); sm_121 (gb10)
