@@ -34,8 +34,8 @@ _H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_
 #: ... in 8-row blocks
 _H2X8 = {"bf16": GEMV_NVFP4_H2X8, "f32": GEMV_NVFP4_H2X8_F32, "swiglu": GEMV_NVFP4_H2X8_SWIGLU}
 #: the half-precision-FMA GEMV's rows a block unless ATLAS_QUANT_H2_ROWS says otherwise: 8
-#: (gpu99, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step, rows 4 / 8 / 8 / 4: 2.555 / 2.460 /
-#: 2.473 / 2.544; with the LM head NVFP4 2.400 / 2.311)
+#: (gpu100, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step, rows 8 / 4 / 8 / 4: 2.395 / 2.554 /
+#: 2.386 / 2.555; with the LM head NVFP4 2.235 / 2.405)
 H2_ROWS = 8
 
 
