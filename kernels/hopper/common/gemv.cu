@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_swiglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
                             __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu{});
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<>{});
 }
 
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1

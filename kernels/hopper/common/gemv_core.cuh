@@ -20,7 +20,7 @@
 // An output policy (`Out`) stores the block's reduced sums: `StoreY` writes y;
 // `StoreSwiglu` ends a fused [gate | up] product with its SwiGLU. It also says which
 // weight rows the block owns (`Out::row(r, n)`, the weight row of block row r): 4 consecutive
-// rows (`consecutive_row`), or StoreSwiglu's two gate rows and their two up rows. A row's sum
+// rows, or StoreSwiglu's two gate rows and their two up rows. A row's sum
 // does not depend on which block row holds it (every thread's FMA chain is the same, and
 // the warp and block reductions combine the same lanes and warps in the same order for
 // every value: floating-point addition commutes), so a remapped row gets the bits the
@@ -115,21 +115,21 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
 };
 
 // ---- output policies: what the block does with its reduced sums --------------------------
-// `finish` is called by every lane of warp 0 (an output policy may shuffle); lane t < M x
-// kRowsPerBlock holds the sum of output (m, Out::row(r, n)), t = m * kRowsPerBlock + r.
+// Both take R, the rows a block (kRowsPerBlock here; gemv_h2.cuh's 8-row blocks R = 8).
+// `finish` is called by every lane of warp 0 (an output policy may shuffle); lane t < M x R
+// holds the sum of output (m, Out::row(r, n)), t = m * R + r.
 
-// The plain mapping: block b owns weight rows 4 b .. 4 b + 3; rows past n re-read row n - 1
-// (never stored).
-__device__ __forceinline__ int consecutive_row(int r, int n) {
-  return min(static_cast<int>(blockIdx.x) * kRowsPerBlock + r, n - 1);
-}
-
+// The plain mapping: block b owns weight rows R b .. R b + R - 1; rows past n re-read row
+// n - 1 (never stored).
+template <int R = kRowsPerBlock>
 struct StoreY {
-  __device__ __forceinline__ static int row(int r, int n) { return consecutive_row(r, n); }
+  __device__ __forceinline__ static int row(int r, int n) {
+    return min(static_cast<int>(blockIdx.x) * R + r, n - 1);
+  }
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
-    if (t >= M * kRowsPerBlock) return;
-    const int m = t / kRowsPerBlock, row = row0 + t % kRowsPerBlock;
+    if (t >= M * R) return;
+    const int m = t / R, row = row0 + t % R;
     if (row >= n) return;
     const size_t at = static_cast<size_t>(m) * n + row;
     if (kF32Out)  // logits: the bf16-rounded value, widened (transformers' bf16 LM head)
@@ -140,28 +140,31 @@ struct StoreY {
 };
 
 // A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: block b owns
-// the gate rows of features 2 b, 2 b + 1 (block rows 0, 1) and their up rows I + 2 b,
-// I + 2 b + 1 (rows 2, 3), and writes act[2 b + t] = bf16(swiglu(bf16(gate), bf16(up))),
-// t = 0, 1: the plain GEMV's bf16 outputs (the same sums, see above) through silu_mul_bf16's
-// arithmetic (atlas::swiglu_f32), so act is bit for bit the GEMV followed by silu_mul. Grid
-// ceil(I / 2) = ceil(n / 4); n even. An odd I leaves the last block's feature 2 b + 1 past
-// the end: its rows re-read feature I - 1's and it is not stored.
+// the gate rows of its F = R / 2 features F b .. F b + F - 1 (block rows 0 .. F - 1) and
+// their up rows I + F b .. (rows F .. R - 1), and writes act[F b + t] = bf16(swiglu(
+// bf16(gate), bf16(up))), t < F: the plain GEMV's bf16 outputs (the same sums, see above)
+// through silu_mul_bf16's arithmetic (atlas::swiglu_f32), so act is bit for bit the GEMV
+// followed by silu_mul. Grid ceil(I / F) = ceil(n / R); n even. Features of the last block
+// past I re-read feature I - 1's rows and are not stored.
+template <int R = kRowsPerBlock>
 struct StoreSwiglu {
+  static constexpr int kFeatures = R / 2;
+  static_assert(R % 2 == 0, "a block's rows are (gate, up) pairs");
   __device__ __forceinline__ static int row(int r, int n) {
-    const int inter = n >> 1, j = min(static_cast<int>(blockIdx.x) * 2 + (r & 1), inter - 1);
-    return r < 2 ? j : inter + j;
+    const int inter = n >> 1;
+    const int j = min(static_cast<int>(blockIdx.x) * kFeatures + r % kFeatures, inter - 1);
+    return r < kFeatures ? j : inter + j;
   }
   template <int M, bool kF32Out>
   __device__ __forceinline__ void finish(void* act, float sum, int t, int, int n) const {
     static_assert(M == 1 && !kF32Out, "the SwiGLU epilogue is single-row bf16");
-    const float up = __shfl_down_sync(0xffffffffu, sum, 2);  // lanes 0, 1: gate; 2, 3: up
-    const int j = static_cast<int>(blockIdx.x) * 2 + t;
-    if (t < 2 && j < (n >> 1))
+    const float up = __shfl_down_sync(0xffffffffu, sum, kFeatures);  // lanes < F: gate
+    const int j = static_cast<int>(blockIdx.x) * kFeatures + t;
+    if (t < kFeatures && j < (n >> 1))
       static_cast<__nv_bfloat16*>(act)[j] = atlas::f32_to_bf16(
           atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
   }
 };
-static_assert(kRowsPerBlock == 4, "StoreSwiglu maps two (gate, up) row pairs to a block");
 
 // kUnroll chunks of each of the block's rows, starting at chunk c0 (zeros past the row end).
 // kPreWait: the tile requested before the PDL wait, through atlas::ld_prefetch (ptxas sinks
@@ -181,7 +184,7 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[U][R], const uint4*
   }
 }
 
-template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY>
+template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY<>>
 __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
                                           float (*partial)[kMaxAcc], Out out = Out{}) {

@@ -49,6 +49,8 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "gemv_core.cuh"
 #include "quant_decode.cuh"
 
@@ -56,41 +58,10 @@ namespace atlas::gemv {
 
 enum class H2Out { kBf16, kF32, kSwiglu };
 
-// The rows of an R-row block and the store of its sums: `row(r, n)` the weight row of block
-// row r (rows R b + r, or for the SwiGLU the gate rows of features (R / 2) b + i, i < R / 2,
-// then their up rows; clamped, never stored past the end), `finish` called by every lane of
-// warp 0, lane t < R holding the block's sum of block row t. At R = 4 these are gemv_core's
-// StoreY / StoreSwiglu (one row, bf16 or the f32 logits' widened bf16; silu_mul's rounding).
+// The rows of an R-row block and the store of its sums: gemv_core.cuh's output policies in
+// R-row blocks (StoreSwiglu: R / 2 features a block)
 template <H2Out kOut, int R>
-struct H2Rows {
-  static constexpr int kFeatures = R / 2;  // SwiGLU features a block
-  __device__ __forceinline__ static int row(int r, int n) {
-    const int b = static_cast<int>(blockIdx.x);
-    if constexpr (kOut == H2Out::kSwiglu) {
-      const int inter = n >> 1, j = min(b * kFeatures + r % kFeatures, inter - 1);
-      return r < kFeatures ? j : inter + j;
-    } else {
-      return min(b * R + r, n - 1);
-    }
-  }
-  __device__ __forceinline__ static void finish(void* y, float sum, int t, int n) {
-    const int b = static_cast<int>(blockIdx.x);
-    if constexpr (kOut == H2Out::kSwiglu) {
-      const float up = __shfl_down_sync(0xffffffffu, sum, kFeatures);  // lanes < R / 2: gate
-      const int j = b * kFeatures + t;
-      if (t < kFeatures && j < (n >> 1))
-        static_cast<__nv_bfloat16*>(y)[j] = atlas::f32_to_bf16(
-            atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
-    } else {
-      const int row = b * R + t;
-      if (t >= R || row >= n) return;
-      if constexpr (kOut == H2Out::kF32)  // logits: the bf16-rounded value, widened
-        static_cast<float*>(y)[row] = atlas::round_bf16(sum);
-      else
-        static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(sum);
-    }
-  }
-};
+using H2Rows = std::conditional_t<kOut == H2Out::kSwiglu, StoreSwiglu<R>, StoreY<R>>;
 
 // bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
 // for |x down| in f16's normal range
@@ -276,7 +247,8 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
     }
   sum *= out_scale;
   if (big != 0) sum = ldexpf(sum, big);
-  Rows::finish(y, sum, t, n);
+  const int row0 = static_cast<int>(blockIdx.x) * R;
+  Rows{}.template finish<1, kOut == H2Out::kF32>(y, sum, t, row0, n);
 }
 
 }  // namespace atlas::gemv

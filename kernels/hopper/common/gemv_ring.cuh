@@ -142,7 +142,7 @@ __device__ __forceinline__ void gemv_ring_rows(XLoad xload, const __nv_bfloat16*
       float sum = 0.f;
       if (tid < M * kRowsPerBlock)
         for (int i = 0; i < (threads >> 5); ++i) sum += part[i][tid];
-      StoreY{}.template finish<M, kF32Out>(y, sum, tid, row0, n);
+      StoreY<>{}.template finish<M, kF32Out>(y, sum, tid, row0, n);
     }
 #pragma unroll
     for (int i = 0; i < V; ++i) acc[i] = 0.f;
