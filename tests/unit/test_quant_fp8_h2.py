@@ -29,7 +29,7 @@ from atlas.runtime.reference.gemv_fp8 import H2_CHUNK, H2_GUARD_EXP, h2_product
 from atlas.runtime.reference.gemv_h2 import h2_guard_exponents
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
-H2 = KernelRoutes(quant_fp8_h2=True, quant_h2_rows=4)  # the 4-row blocks; 8 below
+H2 = KernelRoutes(quant_fp8_h2=True)
 OFF = KernelRoutes.from_env({"ATLAS_QUANT_FP8_H2": "0"})
 
 
@@ -74,26 +74,6 @@ def test_one_row_launches_four_rows_a_block_two_chunks_a_thread(layout: str, k: 
     assert (rec.args["m"], rec.args["n"], rec.args["k"]) == (1, n, k)
     assert (rec.args["row_shift"], rec.args["row_stride"], rec.args["col_shift"],
             rec.args["col_stride"]) == w.map_args
-
-
-@pytest.mark.parametrize("layout, k, threads", [("block", 4096, 256), ("block", 12288, 256),
-                                                ("block", 1040, 96), ("tensor", 16, 32)])
-def test_eight_row_blocks_take_one_chunk_of_each_row_a_thread(layout: str, k: int,
-                                                              threads: int) -> None:
-    """ATLAS_QUANT_H2_ROWS=8: gemv_fp8_h2x8_* over ceil(n / 8) blocks (SwiGLU: 4 features
-    a block), one 16-value chunk of each row a thread (k 12,288: 768 chunks, 3 full passes of
-    256); unset, FP8_H2_ROWS."""
-    assert matmul_quant.FP8_H2_ROWS in (4, 8)
-    dev = _mock()
-    kc = KernelCache(dev, KernelRoutes(quant_fp8_h2=True, quant_h2_rows=8))
-    n = 4101
-    QuantLinear(_weight(dev, layout, n, k)).linear(kc, 0, dev.alloc(2 * k), dev.alloc(2 * n), 1)
-    gate_up = QuantLinear(_weight(dev, layout, 2 * 12289, k))
-    gate_up.linear_swiglu(kc, 0, dev.alloc(2 * k), dev.alloc(2 * 12289), 1)
-    (rec, sw) = dev.drain_launches()
-    assert (rec.module, rec.func) == ("gemv_fp8", "gemv_fp8_h2x8_bf16")
-    assert rec.grid[0] == -(-n // 8) and rec.block[0] == threads
-    assert sw.func == "gemv_fp8_h2x8_swiglu_bf16" and sw.grid[0] == -(-12289 // 4)
 
 
 def test_logits_and_the_gate_up_swiglu_take_their_entry_points() -> None:

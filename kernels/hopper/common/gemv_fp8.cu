@@ -202,34 +202,19 @@ constexpr int kFp8H2BlocksPerSm = 3;
 #else
 constexpr int kFp8H2BlocksPerSm = 4;
 #endif
-#define ATLAS_FP8_H2_ENTRY(name, out, rows, blocks)                                       \
-  extern "C" __global__ void __launch_bounds__(kMaxThreads, blocks)                         \
+#define ATLAS_FP8_H2_ENTRY(name, out)                                                      \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, kFp8H2BlocksPerSm)              \
       name(const __nv_bfloat16* x, const uint8_t* w, const float* scale, void* y,          \
            uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride,    \
            uint32_t col_shift, uint32_t col_stride) {                                      \
     if (m != 1) __trap();                                                                  \
-    gemv_h2<Fp8H2, H2Out::out, rows>(x, w, Fp8H2{scale, row_shift, row_stride, col_shift,   \
-                                                  col_stride},                              \
-                                     y, static_cast<int>(n), static_cast<int>(k),          \
-                                     partial_sums);                                        \
+    gemv_h2<Fp8H2, H2Out::out>(x, w, Fp8H2{scale, row_shift, row_stride, col_shift,         \
+                                            col_stride},                                    \
+                               y, static_cast<int>(n), static_cast<int>(k), partial_sums); \
   }
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16, 4, kFp8H2BlocksPerSm)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32, 4, kFp8H2BlocksPerSm)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu, 4, kFp8H2BlocksPerSm)
-// The same products in 8-row blocks (ops/matmul_quant.FP8_H2_ROWS, ATLAS_QUANT_H2_ROWS): one
-// 16-value chunk of each row a thread (k / 16 threads up to 256), each x chunk's f16
-// conversion and range check serving 8 rows instead of 4 (x's share of the issue slots is
-// larger here than NVFP4's: one E4M3 convert a weight pair against four PRMTs for eight
-// values); grid ceil(n / 8) (SwiGLU: 4 features a block). Launch bounds: 85 registers or
-// fewer on sm_90a (79 used, no spills; under 64 they spill 28 bytes), 128 on sm_121.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-constexpr int kFp8H2x8BlocksPerSm = 2;
-#else
-constexpr int kFp8H2x8BlocksPerSm = 3;
-#endif
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_bf16, kBf16, 8, kFp8H2x8BlocksPerSm)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_f32, kF32, 8, kFp8H2x8BlocksPerSm)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_swiglu_bf16, kSwiglu, 8, kFp8H2x8BlocksPerSm)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

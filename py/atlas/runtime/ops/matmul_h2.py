@@ -2,7 +2,8 @@
 (kernels/hopper/common/gemv_h2.cuh): one launch shape for every weight format the kernel
 takes (NVFP4: `matmul_nvfp4.gemv_h2`, FP8: `matmul_quant.gemv_fp8_h2`) and its three outputs.
 A block owns 4 weight rows (SwiGLU: the gate and up rows of two features), each thread two
-16-byte chunks of each row at a time, or 8 rows (four features) and one chunk of each."""
+16-byte chunks of each row at a time, or 8 rows (four features) and one chunk of each (the
+NVFP4 default, `matmul_nvfp4.H2_ROWS`)."""
 
 from __future__ import annotations
 
@@ -30,17 +31,15 @@ def h2_threads(chunks: int, rows: int = GEMV_ROWS_PER_BLOCK) -> int:
     return warp_threads(-(-chunks // (per_thread * passes)), GEMV_MAX_THREADS)
 
 
-def launch_h2(kc: KernelCache, stream: Stream, sigs: Mapping[int, Mapping[str, KernelSig]],
-              out: H2Out, x: DevicePtr, y: DevicePtr, n: int, k: int, chunk_values: int,
+def launch_h2(kc: KernelCache, stream: Stream, sigs: Mapping[str, KernelSig], out: H2Out,
+              x: DevicePtr, y: DevicePtr, n: int, k: int, chunk_values: int,
               weight: tuple[DevicePtr, ...], tail: tuple[int, ...] = (),
               rows: int = GEMV_ROWS_PER_BLOCK) -> None:
-    """One row on the format's entry point for `out` in blocks of `rows` weight rows, the
-    format's default unless ATLAS_QUANT_H2_ROWS says otherwise (`sigs`: rows -> output ->
-    signature, 4 and 8), whose arguments are x, the `weight` pointers, y, m = 1, n, k, then
-    `tail` (the format's other scalars). The weight checked its own preconditions (k,
-    alignment) when it was built."""
-    rows = kc.routes.quant_h2_rows or rows
-    sig = sigs[rows][out]
+    """One row on the format's entry point for `out` (`sigs`: output -> signature), whose
+    arguments are x, the `weight` pointers, y, m = 1, n, k, then `tail` (the format's other
+    scalars), in blocks of `rows` weight rows (4, or 8 for the 8-row entry points). The
+    weight checked its own preconditions (k, alignment) when it was built."""
+    sig = sigs[out]
     if out == "swiglu" and n % 2:
         raise ValueError(f"{sig.func}: the SwiGLU output needs an even n, got [{n}, {k}]")
     require_aligned(sig.func, "x", x, 16)  # 16-byte x loads

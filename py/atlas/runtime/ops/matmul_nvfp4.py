@@ -29,11 +29,10 @@ CHUNK_VALUES = 32
 #: at gpu21); ATLAS_QUANT_NVFP4_H2=0 restores the tensor-core route, the lead's A/B decides.
 H2_BY_DEFAULT = True
 
-#: the half-precision-FMA GEMV's entry points by rows a block and output: y bf16, f32
-#: logits, SwiGLU act
-_H2 = {4: {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU},
-       8: {"bf16": GEMV_NVFP4_H2X8, "f32": GEMV_NVFP4_H2X8_F32,
-           "swiglu": GEMV_NVFP4_H2X8_SWIGLU}}
+#: the half-precision-FMA GEMV's entry points by output: y bf16, f32 logits, SwiGLU act
+_H2 = {"bf16": GEMV_NVFP4_H2, "f32": GEMV_NVFP4_H2_F32, "swiglu": GEMV_NVFP4_H2_SWIGLU}
+#: ... in 8-row blocks
+_H2X8 = {"bf16": GEMV_NVFP4_H2X8, "f32": GEMV_NVFP4_H2X8_F32, "swiglu": GEMV_NVFP4_H2X8_SWIGLU}
 #: the half-precision-FMA GEMV's rows a block unless ATLAS_QUANT_H2_ROWS says otherwise: 8
 #: (gpu100, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step, rows 8 / 4 / 8 / 4: 2.395 / 2.554 /
 #: 2.386 / 2.555; with the LM head NVFP4 2.235 / 2.405)
@@ -58,8 +57,9 @@ def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "Nvfp4Weight", y: 
     """One row on gemv_nvfp4_h2_* (gemv_nvfp4_h2x8_* in 8-row blocks: `H2_ROWS`): y [1, n]
     bf16 (`out` 'bf16'), f32 logits ('f32'), or the SwiGLU activation [1, n / 2] of the
     fused [gate | up] weight ('swiglu', n even)."""
-    launch_h2(kc, stream, _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
-              (w.codes, w.scales, w.row_scales), rows=H2_ROWS)
+    rows = kc.routes.quant_h2_rows or H2_ROWS
+    launch_h2(kc, stream, _H2X8 if rows == 8 else _H2, out, x, y, w.n, w.k, CHUNK_VALUES,
+              (w.codes, w.scales, w.row_scales), rows=rows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,7 @@ from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
-                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_H2X8, GEMV_FP8_H2X8_F32,
-                          GEMV_FP8_H2X8_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
@@ -100,12 +99,8 @@ FP8_CORE_BY_DEFAULT = True
 #: other order 3.120 vs 3.041), though it issues ~1.5 slots a weight to the convert GEMV's ~3.
 FP8_H2_BY_DEFAULT = False
 
-#: the FP8 half-precision-FMA GEMV's entry points by rows a block and output
-_FP8_H2 = {4: {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU},
-           8: {"bf16": GEMV_FP8_H2X8, "f32": GEMV_FP8_H2X8_F32, "swiglu": GEMV_FP8_H2X8_SWIGLU}}
-#: its rows a block unless ATLAS_QUANT_H2_ROWS says otherwise: 4 until the 8-row entry
-#: points (x's conversion shared by twice the rows) are timed
-FP8_H2_ROWS = 4
+#: the FP8 half-precision-FMA GEMV's entry points by output
+_FP8_H2 = {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU}
 
 
 def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
@@ -125,8 +120,7 @@ def gemv_fp8_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: 
                 out: H2Out = "bf16") -> None:
     """One row on gemv_fp8_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
     SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
-    launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales), w.map_args,
-              rows=FP8_H2_ROWS)
+    launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales), w.map_args)
 
 
 def uses_h2(kc: KernelCache, w: object, m: int) -> bool:

@@ -71,10 +71,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
   the tensor-core route; unset, the launch builder's rule (ops/matmul_nvfp4.H2_BY_DEFAULT).
   The A/B of issue 12's batch-1 NVFP4 GEMVs.
-* ATLAS_QUANT_H2_ROWS=4|8: the half-precision-FMA GEMVs' rows a block (8: one chunk of each
-  row a thread, gemv_nvfp4_h2x8_* / gemv_fp8_h2x8_*, each x chunk's conversion shared by
-  twice the rows); unset, the format's default (ops/matmul_nvfp4.H2_ROWS,
-  ops/matmul_quant.FP8_H2_ROWS).
+* ATLAS_QUANT_H2_ROWS=4|8: the NVFP4 half-precision-FMA GEMV's rows a block (8: one chunk
+  of each row a thread, gemv_nvfp4_h2x8_*, each x chunk's conversion shared by twice the
+  rows); unset, ops/matmul_nvfp4.H2_ROWS.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
