@@ -86,6 +86,26 @@ __device__ __forceinline__ void prefetch_weight(const __nv_bfloat16* w, uint32_t
   }
 }
 
+// The norms' PDL entry. ATLAS_NORM_EARLY_TRIGGER=1 lets the next kernel launch before this
+// one's wait (an exception to atlas_common.cuh's order, sound for the norm alone): the next
+// kernel is a projection whose pre-wait prologue reads only its weights, and this kernel
+// was itself launched only once every block of the one before it had started (that one
+// triggers after its wait), so the projection's blocks, resident early, never hold SMs a
+// block they wait on still needs. What it buys: the projection's first weight tiles are
+// requested under the kernel before the norm (the down projection) instead of the norm's
+// ~2 us alone.
+#ifndef ATLAS_NORM_EARLY_TRIGGER
+#define ATLAS_NORM_EARLY_TRIGGER 0
+#endif
+__device__ __forceinline__ void norm_enter() {
+#if ATLAS_NORM_EARLY_TRIGGER
+  atlas::pdl_launch_dependents();
+  atlas::pdl_wait();
+#else
+  atlas::pdl_enter();
+#endif
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -93,7 +113,7 @@ rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restric
              __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  atlas::pdl_enter();
+  norm_enter();
   rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
@@ -103,7 +123,7 @@ add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __re
                  uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  atlas::pdl_enter();
+  norm_enter();
   rmsnorm_row<true, false>(residual, delta, residual, w, out, dim, eps);
 }
 
@@ -112,7 +132,7 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
                     __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  atlas::pdl_enter();
+  norm_enter();
   rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
@@ -123,6 +143,6 @@ add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
                         uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  atlas::pdl_enter();
+  norm_enter();
   rmsnorm_row<true, true>(residual, delta, residual, w, out, dim, eps);
 }
