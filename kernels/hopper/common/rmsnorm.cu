@@ -86,26 +86,6 @@ __device__ __forceinline__ void prefetch_weight(const __nv_bfloat16* w, uint32_t
   }
 }
 
-// The norms' PDL entry. ATLAS_NORM_EARLY_TRIGGER=1 lets the next kernel launch before this
-// one's wait (an exception to atlas_common.cuh's order, sound for the norm alone): the next
-// kernel is a projection whose pre-wait prologue reads only its weights, and this kernel
-// was itself launched only once every block of the one before it had started (that one
-// triggers after its wait), so the projection's blocks, resident early, never hold SMs a
-// block they wait on still needs. What it buys: the projection's first weight tiles are
-// requested under the kernel before the norm (the down projection) instead of the norm's
-// ~2 us alone.
-#ifndef ATLAS_NORM_EARLY_TRIGGER
-#define ATLAS_NORM_EARLY_TRIGGER 0
-#endif
-__device__ __forceinline__ void norm_enter() {
-#if ATLAS_NORM_EARLY_TRIGGER
-  atlas::pdl_launch_dependents();
-  atlas::pdl_wait();
-#else
-  atlas::pdl_enter();
-#endif
-}
-
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -113,18 +93,8 @@ rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restric
              __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  norm_enter();
+  atlas::pdl_enter();
   rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps);
-}
-
-extern "C" __global__ void __launch_bounds__(1024)
-add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ delta,
-                 const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
-                 uint32_t rows, uint32_t dim, float eps) {
-  if (blockIdx.x >= rows) return;
-  prefetch_weight(w, dim);
-  norm_enter();
-  rmsnorm_row<true, false>(residual, delta, residual, w, out, dim, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -132,17 +102,43 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
                     __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  norm_enter();
+  atlas::pdl_enter();
   rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
-                        const __nv_bfloat16* __restrict__ delta,
-                        const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
-                        uint32_t rows, uint32_t dim, float eps) {
+// residual += delta, out = RMSNorm(residual) * w (kOffset: * (1 + w)). kEarly (the *_early_*
+// entry points, ops/norm.py's route ATLAS_NORM_EARLY_TRIGGER): the next kernel may launch
+// before this one's wait, an exception to atlas_common.cuh's order that is sound for the norm
+// alone: the model launches a projection after it, whose pre-wait prologue reads only
+// weights, and this kernel was itself launched only once every block of the one before had
+// started (that one triggers after its wait), so the projection's blocks, resident early,
+// never hold SMs a block they wait on still needs. What it buys: the projection's first
+// weight tiles are requested under the kernel before the norm (the down projection), not
+// only during the norm's own ~2 us.
+template <bool kOffset, bool kEarly>
+__device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
+                                                  const __nv_bfloat16* delta,
+                                                  const __nv_bfloat16* w, __nv_bfloat16* out,
+                                                  uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  norm_enter();
-  rmsnorm_row<true, true>(residual, delta, residual, w, out, dim, eps);
+  if constexpr (kEarly) {
+    atlas::pdl_launch_dependents();
+    atlas::pdl_wait();
+  } else {
+    atlas::pdl_enter();
+  }
+  rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps);
 }
+
+#define ATLAS_ADD_RMSNORM_ENTRY(name, offset, early)                                          \
+  extern "C" __global__ void __launch_bounds__(1024)                                         \
+      name(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ delta,    \
+           const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,            \
+           uint32_t rows, uint32_t dim, float eps) {                                         \
+    add_rmsnorm_entry<offset, early>(residual, delta, w, out, rows, dim, eps);               \
+  }
+ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_bf16, false, false)
+ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_offset_bf16, true, false)
+ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_early_bf16, false, true)
+ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_offset_early_bf16, true, true)

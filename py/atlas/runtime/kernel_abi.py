@@ -34,6 +34,12 @@ RMSNORM_OFFSET = S("rmsnorm", "rmsnorm_offset_bf16",
                    "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET = S("rmsnorm", "add_rmsnorm_offset_bf16",
                        "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# the two add + norms letting the next kernel launch before their PDL wait (ops/norm.py
+# NORM_EARLY_BY_DEFAULT, ATLAS_NORM_EARLY_TRIGGER): the same values
+ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",
+                      "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM_OFFSET_EARLY = S("rmsnorm", "add_rmsnorm_offset_early_bf16",
+                             "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 # Gated-DeltaNet output norm (gated_rmsnorm.cu): per (token, head) row of `dim`,
 # out = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(f32 z)); x and out are
 # [tokens, heads * dim], z's (t, h) row starts at z + t * z_pitch + h * dim (elements).

@@ -9,6 +9,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, norm
+from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 #: (rows, dim): one 16-byte vector, SmolLM2 576, Qwen3-8B 4096, a width needing 2 vectors on
@@ -47,7 +48,7 @@ def _make_oracle(offset: bool):
 
 
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
-          offset: bool = False) -> KernelCase:
+          offset: bool = False, early: bool | None = None) -> KernelCase:
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -58,7 +59,8 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         inputs["x"] = random_bf16(rng, (rows, dim), 4.0)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend)
+        kc = (KernelCache(backend) if early is None
+              else KernelCache(backend, KernelRoutes(norm_early_trigger=early)))
         if fused:
             norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
                              EPS, offset)
@@ -68,7 +70,8 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
     outputs = {"out": OutputSpec(DType.BF16, (rows, dim))}
     if fused:  # bf16(r + d) is fully determined: no tolerance
         outputs["residual"] = OutputSpec(DType.BF16, (rows, dim), tol=(0.0, 0.0))
-    kind = ("add_rmsnorm" if fused else "rmsnorm") + ("_offset" if offset else "")
+    kind = (("add_rmsnorm" if fused else "rmsnorm") + ("_offset" if offset else "")
+            + ("_early" if early else ""))
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
                       _make_oracle(offset))
 
@@ -81,4 +84,7 @@ OFFSET_SHAPES = [(1, 2048), (3, 72), (300, 2048), (2, 8200)]
 def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([_case(rng, rows, dim, fused) for rows, dim in SHAPES for fused in (False, True)]
             + [_case(rng, rows, dim, fused, True) for rows, dim in OFFSET_SHAPES
-               for fused in (False, True)])
+               for fused in (False, True)]
+            # the entries letting the next kernel launch before their wait (the same values)
+            + [_case(rng, rows, dim, True, offset, early=True)
+               for rows, dim, offset in ((1, 4096, False), (300, 2048, True), (1, 2048, True))])

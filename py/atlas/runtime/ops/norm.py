@@ -15,7 +15,8 @@ add_rmsnorm (54 registers: the delta row is in flight too).
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import ADD_RMSNORM, ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET
+from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
+                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
@@ -27,6 +28,11 @@ RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
 #: Up to 2 rows per SM of an H200 (132 SMs) every row's block is resident at once in either
 #: geometry, and the one-vector block's shorter chain (one w load a thread) is the faster.
 RMSNORM_LATENCY_ROWS = 256
+#: whether add_rmsnorm lets the next kernel (a projection, which reads only weights before
+#: its wait) launch before its own PDL wait (rmsnorm.cu add_rmsnorm_entry<.., kEarly>) unless
+#: ATLAS_NORM_EARLY_TRIGGER says otherwise: the projection's first weight tiles are then
+#: requested under the kernel before the norm. Off until timed.
+NORM_EARLY_BY_DEFAULT = False
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
@@ -60,6 +66,11 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     """residual += delta (bf16, in place); out = RMSNorm(residual) * w (or * (1 + w))."""
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
-        sig = ADD_RMSNORM_OFFSET if offset else ADD_RMSNORM
+        early = kc.routes.norm_early_trigger
+        if early is None:
+            early = NORM_EARLY_BY_DEFAULT
+        sig = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
+               (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}[
+                   (offset, early)]
         kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
                     dim, eps)

@@ -74,6 +74,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_QUANT_H2_ROWS=4|8: the NVFP4 half-precision-FMA GEMV's rows a block (8: one chunk
   of each row a thread, gemv_nvfp4_h2x8_*, each x chunk's conversion shared by twice the
   rows); unset, ops/matmul_nvfp4.H2_ROWS.
+* ATLAS_NORM_EARLY_TRIGGER=1 / 0: the residual add + RMSNorm before a projection lets the
+  projection launch before its own PDL wait (rmsnorm.cu add_rmsnorm_early_bf16 /
+  add_rmsnorm_offset_early_bf16), so the projection's first weight tiles are requested under
+  the kernel before the norm / only after the norm's wait; unset, ops/norm.NORM_EARLY_BY_DEFAULT.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -502,6 +506,7 @@ class KernelRoutes:
     quant_nvfp4_h2: bool | None = None
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
+    norm_early_trigger: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -618,6 +623,7 @@ class KernelRoutes:
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
+                   norm_early_trigger=_env_tristate(env, "ATLAS_NORM_EARLY_TRIGGER"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

@@ -13,7 +13,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import ADD_RMSNORM, ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET
+from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
+                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET)
 from . import HostMemory, reference
 
 
@@ -52,6 +53,7 @@ def rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: 
 
 
 @reference(ADD_RMSNORM)
+@reference(ADD_RMSNORM_EARLY)  # the same values; only its PDL trigger moves
 def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, w: int,
                      out: int, rows: int, dim: int, eps: float) -> None:
     resid = _rows(mem, residual, rows, dim)
@@ -71,6 +73,7 @@ def rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int
 
 
 @reference(ADD_RMSNORM_OFFSET)
+@reference(ADD_RMSNORM_OFFSET_EARLY)
 def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
                             w: int, out: int, rows: int, dim: int, eps: float) -> None:
     resid = _rows(mem, residual, rows, dim)
