@@ -27,7 +27,7 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     prefill steps (no norm taken by a router launch)."""
     out, cur = [], None
     for n in names:
-        if n in ("add_rmsnorm_bf16", "rmsnorm_bf16"):
+        if n in ("add_rmsnorm_bf16", "add_rmsnorm_early_bf16", "rmsnorm_bf16"):
             if cur is not None:
                 out.append(cur)
             cur = []

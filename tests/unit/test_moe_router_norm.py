@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from atlas.runtime.host import HostBackend
-from atlas.runtime.kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_OFFSET,
+from atlas.runtime.kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
+                                      ADD_RMSNORM_OFFSET_EARLY,
                                       MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX)
 from atlas.runtime.ops import KernelCache, moe
 from atlas.runtime.ops.routes import KernelRoutes
@@ -41,7 +42,8 @@ def test_moe_models_decode_the_same_with_the_norm_in_the_router(
         model, monkeypatch, {"ATLAS_MOE_ROUTER_NORM": "1"}, list(PROMPTS), DECODE_STEPS)
     plain_logits, plain_toks, plain = decode_recorded(
         model, monkeypatch, {"ATLAS_MOE_ROUTER_NORM": "0"}, list(PROMPTS), DECODE_STEPS)
-    norms = {ADD_RMSNORM.func, ADD_RMSNORM_OFFSET.func}
+    norms = {ADD_RMSNORM.func, ADD_RMSNORM_OFFSET.func, ADD_RMSNORM_EARLY.func,
+             ADD_RMSNORM_OFFSET_EARLY.func}
     assert MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX.func in fused
     assert MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX.func not in plain
     # one add_rmsnorm launch fewer per MoE layer and step

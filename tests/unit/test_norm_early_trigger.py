@@ -38,13 +38,16 @@ def test_each_route_launches_its_entry_with_the_same_arguments(early: bool, offs
     assert rec.grid[0] == 4 and rec.args["rows"] == 4 and rec.args["dim"] == 4096
 
 
-def test_unset_the_launch_builders_rule_decides() -> None:
+@pytest.mark.parametrize("rows", [1, 2, 8, 64, 2048])
+def test_unset_batched_rows_trigger_early_and_one_row_after_the_wait(rows: int) -> None:
+    """The launch builder's rule: from NORM_EARLY_MIN_ROWS (2) rows on, the early entry."""
+    assert norm.NORM_EARLY_MIN_ROWS == 2
     dev = MockGpuBackend()
-    p = dev.alloc(2 * 2048)
-    norm.add_rmsnorm(KernelCache(dev, KernelRoutes()), 0, p, p, p, p, 1, 2048, 1e-6)
+    p = dev.alloc(2 * 2048 * rows)
+    norm.add_rmsnorm(KernelCache(dev, KernelRoutes()), 0, p, p, p, p, rows, 2048, 1e-6, True)
     (rec,) = dev.drain_launches()
-    assert rec.func == ("add_rmsnorm_early_bf16" if norm.NORM_EARLY_BY_DEFAULT
-                        else "add_rmsnorm_bf16")
+    assert rec.func == ("add_rmsnorm_offset_early_bf16" if rows >= 2
+                        else "add_rmsnorm_offset_bf16")
 
 
 def test_the_early_check_cases_match_float64() -> None:

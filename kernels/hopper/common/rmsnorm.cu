@@ -131,14 +131,34 @@ __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
   rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps);
 }
 
-#define ATLAS_ADD_RMSNORM_ENTRY(name, offset, early)                                          \
-  extern "C" __global__ void __launch_bounds__(1024)                                         \
-      name(__nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ delta,    \
-           const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,            \
-           uint32_t rows, uint32_t dim, float eps) {                                         \
-    add_rmsnorm_entry<offset, early>(residual, delta, w, out, rows, dim, eps);               \
-  }
-ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_bf16, false, false)
-ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_offset_bf16, true, false)
-ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_early_bf16, false, true)
-ATLAS_ADD_RMSNORM_ENTRY(add_rmsnorm_offset_early_bf16, true, true)
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_bf16(__nv_bfloat16* __restrict__ residual,
+                 const __nv_bfloat16* __restrict__ delta,
+                 const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                 uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<false, false>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
+                        const __nv_bfloat16* __restrict__ delta,
+                        const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                        uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<true, false>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_early_bf16(__nv_bfloat16* __restrict__ residual,
+                       const __nv_bfloat16* __restrict__ delta,
+                       const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                       uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<false, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_offset_early_bf16(__nv_bfloat16* __restrict__ residual,
+                              const __nv_bfloat16* __restrict__ delta,
+                              const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                              uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<true, true>(residual, delta, w, out, rows, dim, eps);
+}

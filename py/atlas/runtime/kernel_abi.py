@@ -35,7 +35,7 @@ RMSNORM_OFFSET = S("rmsnorm", "rmsnorm_offset_bf16",
 ADD_RMSNORM_OFFSET = S("rmsnorm", "add_rmsnorm_offset_bf16",
                        "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 # the two add + norms letting the next kernel launch before their PDL wait (ops/norm.py
-# NORM_EARLY_BY_DEFAULT, ATLAS_NORM_EARLY_TRIGGER): the same values
+# NORM_EARLY_MIN_ROWS, ATLAS_NORM_EARLY_TRIGGER): the same values
 ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",
                       "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET_EARLY = S("rmsnorm", "add_rmsnorm_offset_early_bf16",

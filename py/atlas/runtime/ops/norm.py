@@ -28,11 +28,16 @@ RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
 #: Up to 2 rows per SM of an H200 (132 SMs) every row's block is resident at once in either
 #: geometry, and the one-vector block's shorter chain (one w load a thread) is the faster.
 RMSNORM_LATENCY_ROWS = 256
-#: whether add_rmsnorm lets the next kernel (a projection, which reads only weights before
-#: its wait) launch before its own PDL wait (rmsnorm.cu add_rmsnorm_entry<.., kEarly>) unless
-#: ATLAS_NORM_EARLY_TRIGGER says otherwise: the projection's first weight tiles are then
-#: requested under the kernel before the norm. Off until timed.
-NORM_EARLY_BY_DEFAULT = False
+#: the fewest rows whose add_rmsnorm lets the next kernel (a projection, which reads only
+#: weights before its wait) launch before its own PDL wait (rmsnorm.cu
+#: add_rmsnorm_entry<.., kEarly>) unless ATLAS_NORM_EARLY_TRIGGER says otherwise: the
+#: projection's first weight tiles are then requested under the kernel before the norm.
+#: Batched steps gain (gpu102, Qwen3-8B bf16, GPU ms a step, late / early trigger: batch 8
+#: 4.979 / 4.874, batch 64 x 512 6.651 / 6.553); at one row the chain's time only moves
+#: (the projection after the norm gains what the kernels either side lose: Qwen3-0.6B 0.725
+#: / 0.737, Qwen3.5-35B-A3B NVFP4 1.885 / 1.950, Qwen3-8B bf16 4.249 / 4.258, NVFP4 2.392 /
+#: 2.313).
+NORM_EARLY_MIN_ROWS = 2
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
@@ -68,7 +73,7 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     if rows:
         early = kc.routes.norm_early_trigger
         if early is None:
-            early = NORM_EARLY_BY_DEFAULT
+            early = rows >= NORM_EARLY_MIN_ROWS
         sig = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
                (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}[
                    (offset, early)]

@@ -77,7 +77,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_NORM_EARLY_TRIGGER=1 / 0: the residual add + RMSNorm before a projection lets the
   projection launch before its own PDL wait (rmsnorm.cu add_rmsnorm_early_bf16 /
   add_rmsnorm_offset_early_bf16), so the projection's first weight tiles are requested under
-  the kernel before the norm / only after the norm's wait; unset, ops/norm.NORM_EARLY_BY_DEFAULT.
+  the kernel before the norm / only after the norm's wait; unset, from ops/norm.NORM_EARLY_MIN_ROWS
+  rows on.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
