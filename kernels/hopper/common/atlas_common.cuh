@@ -18,6 +18,11 @@ namespace atlas {
 // The second rule is what makes the narrower exception in gdn_decode.cu sound: a kernel the
 // model always launches right after a known one may, before its wait, also read memory
 // that kernel does not write (its header says which and why).
+// One kernel breaks the second rule on purpose: rmsnorm.cu's add_rmsnorm_*early* entries
+// (batched steps) trigger before their wait, so three kernels may overlap there: what the
+// model launches after them is a projection that reads only weights before its own wait
+// (rmsnorm.cu says why no block then holds SMs a block it waits on needs), and the exceptions
+// above never follow a norm.
 // Without the launch attribute both are no-ops, so eager and graph launches agree.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
