@@ -39,6 +39,9 @@ RMSNORM_LATENCY_ROWS = 256
 #: 2.313). At batch 8 every model gained or tied (gpu103: Qwen3-0.6B 1.232 -> 1.192, FP8
 #: 4.143 -> 4.057, Qwen3-30B-A3B 11.120 -> 10.936, the Qwen3.5-35B pair even).
 NORM_EARLY_MIN_ROWS = 2
+#: add_rmsnorm's entry points by (offset weights, early trigger)
+_ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
+                (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
@@ -75,8 +78,5 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
         early = kc.routes.norm_early_trigger
         if early is None:
             early = rows >= NORM_EARLY_MIN_ROWS
-        sig = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
-               (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}[
-                   (offset, early)]
-        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
-                    dim, eps)
+        kc.get(_ADD_RMSNORM[offset, early])(stream, rows, rmsnorm_threads(dim, rows), 0,
+                                            residual, delta, w, out, rows, dim, eps)
