@@ -163,7 +163,8 @@ def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
     assert partials.shared == attention_long.long_smem_bytes(128)
     assert partials.args["num_splits"] == 7 and partials.args["max_blocks"] == 1024
     assert partials.args["counters"] == 0
-    assert combine.func == "decode_attn_combine_bf16" and combine.args["num_splits"] == 7
+    assert combine.func == "decode_attn_combine_early_bf16"  # 4 sequences
+    assert combine.args["num_splits"] == 7
     assert dev.opt_ins == [("decode_attn_long_bf16", attention_long.long_smem_bytes(128))]
     (partials,) = _launch(dev, max_blocks=1024, env={"ATLAS_DECODE_ATTN_LONG_MERGE": "1"})
     assert partials.args["counters"] and partials.args["out"]
@@ -236,12 +237,12 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
     # batch 8: the model's 5 (2x SMs for the CUDA-core kernel) -> 4 (256 of 264 slots),
     # merged by the combine; with ATLAS_DECODE_ATTN_LONG_MERGE=1 by the last split
     (8, 32, 8, 128, 5, None,
-     [("decode_attn_long_bf16", (4, 8, 8)), ("decode_attn_combine_bf16", (1, 32, 8))]),
+     [("decode_attn_long_bf16", (4, 8, 8)), ("decode_attn_combine_early_bf16", (1, 32, 8))]),
     (8, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_bf16", (4, 8, 8))]),
     # Qwen3.5-35B-A3B's D 256 at batch 8: 17 -> 8 (128 blocks of 132 one-per-SM slots)
     (8, 16, 2, 256, 17, None,
-     [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_bf16", (1, 16, 8))]),
+     [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_early_bf16", (1, 16, 8))]),
     (8, 16, 2, 256, 17, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_d256_bf16", (8, 2, 8))]),
     # batch 1 too (session 13's default, min batch 1): 8 kv heads fill no wave, so the most
@@ -313,7 +314,7 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
     (64, 1, None, [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
     (8, 5, None, [("decode_attn_long_rope_staged_bf16", (4, 8, 8)),
-                  ("decode_attn_combine_bf16", (1, 32, 8))]),
+                  ("decode_attn_combine_early_bf16", (1, 32, 8))]),
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
      [("decode_attn_long_rope_staged_bf16", (4, 8, 8))]),
     # the waiting prologue's twin: the same grid, shared memory and arguments

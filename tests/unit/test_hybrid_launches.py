@@ -21,8 +21,8 @@ LINEAR_DECODE = ["gemv_ring_bf16", "gated_deltanet_decode_bf16", "gemv_ring_bf16
 LINEAR_DECODE_UNFUSED = ["gemv_ring_bf16", "causal_conv1d_silu_bf16", "gated_delta_step_bf16",
                          "gated_rmsnorm_bf16", "gemv_ring_bf16"]
 FULL_DECODE = ["gemv_ring_bf16", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
-               "sigmoid_gate_mul_bf16", "gemv_ring_bf16"]
-# (2 rows: the norms' early-trigger entries, ops/norm.NORM_EARLY_MIN_ROWS)
+               "sigmoid_gate_mul_early_bf16", "gemv_ring_bf16"]
+# (2 rows: the early-trigger entries, ops/early_trigger.EARLY_MIN_ROWS)
 MLP = ["add_rmsnorm_offset_early_bf16", "gemv_ring_bf16", "gemv_ring_silu_bf16",
        "add_rmsnorm_offset_early_bf16"]
 

@@ -101,7 +101,7 @@ def test_prefill_takes_the_grouped_path():
     assert mlp == ["gemv_ring_bf16_f32"] * 3 + [
         "moe_topk_softmax_f32", "moe_align_i32", "moe_grouped_gate_up_silu_bf16",
         "moe_grouped_down_bf16", "moe_combine_bf16",
-        "gemm_bf16_skinny", "silu_mul_bf16", "gemm_bf16_skinny",  # shared expert SwiGLU
+        "gemm_bf16_skinny", "silu_mul_early_bf16", "gemm_bf16_skinny",  # shared expert SwiGLU
         "gemm_bf16_f32_skinny", "moe_shared_add_bf16"]
 
 

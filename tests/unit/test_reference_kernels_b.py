@@ -114,7 +114,7 @@ def test_matmul_preconditions(fn, args, match) -> None:
 @pytest.mark.parametrize("m,scratch,funcs", [
     (1, None, ["gemv_silu_bf16_single"]),
     (8, None, ["gemv_ring_silu_bf16"]),
-    (12, 0x9000, ["silu_mul_bf16", "gemm_bf16_skinny"]),  # beyond the GEMV: the fallback
+    (12, 0x9000, ["silu_mul_early_bf16", "gemm_bf16_skinny"]),  # beyond the GEMV: the fallback
 ])
 def test_linear_silu_dispatch(m, scratch, funcs) -> None:
     recs = _launches(matmul.linear_silu, 0x1000, 0x2000, 0x3000, m, 1024, 3072,

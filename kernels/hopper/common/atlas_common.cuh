@@ -18,11 +18,15 @@ namespace atlas {
 // The second rule is what makes the narrower exception in gdn_decode.cu sound: a kernel the
 // model always launches right after a known one may, before its wait, also read memory
 // that kernel does not write (its header says which and why).
-// One kernel breaks the second rule on purpose: rmsnorm.cu's add_rmsnorm_*early* entries
-// (batched steps) trigger before their wait, so three kernels may overlap there: what the
-// model launches after them is a projection that reads only weights before its own wait
-// (rmsnorm.cu says why no block then holds SMs a block it waits on needs), and the exceptions
-// above never follow a norm.
+// The *_early_* entry points break the second rule on purpose (pdl_enter_early below): in
+// batched steps a few short kernels that the model always follows with a projection
+// (rmsnorm.cu's add_rmsnorm, silu_mul.cu, attention.cu's decode_attn_combine, attn_gate.cu)
+// trigger before their wait, so three kernels may overlap there. Sound because the projection
+// reads only weights and writes nothing before its own wait, and the early kernel was itself
+// launched only once every block of the one before it had started (dependents launch only
+// when every block of a grid has triggered or exited), so the projection's blocks, resident
+// early, never hold SMs a block they wait on still needs; and the exceptions above never
+// follow an early entry (ops/early_trigger.py keeps that list).
 // Without the launch attribute both are no-ops, so eager and graph launches agree.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -41,6 +45,19 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 __device__ __forceinline__ void pdl_enter() {
   pdl_wait();
   pdl_launch_dependents();
+}
+
+// The entry prologue of a kernel with an *_early_* twin: kEarly lets the next kernel launch
+// before this one's wait (see the exception above), so the projection after it requests its
+// first weight tiles under the kernel before this one, not only during this one's own run.
+template <bool kEarly>
+__device__ __forceinline__ void pdl_enter_early() {
+  if constexpr (kEarly) {
+    pdl_launch_dependents();
+    pdl_wait();
+  } else {
+    pdl_enter();
+  }
 }
 
 // Streamed 16-byte weight load: read-only path, no L1 allocation, 256-byte L2 prefetch.

@@ -337,11 +337,15 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
 // num_seqs), kThreads threads; each block is decode_merge_rows with a group of one head.
-extern "C" __global__ void __launch_bounds__(kThreads)
-    decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
-                             __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                             uint32_t head_dim, uint32_t num_splits) {
-  atlas::pdl_enter();  // the partials and kv_lens come from the kernels before this one
+// kEarly: decode_attn_combine_early_bf16, which lets the kernel after it (the o_proj or the
+// output gate) launch before its own wait (atlas_common.cuh pdl_enter_early;
+// ops/early_trigger.py routes batched steps to it).
+template <bool kEarly>
+__device__ __forceinline__ void decode_attn_combine(const float* part_o, const float* part_ml,
+                                                    const int* kv_lens, __nv_bfloat16* out,
+                                                    uint32_t hq, uint32_t head_dim,
+                                                    uint32_t num_splits) {
+  atlas::pdl_enter_early<kEarly>();  // the partials and kv_lens come from the kernels before
   const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
   const int active = decode_active_splits(kv_lens[blockIdx.z], ns);
   const int head = static_cast<int>(blockIdx.y);
@@ -353,4 +357,18 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     decode_merge_rows<64>(part_o, part_ml, out, h, head, 1, ns, active);
   else
     __trap();  // ops/attention.py HEAD_DIMS
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
+                             __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                             uint32_t head_dim, uint32_t num_splits) {
+  decode_attn_combine<false>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    decode_attn_combine_early_bf16(const float* part_o, const float* part_ml,
+                                   const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs,
+                                   uint32_t hq, uint32_t head_dim, uint32_t num_splits) {
+  decode_attn_combine<true>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits);
 }

@@ -106,15 +106,11 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
   rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
 }
 
-// residual += delta, out = RMSNorm(residual) * w (kOffset: * (1 + w)). kEarly (the *_early_*
-// entry points, ops/norm.py's route ATLAS_NORM_EARLY_TRIGGER): the next kernel may launch
-// before this one's wait, an exception to atlas_common.cuh's order that is sound for the norm
-// alone: the model launches a projection after it, whose pre-wait prologue reads only
-// weights, and this kernel was itself launched only once every block of the one before had
-// started (that one triggers after its wait), so the projection's blocks, resident early,
-// never hold SMs a block they wait on still needs. What it buys: the projection's first
-// weight tiles are requested under the kernel before the norm (the down projection), not
-// only during the norm's own ~2 us.
+// residual += delta, out = RMSNorm(residual) * w (kOffset: * (1 + w)). kEarly: the *_early_*
+// entry points (ops/early_trigger.py), the next kernel (a projection) may launch before this
+// one's wait (atlas_common.cuh pdl_enter_early says why that is sound); it buys the
+// projection's first weight tiles requested under the kernel before the norm (the down
+// projection), not only during the norm's own ~2 us.
 template <bool kOffset, bool kEarly>
 __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
                                                   const __nv_bfloat16* delta,
@@ -122,12 +118,7 @@ __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
                                                   uint32_t rows, uint32_t dim, float eps) {
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  if constexpr (kEarly) {
-    atlas::pdl_launch_dependents();
-    atlas::pdl_wait();
-  } else {
-    atlas::pdl_enter();
-  }
+  atlas::pdl_enter_early<kEarly>();
   rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps);
 }
 

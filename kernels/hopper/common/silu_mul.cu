@@ -7,15 +7,34 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 
-extern "C" __global__ void __launch_bounds__(256)
-silu_mul_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restrict__ out,
-              uint32_t rows, uint32_t inter) {
+namespace {
+
+// kEarly: silu_mul_early_bf16, which lets the down projection after it launch before its own
+// wait (atlas_common.cuh pdl_enter_early; ops/early_trigger.py routes batched steps to it).
+template <bool kEarly>
+__device__ __forceinline__ void silu_mul(const __nv_bfloat16* __restrict__ gate_up,
+                                         __nv_bfloat16* __restrict__ out, uint32_t rows,
+                                         uint32_t inter) {
   const uint32_t row = blockIdx.x;
   const uint32_t vec = blockIdx.y * blockDim.x + threadIdx.x;
   if (row >= rows || vec >= inter / atlas::kBf16PerVec) return;
-  atlas::pdl_enter();
+  atlas::pdl_enter_early<kEarly>();
   const __nv_bfloat16* gate = gate_up + static_cast<size_t>(row) * 2 * inter;
   reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * inter)[vec] =
       atlas::swiglu_bf16x8(reinterpret_cast<const uint4*>(gate)[vec],
                            reinterpret_cast<const uint4*>(gate + inter)[vec]);
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(256)
+silu_mul_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restrict__ out,
+              uint32_t rows, uint32_t inter) {
+  silu_mul<false>(gate_up, out, rows, inter);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+silu_mul_early_bf16(const __nv_bfloat16* __restrict__ gate_up, __nv_bfloat16* __restrict__ out,
+                    uint32_t rows, uint32_t inter) {
+  silu_mul<true>(gate_up, out, rows, inter);
 }

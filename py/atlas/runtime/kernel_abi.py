@@ -34,8 +34,8 @@ RMSNORM_OFFSET = S("rmsnorm", "rmsnorm_offset_bf16",
                    "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET = S("rmsnorm", "add_rmsnorm_offset_bf16",
                        "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
-# the two add + norms letting the next kernel launch before their PDL wait (ops/norm.py
-# NORM_EARLY_MIN_ROWS, ATLAS_NORM_EARLY_TRIGGER): the same values
+# the two add + norms letting the next kernel launch before their PDL wait
+# (ops/early_trigger.py): the same values
 ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",
                       "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET_EARLY = S("rmsnorm", "add_rmsnorm_offset_early_bf16",
@@ -48,6 +48,8 @@ GATED_RMSNORM = S("gated_rmsnorm", "gated_rmsnorm_bf16",
 
 # --- activation, embedding, argmax -------------------------------------------------------
 SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
+# the same values, letting the down projection launch before its PDL wait (ops/early_trigger.py)
+SILU_MUL_EARLY = S("silu_mul", "silu_mul_early_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
 # argmax splits a row over blocks: partials is scratch (8 bytes per block, ops.argmax sizes
 # it); counters u32 [rows] must be zero before a launch and are left zero after it.
@@ -334,6 +336,10 @@ QK_NORM_ROPE_KV_PARTIAL = S(
 ATTN_GATE = S("attn_gate", "sigmoid_gate_mul_bf16",
               "x:ptr gate:ptr out:ptr tokens:u32 heads:u32 head_dim:u32 gate_pitch:u32 "
               "head_pitch:u32")
+# the same values, letting the o_proj launch before its PDL wait (ops/early_trigger.py)
+ATTN_GATE_EARLY = S("attn_gate", "sigmoid_gate_mul_early_bf16",
+                    "x:ptr gate:ptr out:ptr tokens:u32 heads:u32 head_dim:u32 gate_pitch:u32 "
+                    "head_pitch:u32")
 
 # --- Gated-DeltaNet (linear attention) ------------------------------------------------------
 # Per-sequence recurrent state lives in slot-indexed pools: state_slots i32 [num_seqs]; a
@@ -472,6 +478,11 @@ DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_p
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 DECODE_ATTN_COMBINE = S(
     "attention", "decode_attn_combine_bf16",
+    "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
+    "num_splits:u32")
+# the same values, letting the kernel after it launch before its PDL wait (ops/early_trigger.py)
+DECODE_ATTN_COMBINE_EARLY = S(
+    "attention", "decode_attn_combine_early_bf16",
     "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
     "num_splits:u32")
 # the same partials for batched and long-context decode on tensor cores

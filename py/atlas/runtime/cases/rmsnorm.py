@@ -59,8 +59,8 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         inputs["x"] = random_bf16(rng, (rows, dim), 4.0)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = (KernelCache(backend) if early is None
-              else KernelCache(backend, KernelRoutes(norm_early_trigger=early)))
+        kc = (KernelCache(backend) if early is None else KernelCache(
+            backend, KernelRoutes(early_trigger=frozenset({"norm"} if early else ()))))
         if fused:
             norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
                              EPS, offset)

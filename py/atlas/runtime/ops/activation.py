@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import SILU_MUL
+from ..kernel_abi import SILU_MUL, SILU_MUL_EARLY
 from . import KernelCache
+from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
 SILU_MUL_MAX_THREADS = 256
@@ -20,5 +21,6 @@ def silu_mul(kc: KernelCache, stream: Stream, gate_up: DevicePtr, out: DevicePtr
         return
     vecs = inter // 8
     threads = warp_threads(vecs, SILU_MUL_MAX_THREADS)
-    kc.get(SILU_MUL)(stream, (rows, -(-vecs // threads), 1), threads, 0, gate_up, out, rows,
+    sig = SILU_MUL_EARLY if triggers_early(kc, "silu", rows) else SILU_MUL
+    kc.get(sig)(stream, (rows, -(-vecs // threads), 1), threads, 0, gate_up, out, rows,
                      inter)

@@ -17,13 +17,15 @@ from __future__ import annotations
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
-                          DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE, DECODE_ATTN_ROPE,
+                          DECODE_ATTN_CLUSTER_TRACE, DECODE_ATTN_COMBINE,
+                          DECODE_ATTN_COMBINE_EARLY, DECODE_ATTN_ROPE,
                           DECODE_ATTN_ROPE_AHEAD1, DECODE_ATTN_ROPE_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_PULL,
                           DECODE_ATTN_ROPE_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
+from .early_trigger import triggers_early
 from .routes import KernelRoutes
 from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
@@ -264,8 +266,20 @@ def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: Device
     per (q head, sequence), attention.cu's merge with a group of one head."""
     if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope):
         return
-    kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
-                                kv_lens, out, num_seqs, hq, head_dim, num_splits)
+    combine_partials(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim,
+                     num_splits)
+
+
+def combine_partials(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
+                     kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
+                     num_splits: int) -> None:
+    """out = the merge of num_splits split partials: one block per (q head, sequence),
+    attention.cu's merge with a group of one head (its early twin in batched steps,
+    ops/early_trigger.py)."""
+    sig = (DECODE_ATTN_COMBINE_EARLY if triggers_early(kc, "combine", num_seqs)
+           else DECODE_ATTN_COMBINE)
+    kc.get(sig)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml, kv_lens, out,
+                num_seqs, hq, head_dim, num_splits)
 
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,

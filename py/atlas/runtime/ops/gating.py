@@ -4,8 +4,9 @@ attention (attn_gate.cu) and the gated RMSNorm of Gated-DeltaNet (gated_rmsnorm.
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import ATTN_GATE, GATED_RMSNORM
+from ..kernel_abi import ATTN_GATE, ATTN_GATE_EARLY, GATED_RMSNORM
 from . import KernelCache
+from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple
 
 GATE_THREADS = 256
@@ -28,8 +29,9 @@ def sigmoid_gate_mul(kc: KernelCache, stream: Stream, x: DevicePtr, gate: Device
         require_aligned("sigmoid_gate_mul", name, ptr, 2)
     if tokens:
         width = heads * head_dim
-        kc.get(ATTN_GATE)(stream, (-(-width // GATE_THREADS), tokens), GATE_THREADS, 0, x, gate,
-                          out, tokens, heads, head_dim, gate_pitch, head_pitch)
+        sig = ATTN_GATE_EARLY if triggers_early(kc, "gate", tokens) else ATTN_GATE
+        kc.get(sig)(stream, (-(-width // GATE_THREADS), tokens), GATE_THREADS, 0, x, gate, out,
+                    tokens, heads, head_dim, gate_pitch, head_pitch)
 
 
 def gated_rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, z: DevicePtr, z_pitch: int,

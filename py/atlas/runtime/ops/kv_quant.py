@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from ...core.dtype import DType
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import DECODE_ATTN_COMBINE, DECODE_ATTN_FP8, DECODE_ATTN_NVFP4, \
+from ..kernel_abi import DECODE_ATTN_FP8, DECODE_ATTN_NVFP4, \
     KV_CALIBRATE, KV_FP8_APPEND, KV_NVFP4_APPEND, PREFILL_ATTN_FP8, PREFILL_ATTN_NVFP4
 from . import KernelCache
-from .attention import ATTN_THREADS, PREFILL_QUERY_TILE, _check_heads
+from .attention import ATTN_THREADS, PREFILL_QUERY_TILE, _check_heads, combine_partials
 
 #: threads of the calibration and append blocks
 KV_QUANT_THREADS = 256
@@ -120,6 +120,5 @@ def decode_attention_kvq(kc: KernelCache, stream: Stream, dtype: DType, q: Devic
     kc.get(fmt.decode)(stream, (num_splits, hkv, num_seqs), ATTN_THREADS, 0, q, k_cache,
                        v_cache, kv_scales, block_tables, kv_lens, part_o, part_ml, num_seqs,
                        hq, hkv, head_dim, block_size, max_blocks, num_splits, scale)
-    # one block per (q head, sequence), as attention.decode_attention merges long partials
-    kc.get(DECODE_ATTN_COMBINE)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml,
-                                kv_lens, out, num_seqs, hq, head_dim, num_splits)
+    combine_partials(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim,
+                     num_splits)

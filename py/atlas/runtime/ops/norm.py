@@ -18,6 +18,7 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
                           ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET)
 from . import KernelCache
+from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
 #: rmsnorm.cu kMaxVecs: 16-byte vectors per thread
@@ -28,17 +29,6 @@ RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
 #: Up to 2 rows per SM of an H200 (132 SMs) every row's block is resident at once in either
 #: geometry, and the one-vector block's shorter chain (one w load a thread) is the faster.
 RMSNORM_LATENCY_ROWS = 256
-#: the fewest rows whose add_rmsnorm lets the next kernel (a projection, which reads only
-#: weights before its wait) launch before its own PDL wait (rmsnorm.cu
-#: add_rmsnorm_entry<.., kEarly>) unless ATLAS_NORM_EARLY_TRIGGER says otherwise: the
-#: projection's first weight tiles are then requested under the kernel before the norm.
-#: Batched steps gain (gpu102, Qwen3-8B bf16, GPU ms a step, late / early trigger: batch 8
-#: 4.979 / 4.874, batch 64 x 512 6.651 / 6.553); at one row the chain's time only moves
-#: (the projection after the norm gains what the kernels either side lose: Qwen3-0.6B 0.725
-#: / 0.737, Qwen3.5-35B-A3B NVFP4 1.885 / 1.950, Qwen3-8B bf16 4.249 / 4.258, NVFP4 2.392 /
-#: 2.313). At batch 8 every model gained or tied (gpu103: Qwen3-0.6B 1.232 -> 1.192, FP8
-#: 4.143 -> 4.057, Qwen3-30B-A3B 11.120 -> 10.936, the Qwen3.5-35B pair even).
-NORM_EARLY_MIN_ROWS = 2
 #: add_rmsnorm's entry points by (offset weights, early trigger)
 _ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
                 (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}
@@ -75,8 +65,6 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     """residual += delta (bf16, in place); out = RMSNorm(residual) * w (or * (1 + w))."""
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
-        early = kc.routes.norm_early_trigger
-        if early is None:
-            early = rows >= NORM_EARLY_MIN_ROWS
+        early = triggers_early(kc, "norm", rows)
         kc.get(_ADD_RMSNORM[offset, early])(stream, rows, rmsnorm_threads(dim, rows), 0,
                                             residual, delta, w, out, rows, dim, eps)

@@ -74,11 +74,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_QUANT_H2_ROWS=4|8: the NVFP4 half-precision-FMA GEMV's rows a block (8: one chunk
   of each row a thread, gemv_nvfp4_h2x8_*, each x chunk's conversion shared by twice the
   rows); unset, ops/matmul_nvfp4.H2_ROWS.
-* ATLAS_NORM_EARLY_TRIGGER=1 / 0: the residual add + RMSNorm before a projection lets the
-  projection launch before its own PDL wait (rmsnorm.cu add_rmsnorm_early_bf16 /
-  add_rmsnorm_offset_early_bf16), so the projection's first weight tiles are requested under
-  the kernel before the norm / only after the norm's wait; unset, from ops/norm.NORM_EARLY_MIN_ROWS
-  rows on.
+* ATLAS_EARLY_TRIGGER=all | none | KIND[,KIND..] (kinds: EARLY_TRIGGER_KINDS = norm, silu,
+  combine, gate): which short kernels before a projection let it launch before their own PDL
+  wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,
+  sigmoid_gate_mul), at every row count; unset, every kind from
+  ops/early_trigger.EARLY_MIN_ROWS rows on.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -427,6 +427,10 @@ DEFAULT_DECODE_ATTN_LONG_MIN_KEYS = 16384
 #: speculating runner's verification steps stay on the verification kernel, docs/kernels.md
 #: "Removed paths")
 DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 1
+#: the launches with an *_early_* entry point (ops/early_trigger.py): the residual add +
+#: RMSNorm, the SwiGLU before the down projection, the long attention's split combine and
+#: the attention output gate
+EARLY_TRIGGER_KINDS = ("norm", "silu", "combine", "gate")
 #: tensor-core decode launches of at most this many sequences merge their splits in their
 #: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset)
 DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 1
@@ -464,6 +468,23 @@ def _env_tristate(env: Mapping[str, str], name: str) -> bool | None:
     if value not in ("", "0", "1"):
         raise ValueError(f"{name}={value!r} must be 0, 1 or unset")
     return {"1": True, "0": False}.get(value)
+
+
+def _env_kinds(env: Mapping[str, str], name: str, kinds: tuple[str, ...]
+               ) -> frozenset[str] | None:
+    """NAME=all / none / a comma list of `kinds` forces that set; unset leaves the launch
+    builders' rule (None); an unknown kind is a ValueError naming it."""
+    value = env.get(name, "").strip().lower()
+    if not value:
+        return None
+    if value in ("all", "none"):
+        return frozenset(kinds if value == "all" else ())
+    chosen = frozenset(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(chosen - set(kinds))
+    if unknown:
+        raise ValueError(f"{name}={value!r}: unknown {', '.join(unknown)} "
+                         f"(all, none or a list of {', '.join(kinds)})")
+    return chosen
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +528,7 @@ class KernelRoutes:
     quant_nvfp4_h2: bool | None = None
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
-    norm_early_trigger: bool | None = None
+    early_trigger: frozenset[str] | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -624,7 +645,7 @@ class KernelRoutes:
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
-                   norm_early_trigger=_env_tristate(env, "ATLAS_NORM_EARLY_TRIGGER"),
+                   early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

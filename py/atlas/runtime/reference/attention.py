@@ -48,7 +48,8 @@ from ..gpu import Dim3
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
                           DECODE_ATTN_CLUSTER_TRACE,
-                          DECODE_ATTN_COMBINE, DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256,
+                          DECODE_ATTN_COMBINE, DECODE_ATTN_COMBINE_EARLY, DECODE_ATTN_LONG,
+                          DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE, DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
@@ -298,6 +299,7 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 
 
 @reference(DECODE_ATTN_COMBINE)
+@reference(DECODE_ATTN_COMBINE_EARLY)  # the same values; only its PDL trigger moves
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
                              part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
                              head_dim: int, num_splits: int,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import ATTN_GATE
+from ..kernel_abi import ATTN_GATE, ATTN_GATE_EARLY
 from . import HostMemory, reference
 
 
@@ -22,6 +22,7 @@ def sigmoid_bf16(x: np.ndarray) -> np.ndarray:
 
 
 @reference(ATTN_GATE)
+@reference(ATTN_GATE_EARLY)  # the same values; only its PDL trigger moves
 def sigmoid_gate_mul_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, gate: int, out: int,
                           tokens: int, heads: int, head_dim: int, gate_pitch: int,
                           head_pitch: int) -> None:

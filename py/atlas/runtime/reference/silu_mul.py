@@ -10,7 +10,7 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import SILU_MUL
+from ..kernel_abi import SILU_MUL, SILU_MUL_EARLY
 from . import HostMemory, reference
 
 
@@ -24,6 +24,7 @@ def swiglu_rows(gate_up: np.ndarray, inter: int) -> np.ndarray:
 
 
 @reference(SILU_MUL)
+@reference(SILU_MUL_EARLY)  # the same values; only its PDL trigger moves
 def silu_mul_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, out: int, rows: int,
                   inter: int) -> None:
     bits = swiglu_rows(mem.view(gate_up, np.uint16, rows * 2 * inter), inter)
