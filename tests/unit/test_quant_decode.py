@@ -339,7 +339,7 @@ def test_the_down_projection_runs_silu_mul_then_the_tensor_core_gemv() -> None:
     gate_up, act, y = dev.alloc(4 * 2 * 3072 * 2), dev.alloc(4 * 3072 * 2), dev.alloc(4 * 512)
     QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4, act_scratch=act)
     silu, gemv = dev.drain_launches()
-    assert silu.func == "silu_mul_bf16" and silu.args["out"] == act
+    assert silu.func == "silu_mul_early_bf16" and silu.args["out"] == act  # 4 rows
     assert gemv.func == "gemv_mma_nvfp4_bf16_small" and gemv.args["x"] == act
     with pytest.raises(ValueError, match="activation scratch"):
         QuantLinear(w).linear_silu(KernelCache(dev), 0, gate_up, y, 4)
@@ -631,5 +631,5 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
                                                       "gemv_fp8_h2_bf16"]  # half-precision FMAs
     mlp.forward(KernelCache(dev, REGISTER_FED), 0, b, 9)
-    assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_bf16",
+    assert [r.func for r in dev.drain_launches()] == ["gemv_mma_fp8_bf16", "silu_mul_early_bf16",
                                                       "gemv_mma_fp8_bf16"]
