@@ -168,65 +168,40 @@ struct NormIn {
 };
 constexpr int kNormVecs = 4;    // 16-byte vectors of a row a thread holds: hidden <= 8192
 
-// Every token's r and x into shared memory by the whole block: token t's at rs + t * kc and
-// xs + t * kc (kc 16-byte vectors each); nw: this thread's vectors of the norm weight (vector
-// tid + j * blockDim.x); scratch: kMaxTokens x 32 floats. All tokens' residual and delta
-// vectors of a pass are requested before any is used and the tokens' sums meet in one block
-// reduction, so a batch costs one dependent L2 trip a pass (one at hidden <= 8 x blockDim.x),
-// not one a token. Per token the sums are block_sum's, in its order: the same bits.
-template <int kMaxTokens>
-__device__ __forceinline__ void norm_rows_to_shared(const NormIn& n, int tokens, int kc,
-                                                    const uint4 (&nw)[kNormVecs], uint4* xs,
-                                                    uint4* rs, float* scratch) {
-  const uint4* rv = reinterpret_cast<const uint4*>(n.residual);
-  const uint4* dv = reinterpret_cast<const uint4*>(n.delta);
-  float sumsq[kMaxTokens];
+// Token t's r and x into rs and xs (shared, kc 16-byte vectors each) by the whole block;
+// nw: this thread's vectors of the norm weight (vector tid + j * blockDim.x).
+__device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int kc,
+                                                   const uint4 (&nw)[kNormVecs], uint4* xs,
+                                                   uint4* rs, float* scratch) {
+  const uint4* rv = reinterpret_cast<const uint4*>(n.residual) + static_cast<size_t>(t) * kc;
+  const uint4* dv = reinterpret_cast<const uint4*>(n.delta) + static_cast<size_t>(t) * kc;
+  uint4 r[kNormVecs], d[kNormVecs];
 #pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) sumsq[t] = 0.f;
+  for (int j = 0; j < kNormVecs; ++j) {  // every load before the first use
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < kc) {
+      r[j] = __ldcg(rv + i);
+      d[j] = __ldcg(dv + i);
+    }
+  }
+  float sumsq = 0.f;
 #pragma unroll
   for (int j = 0; j < kNormVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i >= kc) break;
-    uint4 r[kMaxTokens], d[kMaxTokens];
-#pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) {  // every load of the pass before the first use
-      if (t < tokens) {
-        r[t] = __ldcg(rv + static_cast<size_t>(t) * kc + i);
-        d[t] = __ldcg(dv + static_cast<size_t>(t) * kc + i);
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) {
-      if (t < tokens) {
-        const uint4 sum = atlas::rmsnorm::add_bf16x8(r[t], d[t]);  // bf16(residual + delta)
-        rs[t * kc + i] = sum;
-        sumsq[t] = atlas::rmsnorm::sumsq_bf16x8(sum, sumsq[t]);
-      }
+    if (i < kc) {
+      r[j] = atlas::rmsnorm::add_bf16x8(r[j], d[j]);  // bf16(residual + delta)
+      rs[i] = r[j];
     }
   }
-  // block_sum for every token at once: warp sums, one exchange, each warp's in order
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
 #pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) sumsq[t] = atlas::warp_sum(sumsq[t]);
-  __syncthreads();
-  if (lane == 0) {
+  for (int j = 0; j < kNormVecs; ++j)
+    if (threadIdx.x + j * blockDim.x < kc) sumsq = atlas::rmsnorm::sumsq_bf16x8(r[j], sumsq);
+  const float inv_rms = rsqrtf(atlas::block_sum(sumsq, scratch) / static_cast<float>(8 * kc) +
+                               n.eps);
 #pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) scratch[t * 32 + warp] = sumsq[t];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) {
-    if (t >= tokens) break;
-    float total = 0.f;
-    for (int w = 0; w < nwarps; ++w) total += scratch[t * 32 + w];
-    const float inv_rms = rsqrtf(total / static_cast<float>(8 * kc) + n.eps);
-#pragma unroll
-    for (int j = 0; j < kNormVecs; ++j) {
-      const int i = threadIdx.x + j * blockDim.x;
-      if (i < kc)
-        xs[t * kc + i] = atlas::rmsnorm::scale_bf16x8(rs[t * kc + i], nw[j], inv_rms,
-                                                      n.offset != 0);
-    }
+  for (int j = 0; j < kNormVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < kc) xs[i] = atlas::rmsnorm::scale_bf16x8(r[j], nw[j], inv_rms, n.offset != 0);
   }
 }
 
@@ -326,11 +301,11 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   atlas::pdl_enter();
   // [tokens][hidden / 8] x, then (kNorm) [tokens][hidden / 8] r (ops/moe.py gate_topk_smem)
   extern __shared__ uint4 xs[];
+  __shared__ float scratch[32];
   if constexpr (kNorm) {
-    constexpr int kNormTokens = kCluster ? 1 : kGateMaxTokens;  // the cluster's batch is 1
-    __shared__ float scratch[kNormTokens * 32];
-    norm_rows_to_shared<kNormTokens>(norm, tokens, hidden / 8, nw, xs, xs + tokens * (hidden / 8),
-                                     scratch);
+    for (int t = 0; t < tokens; ++t)
+      norm_row_to_shared(norm, t, hidden / 8, nw, xs + t * (hidden / 8),
+                         xs + (tokens + t) * (hidden / 8), scratch);
   } else {
     atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   }
