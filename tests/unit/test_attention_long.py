@@ -154,10 +154,13 @@ def _launch(dev: MockGpuBackend, max_blocks: int, hq: int = 32, hkv: int = 8, d:
 
 
 def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
-    """7 splits' partials, then the combine launch (no counters); ATLAS_DECODE_ATTN_LONG_MERGE
-    =1: the kernel merges them itself (the counters passed, no combine)."""
+    """7 splits' partials, then the combine launch (no counters) with
+    ATLAS_DECODE_ATTN_LONG_MERGE=0; by default at 4 sequences (routes.
+    DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS) the kernel merges them itself (the counters
+    passed, no combine)."""
     dev = _HopperMock()
-    partials, combine = _launch(dev, max_blocks=1024)  # 16,384 keys
+    partials, combine = _launch(dev, max_blocks=1024,  # 16,384 keys
+                                env={"ATLAS_DECODE_ATTN_LONG_MERGE": "0"})
     assert (partials.module, partials.func) == ("attention_long", "decode_attn_long_bf16")
     assert partials.grid == (7, 8, 4) and partials.block == (128, 1, 1)
     assert partials.shared == attention_long.long_smem_bytes(128)
@@ -166,8 +169,9 @@ def test_long_tables_take_the_long_kernel_then_the_combine() -> None:
     assert combine.func == "decode_attn_combine_early_bf16"  # 4 sequences
     assert combine.args["num_splits"] == 7
     assert dev.opt_ins == [("decode_attn_long_bf16", attention_long.long_smem_bytes(128))]
-    (partials,) = _launch(dev, max_blocks=1024, env={"ATLAS_DECODE_ATTN_LONG_MERGE": "1"})
-    assert partials.args["counters"] and partials.args["out"]
+    for env in (None, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"}):
+        (partials,) = _launch(dev, max_blocks=1024, env=env)
+        assert partials.args["counters"] and partials.args["out"]
 
 
 @pytest.mark.parametrize("hq, hkv, d, merges", [
@@ -182,7 +186,10 @@ def test_batch_one_merges_in_kernel_only_one_item_a_thread(hq, hkv, d, merges) -
     assert attention_long.merges_splits(kc, 19, 1, g, d, rope=False) is merges
     # the rope-fused entries always merge at batch 1 (gpu94: Qwen3-30B-A3B +4.2% without)
     assert attention_long.merges_splits(kc, 19, 1, g, d, rope=True)
-    assert not attention_long.merges_splits(kc, 19, 2, g, d, rope=True)  # batches: combine
+    # batches of up to 8 merge as batch 1 does (gpu106), larger ones on the combine
+    assert attention_long.merges_splits(kc, 19, 8, g, d, rope=True)
+    assert attention_long.merges_splits(kc, 19, 8, g, d, rope=False) is merges
+    assert not attention_long.merges_splits(kc, 19, 9, g, d, rope=True)
     assert not attention_long.merges_splits(kc, 1, 1, g, d, rope=False)  # one split
     for value, forced in (("1", True), ("0", False)):
         routes = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_MERGE": value})
@@ -235,11 +242,10 @@ def test_no_module_no_long_kernel_and_forcing_checks_the_geometry() -> None:
     # Qwen3-8B batch 64 (the throughput step) at an 8,192-key engine: one split, no combine
     (64, 32, 8, 128, 1, None, [("decode_attn_long_bf16", (1, 8, 64))]),
     # batch 8: the model's 5 (2x SMs for the CUDA-core kernel) -> 4 (256 of 264 slots),
-    # merged by the combine; with ATLAS_DECODE_ATTN_LONG_MERGE=1 by the last split
-    (8, 32, 8, 128, 5, None,
+    # merged by the last split (gpu106); with ATLAS_DECODE_ATTN_LONG_MERGE=0 by the combine
+    (8, 32, 8, 128, 5, None, [("decode_attn_long_bf16", (4, 8, 8))]),
+    (8, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
      [("decode_attn_long_bf16", (4, 8, 8)), ("decode_attn_combine_early_bf16", (1, 32, 8))]),
-    (8, 32, 8, 128, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
-     [("decode_attn_long_bf16", (4, 8, 8))]),
     # Qwen3.5-35B-A3B's D 256 at batch 8: 17 -> 8 (128 blocks of 132 one-per-SM slots)
     (8, 16, 2, 256, 17, None,
      [("decode_attn_long_d256_bf16", (8, 2, 8)), ("decode_attn_combine_early_bf16", (1, 16, 8))]),
@@ -313,10 +319,10 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
     (64, 1, None, [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
-    (8, 5, None, [("decode_attn_long_rope_staged_bf16", (4, 8, 8)),
-                  ("decode_attn_combine_early_bf16", (1, 32, 8))]),
-    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "1"},
-     [("decode_attn_long_rope_staged_bf16", (4, 8, 8))]),
+    (8, 5, None, [("decode_attn_long_rope_staged_bf16", (4, 8, 8))]),  # merged (gpu106)
+    (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
+     [("decode_attn_long_rope_staged_bf16", (4, 8, 8)),
+      ("decode_attn_combine_early_bf16", (1, 32, 8))]),
     # the waiting prologue's twin: the same grid, shared memory and arguments
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_STAGED": "0"},
      [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),

@@ -71,7 +71,9 @@ def test_decode_gate_up_takes_the_new_entry_exactly_when_on_at_2_to_8(
     if not takes:
         return
     assert rec.module == "moe_decode_mma"
-    assert rec.grid == (shape.inter // 16, shape.shared_slots + min(tokens * 8, shape.experts), 1)
+    per = moe.gate_up_mma_tiles(tokens, shape, 132)  # the mock's H200 facts
+    assert rec.grid == (-(-(shape.inter // 16) // per),
+                        shape.shared_slots + min(tokens * 8, shape.experts), 1)
     assert rec.block == (256, 1, 1) and rec.shared == moe.gate_up_mma_smem() == 102400
     assert [rec.args[n] for n in ("x", "w_gate_up", "topk_ids", "act", "tokens", "top_k",
                                   "hidden", "inter", "experts")] == [
@@ -106,8 +108,31 @@ def test_the_launch_geometry_matches_the_kernel_constants() -> None:
     assert moe.GATE_UP_MMA_MAX_STAGES == _constant("kMaxStages")
     assert moe.DECODE_MAX_TOKENS * moe.ROUTER_MAX_TOP_K == _constant("kMaxPairs")
     assert moe.ROUTER_MAX_EXPERTS == 32 * _constant("kKeyWords")
-    # two blocks an SM: 2 x (rings + ~1.1 KiB static + 1 KiB the driver keeps) <= 228 KiB
-    assert 2 * (moe.gate_up_mma_smem() + 1104 + 1024) <= 228 * 1024
+    # two blocks an SM: 2 x (rings + 5.1 KiB static (routing 1.1 KiB, the reduction's
+    # exchange 4 KiB) + 1 KiB the driver keeps) <= 228 KiB
+    assert moe.GATE_UP_MMA_BLOCKS_PER_SM == 2
+    assert 2 * (moe.gate_up_mma_smem() + 5200 + 1024) <= 228 * 1024
+
+
+@pytest.mark.parametrize("shape, tokens, per, grid", [
+    (Q30, 8, 12, (4, 64, 1)), (Q30, 4, 6, (8, 32, 1)),
+    (Q35, 8, 8, (4, 65, 1)), (Q35, 4, 4, (8, 33, 1))])
+def test_tiles_a_block_make_about_one_wave_on_an_h200(shape, tokens, per, grid) -> None:
+    assert moe.gate_up_mma_tiles(tokens, shape, 132) == per
+    assert moe.gate_up_mma_grid(tokens, shape, 132) == grid
+    assert grid[0] * grid[1] <= 132 * moe.GATE_UP_MMA_BLOCKS_PER_SM
+
+
+def test_tiles_a_block_are_what_the_kernel_derives_from_its_grid() -> None:
+    for sm in (1, 2, 3, 7, 66, 132, 1000):
+        for shape in (Q30, Q35, moe.MoeShape(4, 4, 144, 1008), moe.MoeShape(40, 28, 64, 1008,
+                                                                             1040)):
+            for tokens in range(2, 9):
+                tiles = shape.inter // 16
+                per = moe.gate_up_mma_tiles(tokens, shape, sm)
+                gx, _, _ = moe.gate_up_mma_grid(tokens, shape, sm)
+                assert 1 <= per <= tiles and per == -(-tiles // gx)  # the kernel's T
+                assert per * (gx - 1) < tiles <= per * gx  # no empty block, every tile
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
@@ -193,10 +218,12 @@ def _nth_bit(mask: int, n: int) -> int:
 
 
 def model_gate_up_mma(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
-                      sh: np.ndarray | None, shared_slots: int
-                      ) -> tuple[np.ndarray, np.ndarray, int]:
+                      sh: np.ndarray | None, shared_slots: int, sm_count: int = 132
+                      ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """act [tokens, slots, inter] (NaN where unwritten), the write count of every cell, and
-    the blocks that streamed weights, as the grid of moe_gate_up_mma_bf16 computes them."""
+    the (expert key, column tile) weight streams, as the grid of moe_gate_up_mma_bf16 (for
+    `sm_count` SMs) computes them: T = ceil(tiles / gridDim.x) column tiles a block, the
+    routing read once a block, the tiles streamed in order."""
     tokens, hidden = x.shape
     experts, rows2, _ = w.shape
     inter = rows2 // 2
@@ -205,7 +232,9 @@ def model_gate_up_mma(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
     n = tokens * slots
     flat = ids.reshape(-1)
     shape = moe.MoeShape(experts, top_k, hidden, inter, shared_inter)
-    gx, gy, _ = moe.gate_up_mma_grid(tokens, shape)
+    gx, gy, _ = moe.gate_up_mma_grid(tokens, shape, sm_count)
+    col_tiles = inter // COLS
+    per = -(-col_tiles // gx)  # the kernel's T, from its grid
     kc = hidden // 8
     steps = -(-kc // 4)
     # the K split: every k-step of a row in exactly one warp's range
@@ -213,17 +242,22 @@ def model_gate_up_mma(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
     assert [s for a, b in spans for s in range(a, b)] == list(range(steps))
     act = np.full((tokens, slots, inter), np.nan)
     writes = np.zeros((tokens, slots, inter), np.int64)
-    streamed = 0
+    streamed = []
     for d in range(gy):
         for bx in range(gx):
-            col0 = COLS * bx
+            tile0 = min(per * bx, col_tiles)
+            tile_end = min(tile0 + per, col_tiles)
+            col_lo, col_hi = COLS * tile0, COLS * tile_end
+            assert tile_end > tile0  # no idle block
             key = [_pair_key(flat, q, slots, top_k, experts) for q in range(n)]
             bits = [0] * (moe.ROUTER_MAX_EXPERTS // 32)
             for k in key:
                 if 0 <= k < experts:
                     bits[k >> 5] |= 1 << (k & 31)
             shared_block = d < shared_slots
-            shared_col = d * inter + col0
+            live_end = tile_end
+            if shared_block:  # the chunk's tiles below shared_inter stream, the rest are zeros
+                live_end = min(max((shared_inter - d * inter) // COLS, tile0), tile_end)
             e = experts + d if shared_block else _nth_key(bits, d - shared_slots)
             mask = 0
             if e >= 0:
@@ -233,45 +267,48 @@ def model_gate_up_mma(x: np.ndarray, w: np.ndarray, ids: np.ndarray, top_k: int,
             if d == 0:  # the zeros of ids outside [0, experts)
                 for q in range(n):
                     if key[q] < 0:
-                        cells = (q // slots, q % slots, slice(col0, col0 + COLS))
+                        cells = (q // slots, q % slots, slice(col_lo, col_hi))
                         act[cells] = 0.0
                         writes[cells] += 1
             if e < 0:
                 continue
-            if shared_block and shared_col >= shared_inter:
+            if shared_block:
                 for t in range(tokens):
-                    cells = (t, top_k + d, slice(col0, col0 + COLS))
+                    cells = (t, top_k + d, slice(COLS * live_end, col_hi))
                     act[cells] = 0.0
                     writes[cells] += 1
-                continue
-            streamed += 1
             nrows = bin(mask).count("1")
             assert 1 <= nrows <= 8
-            # A tile 0: the gate rows of columns col0 .. col0 + 15 (lane g: rows g, g + 8),
-            # tile 1 their up rows; B row g: token nth_bit(mask, g), zero-filled past nrows
-            if shared_block:
-                gate = sh[shared_col:shared_col + COLS]
-                up = sh[shared_inter + shared_col:shared_inter + shared_col + COLS]
-            else:
-                gate, up = w[e, col0:col0 + COLS], w[e, inter + col0:inter + col0 + COLS]
             b = np.zeros((8, hidden))
             for g in range(nrows):
                 b[g] = x[_nth_bit(mask, g)]
-            c_gate, c_up = gate @ b.T, up @ b.T  # C^T [weight row][B row]
-            for lane in range(32):
-                g, c = lane >> 2, lane & 3
-                for i in range(4):
-                    r = 2 * c + (i & 1)
-                    if r >= nrows:
-                        continue
-                    t, m = _nth_bit(mask, r), g + 8 * (i >> 1)
-                    gs, us = np.float32(_bf(c_gate[m, r])), np.float32(_bf(c_up[m, r]))
-                    with np.errstate(over="ignore"):  # float32, as the kernel's expf
-                        v = _bf(np.float32(_bf(gs / (np.float32(1) + np.exp(-gs)))) * us)
-                    for j in range(slots):
-                        if key[t * slots + j] == e:
-                            act[t, j, col0 + m] = v
-                            writes[t, j, col0 + m] += 1
+            for tile in range(tile0, live_end):  # in order, the next one's weights prefetched
+                col0 = COLS * tile
+                streamed.append((e, tile))
+                # A tile 0: the gate rows of columns col0 .. col0 + 15 (lane g: rows g, g + 8),
+                # tile 1 their up rows; B row g: token nth_bit(mask, g), zero-filled past nrows
+                if shared_block:
+                    shared_col = d * inter + col0
+                    assert shared_col + COLS <= shared_inter
+                    gate = sh[shared_col:shared_col + COLS]
+                    up = sh[shared_inter + shared_col:shared_inter + shared_col + COLS]
+                else:
+                    gate, up = w[e, col0:col0 + COLS], w[e, inter + col0:inter + col0 + COLS]
+                c_gate, c_up = gate @ b.T, up @ b.T  # C^T [weight row][B row]
+                for lane in range(32):
+                    g, c = lane >> 2, lane & 3
+                    for i in range(4):
+                        r = 2 * c + (i & 1)
+                        if r >= nrows:
+                            continue
+                        t, m = _nth_bit(mask, r), g + 8 * (i >> 1)
+                        gs, us = np.float32(_bf(c_gate[m, r])), np.float32(_bf(c_up[m, r]))
+                        with np.errstate(over="ignore"):  # float32, as the kernel's expf
+                            v = _bf(np.float32(_bf(gs / (np.float32(1) + np.exp(-gs)))) * us)
+                        for j in range(slots):
+                            if key[t * slots + j] == e:
+                                act[t, j, col0 + m] = v
+                                writes[t, j, col0 + m] += 1
     return act, writes, streamed
 
 
@@ -331,21 +368,29 @@ MODEL_SHAPES = [
      lambda r: moe_cases.random_ids(r, 8, 6, 2)),
     ("t3 duplicate id in one token", moe.MoeShape(8, 3, 32, 16),
      lambda r: np.array([[2, 2, 5], [5, 1, 2], [0, 7, 6]])),
+    # 7 column tiles, the shared chunk 1 live for 4 (sm16: T = 4, the last block 3 tiles)
+    ("t3 invalid ids shared 176 i112", moe.MoeShape(16, 4, 32, 112, 176),
+     lambda r: np.array([[3, -1, 9, 16], [3, 5, 9, 1], [200, 9, 3, 0]])),
 ]
 
 
+@pytest.mark.parametrize("sm_count", [132, 16, 3, 1], ids=["h200", "sm16", "sm3", "sm1"])
 @pytest.mark.parametrize("name, shape, make", MODEL_SHAPES, ids=[m[0] for m in MODEL_SHAPES])
-def test_index_model_writes_every_cell_once_with_the_oracles_values(name, shape, make) -> None:
+def test_index_model_writes_every_cell_once_with_the_oracles_values(name, shape, make,
+                                                                    sm_count) -> None:
     rng = np.random.default_rng(len(name))
     ids = np.asarray(make(rng), np.int32)
     x, w, sh, full = _inputs(rng, shape, ids)
-    act, writes, streamed = model_gate_up_mma(x, w, full, shape.top_k, sh, shape.shared_slots)
+    act, writes, streamed = model_gate_up_mma(x, w, full, shape.top_k, sh, shape.shared_slots,
+                                              sm_count)
     assert (writes == 1).all(), np.argwhere(writes != 1)[:4]
-    # one weight stream per (distinct expert, column tile): the expert's rows read once a batch
+    # each (distinct expert, column tile) streamed exactly once: the rows read once a batch
     routed = {int(e) for e in ids.reshape(-1) if 0 <= e < shape.experts}
-    live_shared = sum(1 for c in range(shape.shared_slots) for bx in range(shape.inter // 16)
-                      if c * shape.inter + 16 * bx < shape.shared_inter)
-    assert streamed == len(routed) * (shape.inter // 16) + live_shared
+    tiles = shape.inter // 16
+    live_shared = [(shape.experts + c, t) for c in range(shape.shared_slots)
+                   for t in range(tiles) if c * shape.inter + 16 * t < shape.shared_inter]
+    assert sorted(streamed) == sorted([(e, t) for e in routed for t in range(tiles)]
+                                      + live_shared)
     want = _oracle(x, w, sh, full, shape)
     # the model sums in float64 where the oracle does too: the same bf16 values, except where
     # a dot product sits on a rounding midpoint (none in these draws)
@@ -356,7 +401,7 @@ def test_the_grid_covers_every_distinct_expert_of_any_routing() -> None:
     rng = np.random.default_rng(3)
     for shape in (Q30, Q35, moe.MoeShape(4, 4, 64, 32), moe.MoeShape(10, 3, 64, 32, 32)):
         for tokens in range(2, 9):
-            _, gy, _ = moe.gate_up_mma_grid(tokens, shape)
+            _, gy, _ = moe.gate_up_mma_grid(tokens, shape, 132)
             for _ in range(20):
                 ids = moe_cases.random_ids(rng, tokens, shape.experts, shape.top_k)
                 assert len(np.unique(ids)) + shape.shared_slots <= gy

@@ -559,6 +559,12 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     part = moe.MoeShape(experts=8, top_k=3, hidden=128, inter=32, shared_inter=48)
     q35 = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=512, shared_inter=512)
     four = moe.MoeShape(experts=6, top_k=2, hidden=64, inter=16, shared_inter=64)
+    # several column tiles a block on an H200 (T = 16 of 63, the last block 15), with ids
+    # outside [0, experts) and the shared chunk 1 live for its first 2 tiles only
+    many = moe.MoeShape(experts=64, top_k=8, hidden=64, inter=1008, shared_inter=1040)
+    ids8 = random_ids(rng, 8, 64, 8)
+    ids8[2, 3] = -1
+    ids8[6, 0] = 64
     fused += [decode_case(rng, "moe_decode shared t3 e8 k3 i32 shared 48 (partial chunk)", part,
                           random_ids(rng, 3, 8, 3)),
               decode_case(rng, "moe_decode shared t1 e6 k2 i16 shared 64 (four chunks)", four,
@@ -728,6 +734,12 @@ def gate_up_mma_cases(rng: np.random.Generator) -> list[KernelCase]:
     tied[6, :3] = [63, 8, 40]
     part = moe.MoeShape(experts=8, top_k=3, hidden=128, inter=32, shared_inter=48)
     four = moe.MoeShape(experts=6, top_k=2, hidden=64, inter=16, shared_inter=64)
+    # several column tiles a block on an H200 (T = 16 of 63, the last block 15), with ids
+    # outside [0, experts) and the shared chunk 1 live for its first 2 tiles only
+    many = moe.MoeShape(experts=64, top_k=8, hidden=64, inter=1008, shared_inter=1040)
+    ids8 = random_ids(rng, 8, 64, 8)
+    ids8[2, 3] = -1
+    ids8[6, 0] = 64
     cases += [
         gate_up_mma_case(rng, "moe_gate_up_mma t8 all tokens the same 4 experts", small,
                          np.stack([np.roll(np.arange(4), t) + 5 for t in range(8)])),
@@ -746,6 +758,8 @@ def gate_up_mma_cases(rng: np.random.Generator) -> list[KernelCase]:
         gate_up_mma_case(rng, "moe_gate_up_mma t7 e40 k28 h64 i1008 shared 1040",
                          moe.MoeShape(40, 28, 64, 1008, 1040),
                          np.stack([rng.permutation(40)[:28] for _ in range(7)])),
+        gate_up_mma_case(rng, "moe_gate_up_mma shared t8 e64 k8 h64 i1008 shared 1040 "
+                         "invalid ids (several tiles a block)", many, ids8),
         # the down launch consumes its act unchanged: gate/up on tensor cores, then the down
         decode_case(rng, "moe_decode mma shared t5 e8 k3 i32 shared 48 (then the down)", part,
                     random_ids(rng, 5, 8, 3), routes=MMA_ROUTES, module="moe_decode_mma"),

@@ -221,7 +221,7 @@ def merges_splits(kc: KernelCache, num_splits: int, num_seqs: int, group: int,
     merges its partials itself (attention_long.cu SplitMerge: the last split of each
     (sequence, kv head) by the split counters' tickets) rather than the combine launch after
     it: several splits, and routes.decode_attn_long_merge, or where unset at most
-    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (batch 1's latency chain), on the
+    routes.DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS sequences (decode batches' latency chain), on the
     rope-fused entries always (`rope`: their early prologue is built for it, whole 64-key
     tiles and the first tile's table entries requested with kv_len; Qwen3-30B-A3B's group of
     8 measured +4.2% a step on the combine, gpu94) and on the plain entries where the

@@ -149,8 +149,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   on the rope-fused entries, and on the plain ones where the group's merge is one item a
   thread (ops/attention_long.merges_splits; batch 1: the combine was a launch of its own in
   the latency chain, gpu37 PDL off 3.61 us a layer on Qwen3-0.6B x 512, 5.90 on Qwen3-8B x
-  1,536, beside the kernel's 7.94 / 8.97; unmeasured merged) and the combine runs after
-  larger ones (batch 8 .. 16 at D 128, long contexts: their merge is unmeasured) and after
+  1,536, beside the kernel's 7.94 / 8.97; batch 8: gpu106 below the default) and the combine
+  runs after larger ones (batch 9 and more: their merge is unmeasured) and after
   the plain entries' larger groups (session 25: Qwen3.5's D 256 group of 8, the combine
   2.329 / 2.329 ms a step against 2.345 / 2.346 merged, gpu93; the rope-fused early entry of
   Qwen3-30B-A3B's group of 8 loses 4.2% on the combine, gpu94: it keeps merging).
@@ -438,8 +438,11 @@ DEFAULT_DECODE_ATTN_LONG_MIN_BATCH = 1
 #: the attention output gate
 EARLY_TRIGGER_KINDS = ("norm", "silu", "combine", "gate")
 #: tensor-core decode launches of at most this many sequences merge their splits in their
-#: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset)
-DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 1
+#: last split instead of a combine launch (ATLAS_DECODE_ATTN_LONG_MERGE unset): batch 1 since
+#: session 18, batches of up to 8 since gpu106 (2026-12-04, batch 8 x 512, GPU ms a step,
+#: merged / combine: Qwen3-8B 4.793 / 4.858, Qwen3-0.6B 1.158 / 1.164, Qwen3-30B-A3B 11.162 /
+#: 11.187)
+DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS = 8
 #: verification steps of at most this many sequences attend on the verification kernel,
 #: larger ones rows apart (ATLAS_DECODE_ATTN_VERIFY_MAX_BATCH; the module docstring says why)
 DEFAULT_VERIFY_MAX_BATCH = 1
