@@ -35,9 +35,7 @@
 // Launch (ops/matmul_batched.py): grid = ceil(n / rows), block = 256 threads, dynamic shared
 // memory ring_bytes(rows / 16, ceil(m / 8)) (up to 192 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 64, n >= 1, k % 8 == 0, x and w 16-byte aligned.
-// The rings, fragment loads, MMA step and warp reduction are gemv_mma_core.cuh's (shared with
-// moe_decode_mma.cu); this file adds the row blocks, the grid's width rule and the output tile.
-#include "gemv_mma_core.cuh"
+#include "mma_util.cuh"
 
 namespace {
 
@@ -48,15 +46,88 @@ constexpr int kMaxBTiles = 8;      // 8-row B tiles: m <= 64
 constexpr int kMaxStages = 8;      // ops/matmul_batched.py BATCHED_MAX_STAGES
 constexpr int kRingBudget = 196608;  // 192 KiB; ops/matmul_batched.py BATCHED_RING_BUDGET
 
-using Ring = atlas::gemv_mma::RingShape<kWarps, kRingBudget, kMaxStages>;
-using atlas::gemv_mma::stage_slots;
+// 16-byte slots of one warp's ring stage (one 32-k step): per lane, the weight chunks of rows
+// g and g + 8 of each A tile, then the activation chunk of each B tile.
+__host__ __device__ constexpr int stage_slots(int tiles, int btiles) {
+  return (2 * tiles + btiles) * 32;
+}
 
+// As many k-steps in flight per warp as the budget holds, at most kMaxStages.
 __host__ __device__ constexpr int ring_stages(int tiles, int btiles) {
-  return Ring::stages(tiles, btiles);
+  return kRingBudget / (kWarps * stage_slots(tiles, btiles) * 16) < kMaxStages
+             ? kRingBudget / (kWarps * stage_slots(tiles, btiles) * 16)
+             : kMaxStages;
 }
 
 __host__ __device__ constexpr int ring_bytes(int tiles, int btiles) {
-  return Ring::bytes(tiles, btiles);
+  return kWarps * ring_stages(tiles, btiles) * stage_slots(tiles, btiles) * 16;
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// One lane's sources: the starts of its weight rows and activation rows.
+template <int kTiles, int kBTiles>
+struct LaneSources {
+  const uint4* wrow[kTiles][2];
+  const uint4* xrow[kBTiles];
+  int kc;  // 16-byte chunks per row (k / 8)
+  int c;
+
+  // Chunk index of this lane in k-step s; past the row's end, -1 (the slot is zero-filled
+  // and the row start, always mapped, stands in as the unread source address).
+  __device__ __forceinline__ int chunk(int s) const {
+    const int ch = 4 * s + c;
+    return ch < kc ? ch : -1;
+  }
+
+  // The weight slots of k-step s into `stage` (may run before the PDL wait), with the
+  // L2::256B prefetch hint: a k-step reads 64 bytes of each weight row, the hint makes DRAM
+  // serve 256 (this step's and the next three's).
+  __device__ __forceinline__ void fill_weights(uint4* stage, int lane, int s) const {
+    const int ch = chunk(s);
+    const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        atlas::cp_async_16_prefetch256_stream(stage + (2 * t + h) * 32 + lane,
+                                              ch >= 0 ? wrow[t][h] + ch : wrow[t][h], ch >= 0,
+                                              stream);
+  }
+
+  // The activation slots of k-step s into `stage` (only after the PDL wait).
+  __device__ __forceinline__ void fill_x(uint4* stage, int lane, int s) const {
+    const int ch = chunk(s);
+#pragma unroll
+    for (int b = 0; b < kBTiles; ++b)
+      atlas::cp_async_16(stage + (2 * kTiles + b) * 32 + lane,
+                         ch >= 0 ? xrow[b] + ch : xrow[b], ch >= 0);
+  }
+};
+
+// acc[t][b] += one k-step (two k16 halves) of A tile t times B tile b, from this lane's slots.
+// The activation fragments stay in registers while each A tile's are loaded in turn, so the
+// wide block's 128 accumulators leave room for operands without spilling.
+template <int kTiles, int kBTiles>
+__device__ __forceinline__ void mma_step(const uint4* stage, int lane,
+                                         float (&acc)[kTiles][kBTiles][4]) {
+  uint4 xv[kBTiles];
+#pragma unroll
+  for (int b = 0; b < kBTiles; ++b) xv[b] = stage[(2 * kTiles + b) * 32 + lane];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const uint4 a0 = stage[(2 * t) * 32 + lane], a1 = stage[(2 * t + 1) * 32 + lane];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t af[4] = {word(a0, 2 * j), word(a1, 2 * j), word(a0, 2 * j + 1),
+                              word(a1, 2 * j + 1)};
+#pragma unroll
+      for (int b = 0; b < kBTiles; ++b)
+        atlas::mma_bf16_16816(acc[t][b], af, word(xv[b], 2 * j), word(xv[b], 2 * j + 1));
+    }
+  }
 }
 
 constexpr int kMaxValues = kWideTiles * kMaxBTiles * 4;  // f32 partials per lane
@@ -69,6 +140,36 @@ struct Smem {
     float tile[kMaxBTiles * 8][16 * kWideTiles];   // [batch row][weight row in block]
   };
 };
+
+// Sum the warps' partials in a fixed tree (warp w += warp w + half, half = 4, 2, 1); warp 0
+// ends with the block's totals.
+template <int kTiles, int kBTiles>
+__device__ __forceinline__ void reduce_over_warps(float (&acc)[kTiles][kBTiles][4], Smem& sm,
+                                                  int warp, int lane) {
+#pragma unroll
+  for (int half = kWarps / 2; half >= 1; half >>= 1) {
+    if (warp >= half && warp < 2 * half) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int b = 0; b < kBTiles; ++b)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            sm.exchange[warp - half][(t * kBTiles + b) * 4 + i][lane] = acc[t][b][i];
+    }
+    __syncthreads();
+    if (warp < half) {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int b = 0; b < kBTiles; ++b)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            acc[t][b][i] += sm.exchange[warp][(t * kBTiles + b) * 4 + i][lane];
+    }
+    __syncthreads();
+  }
+}
 
 template <int kTiles, int kBTiles, bool kF32Out>
 __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
@@ -84,7 +185,7 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
   const int row0 = blockIdx.x * kRows;
   const int kc = k >> 3, steps = (kc + 3) >> 2;
 
-  atlas::gemv_mma::LaneSources<kTiles, kBTiles> src;
+  LaneSources<kTiles, kBTiles> src;
   src.kc = kc;
   src.c = lane & 3;
 #pragma unroll
@@ -113,15 +214,35 @@ __device__ __forceinline__ void gemv_mma(const __nv_bfloat16* __restrict__ x,
 
   // Prologue: the weights of the first kStages - 1 steps are requested before waiting on the
   // previous kernel (no kernel writes them), so their DRAM round trip overlaps its tail; x
-  // only after (gemv_mma_core.cuh).
-  atlas::gemv_mma::prologue_weights<kStages, kSlots>(src, ring, lane, step0, count);
+  // only after. Commit group i then holds everything step i needs (group 0 also the later
+  // steps' weights), and the loop commits one group per step, possibly empty.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i)
+    if (i < count) src.fill_weights(ring + i * kSlots, lane, step0 + i);
   atlas::pdl_enter();
-  atlas::gemv_mma::prologue_x<kStages, kSlots>(src, ring, lane, step0, count);
-  atlas::gemv_mma::stream_k<kStages, kSlots>(src, ring, lane, step0, count, acc);
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < count) src.fill_x(ring + i * kSlots, lane, step0 + i);
+    atlas::cp_async_commit();
+  }
+  // Step i sits in slot i % kStages; the slot refilled in iteration i (with step
+  // i + kStages - 1) is the one step i - 1 used, whose values already fed its MMAs.
+  for (int i = 0, slot = 0, refill = kStages - 1; i < count; ++i) {
+    atlas::cp_async_wait<kStages - 2>();  // groups 0..i are complete: step i has landed
+    mma_step(ring + slot * kSlots, lane, acc);
+    if (i + kStages - 1 < count) {
+      src.fill_weights(ring + refill * kSlots, lane, step0 + i + kStages - 1);
+      src.fill_x(ring + refill * kSlots, lane, step0 + i + kStages - 1);
+    }
+    atlas::cp_async_commit();
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+    refill = slot == 0 ? kStages - 1 : slot - 1;
+  }
+  atlas::cp_async_wait<0>();
   __syncthreads();  // every warp is done with its ring before the exchange buffer reuses it
 
   Smem& sm = *reinterpret_cast<Smem*>(smem);
-  atlas::gemv_mma::reduce_over_warps(acc, sm.exchange, warp, lane);
+  reduce_over_warps(acc, sm, warp, lane);
 
   // Warp 0 scatters the C^T fragments into the [batch row][weight row] tile:
   // value i of (tile t, B tile b) is weight row 16 t + g (+8 for i >= 2), batch row

@@ -697,15 +697,6 @@ MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
                      "shared_inter:u32")
-# The same act on tensor cores for 2..8 tokens (kernels/hopper/common/moe_decode_mma.cu,
-# hopper only; ops.moe.gate_up_uses_mma, ATLAS_MOE_GATE_UP_MMA): grid (ceil(inter / 16 / T),
-# shared_slots + min(tokens * top_k, experts)), a block T tiles of 16 columns of one distinct
-# expert for every token that selected it (ops.moe.gate_up_mma_tiles); 256 threads,
-# ops.moe.gate_up_mma_smem() bytes of dynamic shared memory (its cp.async rings).
-MOE_GATE_UP_MMA = S("moe_decode_mma", "moe_gate_up_mma_bf16",
-                    "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
-                    "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
-                    "shared_inter:u32")
 # The same act from a GEMV-shaped launch (the default; ops.moe.gate_up_uses_gemv): grid
 # (ceil(inter / 2), tokens * slots), ops.moe.gate_up_gemv_threads(hidden) threads, no dynamic
 # shared memory; a block computes two columns of one expert for up to 4 pairs routed to it.

@@ -22,7 +22,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, bf16_ulp, kernel_cases
 from ..ops import KernelCache, moe
 from ..ops.routes import KernelRoutes
-from .gemv import TENSOR_CORE_K_TOL, random_bf16
+from .gemv import random_bf16
 
 #: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
 #: rounding boundary than the exact one moves g or u by an ulp, and act by up to ~1% of its
@@ -398,13 +398,11 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 # ---- decode experts -----------------------------------------------------------------------
 def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-                graph: bool = False, routes: KernelRoutes | None = None,
-                module: str = "moe_decode") -> KernelCase:
+                graph: bool = False, routes: KernelRoutes | None = None) -> KernelCase:
     """moe_gate_up_silu then moe_down_sum, act checked on its own (it is the first kernel's
     output and the second one's input); with shape.shared_inter, a shared expert folded in
     as shape.shared_slots more slots. `graph`: also captured into the GPU check's graph;
-    `routes`: the launch builders' paths (None: the environment's); `module`: the kernel
-    module the case checks (the gate/up's, where routes pick another module's gate/up)."""
+    `routes`: the launch builders' paths (None: the environment's)."""
     tokens, k = len(ids), shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
@@ -431,7 +429,7 @@ def decode_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: n
                            x["topk_weights"][:, k], r["out"], shape.inter)
         return {"act": np.concatenate([r["act"], sh["act"]], axis=1), "out": sh["out"]}
 
-    return KernelCase(name, module, inputs, outputs, run, oracle,
+    return KernelCase(name, "moe_decode", inputs, outputs, run, oracle,
                       reference_abs_tol=ACT_REFERENCE_TOL, graph=graph)
 
 
@@ -559,12 +557,6 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
     part = moe.MoeShape(experts=8, top_k=3, hidden=128, inter=32, shared_inter=48)
     q35 = moe.MoeShape(experts=8, top_k=8, hidden=2048, inter=512, shared_inter=512)
     four = moe.MoeShape(experts=6, top_k=2, hidden=64, inter=16, shared_inter=64)
-    # several column tiles a block on an H200 (T = 16 of 63, the last block 15), with ids
-    # outside [0, experts) and the shared chunk 1 live for its first 2 tiles only
-    many = moe.MoeShape(experts=64, top_k=8, hidden=64, inter=1008, shared_inter=1040)
-    ids8 = random_ids(rng, 8, 64, 8)
-    ids8[2, 3] = -1
-    ids8[6, 0] = 64
     fused += [decode_case(rng, "moe_decode shared t3 e8 k3 i32 shared 48 (partial chunk)", part,
                           random_ids(rng, 3, 8, 3)),
               decode_case(rng, "moe_decode shared t1 e6 k2 i16 shared 64 (four chunks)", four,
@@ -616,157 +608,6 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                         random_ids(rng, 2, 8, 8), routes=old)]
     return (fused + cases + _down_gemv_cases(rng, leaf, q35)
             + _tiled_gate_up_cases(rng, leaf, q35) + _route_in_experts_cases(rng))
-
-
-# ---- decode gate/up on tensor cores (moe_decode_mma.cu) ------------------------------------
-#: the launch builders' paths of the tensor-core gate/up cases: ATLAS_MOE_GATE_UP_MMA=1
-MMA_ROUTES = KernelRoutes(moe_gate_up_mma=True)
-
-
-def _expert_bits(rng: np.random.Generator, experts: int, rows: int, hidden: int
-                 ) -> np.ndarray:
-    """bf16 bits [experts, rows, hidden] of Uniform(-1, 1) / sqrt(hidden), drawn in float32
-    one expert at a time: a full-size layer's 128..256 experts (0.8..1.1 GB of bf16) without
-    gigabytes of float64 temporaries."""
-    out = np.empty((experts, rows, hidden), np.uint16)
-    scale = np.float32(hidden ** -0.5)
-    for e in range(experts):
-        u = rng.random((rows, hidden), dtype=np.float32)
-        out[e] = f32_to_bf16_bits((u * 2 - 1) * scale)
-    return out
-
-
-def oracle_gate_up(x: np.ndarray, w_gate_up: np.ndarray, ids: np.ndarray, inter: int
-                   ) -> np.ndarray:
-    """act [tokens, top_k, inter] in float64 from bf16 bits w_gate_up [E, 2 inter, hidden]
-    (each selected expert widened on its own), zeros for ids outside [0, E)."""
-    tokens, top_k = ids.shape
-    act = np.zeros((tokens, top_k, inter))
-    for t in range(tokens):
-        for j in range(top_k):
-            e = int(ids[t, j])
-            if 0 <= e < len(w_gate_up):
-                w = _f64(w_gate_up[e])
-                g = _bf16(w[:inter] @ x[t]).astype(np.float32)
-                u = _bf16(w[inter:] @ x[t])
-                with np.errstate(over="ignore"):
-                    silu = _bf16(g / (np.float32(1) + np.exp(-g)))
-                act[t, j] = _bf16(silu * u)
-    return act
-
-
-def gate_up_mma_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
-                     ids: np.ndarray, graph: bool = False) -> KernelCase:
-    """moe_gate_up_mma_bf16 alone (ATLAS_MOE_GATE_UP_MMA=1 in the case's KernelCache): act
-    [tokens, slots, inter] for routed ids [tokens, top_k] (with shape.shared_inter, each row
-    extended by the shared expert's chunks experts + c, as the fused router writes them).
-    Against the host reference: ACT_REFERENCE_TOL (a bf16 flip of g or u) plus what
-    tensor-core accumulation over hidden adds (cases/gemv.py TENSOR_CORE_K_TOL)."""
-    tokens, k, h = len(ids), shape.top_k, shape.hidden
-    ids = ids.astype(np.int32)
-    inputs = {"x": random_bf16(rng, (tokens, h)),
-              "w_gate_up": _expert_bits(rng, shape.experts, 2 * shape.inter, h),
-              "topk_ids": ids}
-    if shape.shared_inter:
-        inputs["sh_gate_up"] = random_bf16(rng, (2 * shape.shared_inter, h), h ** -0.5)
-        inputs["topk_ids"] = np.concatenate(
-            [ids, np.tile(shape.experts + np.arange(shape.shared_slots), (tokens, 1))],
-            axis=1).astype(np.int32)
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        shared = (moe.SharedExpertWeights(p["sh_gate_up"], 0, 0) if shape.shared_inter
-                  else None)
-        moe.decode_gate_up(KernelCache(backend, MMA_ROUTES), stream, p["x"], p["w_gate_up"],
-                           p["topk_ids"], p["act"], tokens, shape, shared)
-
-    def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        x = _f64(inp["x"])
-        act = np.zeros((tokens, shape.slots, shape.inter))
-        act[:, :k] = oracle_gate_up(x, inp["w_gate_up"], inp["topk_ids"][:, :k], shape.inter)
-        if shape.shared_inter:
-            full = np.zeros((tokens, shape.shared_slots * shape.inter))
-            full[:, :shape.shared_inter] = oracle_gate_up(
-                x, inp["sh_gate_up"][None], np.zeros((tokens, 1), np.int32),
-                shape.shared_inter)[:, 0]
-            act[:, k:] = full.reshape(tokens, shape.shared_slots, shape.inter)
-        return {"act": act}
-
-    return KernelCase(name, "moe_decode_mma", inputs,
-                      {"act": OutputSpec(DType.BF16, (tokens, shape.slots, shape.inter))}, run,
-                      oracle, reference_abs_tol=ACT_REFERENCE_TOL + TENSOR_CORE_K_TOL * h,
-                      graph=graph)
-
-
-@kernel_cases("moe_decode_mma")
-def gate_up_mma_leaf_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """The full-size layers at batch 2, 5, 8: Qwen3-30B-A3B (128 experts, 0.8 GB of gate/up
-    weights) and Qwen3.5-35B-A3B with its shared expert (256 experts, 1.1 GB). Every case of
-    the module is named "... mma ..." (check_kernels -k mma); " leaf " marks these, which CPU
-    tests skip (a factory of their own, so the CPU tests need not draw their inputs)."""
-    q30 = moe.MoeShape(experts=128, top_k=8, hidden=2048, inter=768)
-    q35 = moe.MoeShape(experts=256, top_k=8, hidden=2048, inter=512, shared_inter=512)
-    cases = []
-    for t in (2, 5, 8):
-        cases.append(gate_up_mma_case(rng, f"moe_gate_up_mma leaf t{t} e128 k8 h2048 i768 "
-                                      "(qwen3-30b-a3b)", q30, random_ids(rng, t, 128, 8),
-                                      graph=t == 8))
-        cases.append(gate_up_mma_case(rng, f"moe_gate_up_mma leaf shared t{t} e256 k8 h2048 "
-                                      "i512 shared 512 (qwen3.5-35b-a3b)", q35,
-                                      random_ids(rng, t, 256, 8)))
-    return cases
-
-
-@kernel_cases("moe_decode_mma")
-def gate_up_mma_cases(rng: np.random.Generator) -> list[KernelCase]:
-    """The edge cases of moe_gate_up_mma_bf16 (small shapes; the last one at the Qwen3.5-35B-A3B
-    per-expert shape with 8 experts, a " leaf " case)."""
-    cases = []
-    small = moe.MoeShape(experts=16, top_k=4, hidden=256, inter=96)
-    ids3 = random_ids(rng, 3, 16, 4)
-    ids3[1, 2] = -1  # an expert held by another rank
-    ids3[2, 0] = 16  # out of range: zeros the same way
-    every = moe.MoeShape(experts=64, top_k=8, hidden=320, inter=48)
-    # ties: every token the same top-8 (all logits tied: the lowest ids), two tokens a
-    # permutation of them, the others sharing some: experts chosen by 8, 7, ... tokens
-    tied = np.tile(np.arange(8, dtype=np.int32), (8, 1))
-    tied[3] = tied[3][::-1]
-    tied[5, 4:] = [20, 9, 31, 8]
-    tied[6, :3] = [63, 8, 40]
-    part = moe.MoeShape(experts=8, top_k=3, hidden=128, inter=32, shared_inter=48)
-    four = moe.MoeShape(experts=6, top_k=2, hidden=64, inter=16, shared_inter=64)
-    # several column tiles a block on an H200 (T = 16 of 63, the last block 15), with ids
-    # outside [0, experts) and the shared chunk 1 live for its first 2 tiles only
-    many = moe.MoeShape(experts=64, top_k=8, hidden=64, inter=1008, shared_inter=1040)
-    ids8 = random_ids(rng, 8, 64, 8)
-    ids8[2, 3] = -1
-    ids8[6, 0] = 64
-    cases += [
-        gate_up_mma_case(rng, "moe_gate_up_mma t8 all tokens the same 4 experts", small,
-                         np.stack([np.roll(np.arange(4), t) + 5 for t in range(8)])),
-        gate_up_mma_case(rng, "moe_gate_up_mma t8 e64 k8 every token a different set "
-                         "h320 i48", every, rng.permutation(64).reshape(8, 8).astype(np.int32)),
-        gate_up_mma_case(rng, "moe_gate_up_mma t6 k=e=4 h144 i1008 (partial k-step)",
-                         moe.MoeShape(4, 4, 144, 1008), random_ids(rng, 6, 4, 4)),
-        gate_up_mma_case(rng, "moe_gate_up_mma t8 ties e64 k8 h320 i48", every, tied),
-        gate_up_mma_case(rng, "moe_gate_up_mma t3 invalid ids", small, ids3),
-        gate_up_mma_case(rng, "moe_gate_up_mma t2 e16 k4 h256 i96", small,
-                         random_ids(rng, 2, 16, 4)),
-        gate_up_mma_case(rng, "moe_gate_up_mma shared t3 e8 k3 i32 shared 48 (partial chunk)",
-                         part, random_ids(rng, 3, 8, 3)),
-        gate_up_mma_case(rng, "moe_gate_up_mma shared t4 e6 k2 i16 shared 64 (four chunks)",
-                         four, random_ids(rng, 4, 6, 2)),
-        gate_up_mma_case(rng, "moe_gate_up_mma t7 e40 k28 h64 i1008 shared 1040",
-                         moe.MoeShape(40, 28, 64, 1008, 1040),
-                         np.stack([rng.permutation(40)[:28] for _ in range(7)])),
-        gate_up_mma_case(rng, "moe_gate_up_mma shared t8 e64 k8 h64 i1008 shared 1040 "
-                         "invalid ids (several tiles a block)", many, ids8),
-        # the down launch consumes its act unchanged: gate/up on tensor cores, then the down
-        decode_case(rng, "moe_decode mma shared t5 e8 k3 i32 shared 48 (then the down)", part,
-                    random_ids(rng, 5, 8, 3), routes=MMA_ROUTES, module="moe_decode_mma"),
-        decode_case(rng, "moe_decode mma leaf shared t8 h2048 i512 k8 (qwen3.5-35b-a3b, then "
-                    "the down)", moe.MoeShape(8, 8, 2048, 512, 512), random_ids(rng, 8, 8, 8),
-                    routes=MMA_ROUTES, module="moe_decode_mma")]
-    return cases
 
 
 def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,

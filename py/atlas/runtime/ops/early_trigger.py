@@ -22,8 +22,11 @@ The rule: batched steps (EARLY_MIN_ROWS rows or more) take the twins. One row do
 batch 1 the chain's time only moved (gpu102, 2026-12-04, the norm: the projection after it
 gained what its neighbours lost, Qwen3-0.6B 0.725 -> 0.737 ms a step, Qwen3.5-35B-A3B NVFP4
 1.885 -> 1.950). Batch 8 and 64 gained on the norm (gpu103: Qwen3-8B b8 4.970 -> 4.881 ms,
-Qwen3-0.6B 1.232 -> 1.192, Qwen3-30B-A3B 11.120 -> 10.936, b64 x 1,536 8.898 -> 8.832).
-ATLAS_EARLY_TRIGGER forces a set of kinds at every row count for A/B runs.
+Qwen3-0.6B 1.232 -> 1.192, Qwen3-30B-A3B 11.120 -> 10.936, b64 x 1,536 8.898 -> 8.832); the
+other kinds at batch 8 gained or tied (gpu106, against the norm alone: Qwen3-8B 4.882 -> 4.858,
+Qwen3-0.6B 1.177 -> 1.164, Qwen3-30B-A3B 11.235 -> 11.187, NVFP4 3.976 -> 3.946, FP8 and
+Qwen3.5-35B-A3B within 0.3%). ATLAS_EARLY_TRIGGER forces a set of kinds at every row count
+for A/B runs.
 """
 
 from __future__ import annotations

@@ -21,9 +21,7 @@ pairs of its slot, the next pair's weights requested before the current pair's r
 one wave), or with
 ATLAS_MOE_GATE_UP_GEMV=0 the column-loop moe_gate_up_silu_bf16; in both the pairs routed to
 one expert go GATE_UP_GROUP_PAIRS to a block, so a batch reads each selected expert once per
-4 tokens that chose it; with ATLAS_MOE_GATE_UP_MMA=1, batches of 2..8 on tensor cores instead,
-moe_gate_up_mma_bf16: a block per run of 16-column tiles of each distinct expert, every token
-that chose it one row of its mma B tile, so each selected expert is read once a batch; then
+4 tokens that chose it; then
 moe_down_sum_bf16 which applies the weights and sums over k in float32, in slot order: no
 atomics, bit-reproducible). The down launch spreads (row, slot) items over every SM: a
 block group holds `down_rows_per_group` output rows of one token for all their slots
@@ -78,7 +76,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
                           MOE_GATE_TOPK_SIGMOID,
-                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_MMA, MOE_GATE_UP_SILU,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
@@ -112,16 +110,6 @@ GATE_UP_GEMV_COLS = 2
 #: 16-byte chunks of each weight row a GEMV-shaped gate/up thread loads at once
 #: (gemv_core.cuh kUnroll): its blocks get enough threads for this many chunks each
 GATE_UP_GEMV_UNROLL = 2
-#: the tensor-core gate/up for 2..8 tokens (moe_decode_mma.cu, ATLAS_MOE_GATE_UP_MMA): act
-#: columns a block (its A tiles: their 16 gate rows, their 16 up rows), threads, and the
-#: cp.async rings' budget (kRingBudget: 100 KiB, two blocks an SM) and most k-steps a warp
-GATE_UP_MMA_COLS = 16
-GATE_UP_MMA_THREADS = 256
-GATE_UP_MMA_RING_BUDGET = 100 * 1024
-GATE_UP_MMA_MAX_STAGES = 8
-#: its resident blocks an SM (__launch_bounds__(256, 2), 2 x (100 KiB rings + 5.1 KiB static)):
-#: the wave gate_up_mma_tiles sizes its grid to
-GATE_UP_MMA_BLOCKS_PER_SM = 2
 #: the tiled batch-1 gate/up kernel's registers per thread (moe_decode.cu: the launch bounds
 #: of 4 blocks of 256 threads): with the register file of 64 K, its blocks an SM where the
 #: backend has no device to ask (`gate_up_tiles`)
@@ -502,12 +490,6 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     pairs = tokens * shape.slots
     if route is not None:
         _require_routes_in_experts(kc, tokens, shape)
-    if route is None and gate_up_uses_mma(kc, tokens):
-        smem = gate_up_mma_smem()  # two blocks an SM only on the largest carveout
-        kc.get_with_shared(MOE_GATE_UP_MMA, smem, most_shared=True)(
-            stream, gate_up_mma_grid(tokens, shape, kc.facts.sm_count), GATE_UP_MMA_THREADS,
-            smem, *args)
-        return
     if gate_up_uses_gemv(kc, tokens):
         threads = gate_up_gemv_threads(kc, shape.hidden)
         cols = -(-shape.inter // GATE_UP_GEMV_COLS)
@@ -531,56 +513,6 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     smem = gate_up_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
         stream, (-(-groups // per_block), pairs, 1), DECODE_THREADS, smem, *args)
-
-
-def gate_up_uses_mma(kc: KernelCache, tokens: int) -> bool:
-    """Whether a decode gate/up launch of `tokens` takes moe_gate_up_mma_bf16: switched on
-    (ATLAS_MOE_GATE_UP_MMA, default off), 2..DECODE_MAX_TOKENS tokens (batch 1 keeps its
-    GEMV-shaped kernels), and a kernel set that has the module (hopper; backends that load no
-    compiled modules, the host references and the mock, run every signature)."""
-    names = kc.backend.module_names
-    return (kc.routes.moe_gate_up_mma and 2 <= tokens <= DECODE_MAX_TOKENS
-            and (not names or MOE_GATE_UP_MMA.module in names))
-
-
-def gate_up_mma_smem() -> int:
-    """Dynamic shared memory of moe_gate_up_mma_bf16 (moe_decode_mma.cu Ring::bytes): 8 warps'
-    rings of as many k-steps (at most GATE_UP_MMA_MAX_STAGES) as GATE_UP_MMA_RING_BUDGET
-    holds, a k-step 16 bytes x 32 lanes x (4 weight rows + 1 x row) = 2,560 bytes a warp:
-    5 steps, 102,400 bytes."""
-    warps = GATE_UP_MMA_THREADS // 32
-    stage = (2 * 2 + 1) * 32 * 16
-    stages = min(GATE_UP_MMA_MAX_STAGES, GATE_UP_MMA_RING_BUDGET // (warps * stage))
-    return warps * stages * stage
-
-
-def gate_up_mma_tiles(tokens: int, shape: MoeShape, sm_count: int) -> int:
-    """Column tiles (16 act columns each) a block of moe_gate_up_mma_bf16 streams: enough that
-    the grid's blocks, inter / 16 / T x (shared_slots + min(tokens x top_k, experts)) (the
-    worst case of distinct experts), about fill one wave of sm_count x GATE_UP_MMA_BLOCKS_PER_SM
-    resident blocks, so each block pays its fixed chain (routing read, first ring's DRAM round
-    trip, last reduction) once for T tiles and the later tiles' round trips overlap the
-    previous tile's reduction. Normalised to what the kernel derives from its grid,
-    ceil(tiles / gridDim.x), so the last block may take fewer. On an H200 (132 SMs, 264
-    blocks): Qwen3-30B-A3B (48 tiles) T = 12 at batch 8 (4 x 64 blocks), 6 at batch 4
-    (8 x 32); Qwen3.5-35B-A3B (32 tiles, 1 shared chunk) T = 8 at batch 8 (4 x 65), 4 at
-    batch 4 (8 x 33)."""
-    tiles = -(-shape.inter // GATE_UP_MMA_COLS)
-    rows = shape.shared_slots + min(tokens * shape.top_k, shape.experts)
-    wave = max(1, sm_count * GATE_UP_MMA_BLOCKS_PER_SM)
-    per = min(tiles, max(1, -(-(tiles * rows) // wave)))
-    return -(-tiles // -(-tiles // per))
-
-
-def gate_up_mma_grid(tokens: int, shape: MoeShape, sm_count: int) -> tuple[int, int, int]:
-    """moe_gate_up_mma_bf16's grid: a block per gate_up_mma_tiles column tiles of each
-    distinct expert a routing of `tokens` can select, the shared expert's chunks first:
-    ceil(inter / 16 / T) x (shared_slots + min(tokens x top_k, experts)), the worst case (a
-    graph replays any routing; blocks past the routing's distinct experts exit after reading
-    it)."""
-    tiles = -(-shape.inter // GATE_UP_MMA_COLS)
-    return (-(-tiles // gate_up_mma_tiles(tokens, shape, sm_count)),
-            shape.shared_slots + min(tokens * shape.top_k, shape.experts), 1)
 
 
 def gate_up_gemv_threads(kc: KernelCache, hidden: int) -> int:

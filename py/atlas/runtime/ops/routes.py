@@ -269,12 +269,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   32, 32..256); unset, enough for two 16-byte chunks of a row each (ops/moe.py
   gate_up_gemv_threads: 128 at hidden 2048, so a thread keeps 8 loads in flight and twice the
   blocks fit an SM); 256 is the session-7 launch (gemv_threads: one chunk a thread at 2048).
-* ATLAS_MOE_GATE_UP_MMA=1 / 0 (default 0: unmeasured): the decode MoE gate/up at 2..8 tokens on
-  tensor cores (moe_gate_up_mma_bf16, moe_decode_mma.cu: gemv_mma's rings and mma.m16n8k16,
-  a block 16 columns of one distinct expert for every token that selected it, each selected
-  expert's weights read once a batch) instead of the column-loop kernel (or the GEMV-shaped
-  batch entry where ATLAS_MOE_GATE_UP_GEMV_MAX_M takes it); batch 1 keeps its kernels. Only
-  where the kernel set has the moe_decode_mma module (hopper; ops/moe.py gate_up_uses_mma).
 * ATLAS_MOE_GATE_UP_TILED=1 / 0 (unset: ops/moe.py gate_up_tiled's wave-fill rule, session
   25): the batch-1 decode MoE gate/up on the tiled entry
   (moe_gate_up_gemv_tiles_bf16: a block takes several column pairs of its slot one after the
@@ -512,7 +506,6 @@ class KernelRoutes:
     moe_gate_up_gemv: bool = True
     moe_gate_up_gemv_max_m: int = 1
     moe_gate_up_gemv_threads: int = 0
-    moe_gate_up_mma: bool = False
     moe_gate_up_tiled: bool | None = None
     moe_gate_up_tiles: int = 0
     moe_route_in_experts: bool = False
@@ -630,7 +623,6 @@ class KernelRoutes:
                    moe_gate_up_gemv=env_switch(env, "ATLAS_MOE_GATE_UP_GEMV", True),
                    moe_gate_up_gemv_max_m=_env_count(env, "ATLAS_MOE_GATE_UP_GEMV_MAX_M", 1),
                    moe_gate_up_gemv_threads=gate_up_threads,
-                   moe_gate_up_mma=env_switch(env, "ATLAS_MOE_GATE_UP_MMA", False),
                    moe_gate_up_tiled=_env_tristate(env, "ATLAS_MOE_GATE_UP_TILED"),
                    moe_gate_up_tiles=_env_count(env, "ATLAS_MOE_GATE_UP_TILES", 0),
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),

@@ -35,7 +35,7 @@ from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GAT
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
                           MOE_GATE_TOPK_SIGMOID,
-                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_MMA, MOE_GATE_UP_SILU,
+                          MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
@@ -312,7 +312,6 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 
 
 @reference(MOE_GATE_UP_SILU)
-@reference(MOE_GATE_UP_MMA)
 @reference(MOE_GATE_UP_GEMV)
 @reference(MOE_GATE_UP_GEMV_SINGLE)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
@@ -324,34 +323,17 @@ def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_ga
              shared_gate_up, shared_slots, shared_inter)
 
 
-class _ExpertRows:
-    """Packed expert weights [experts, rows, hidden] widened one expert at a time, as
-    expert_act indexes them: a decode batch reads a few of up to 512 experts (widening all of
-    Qwen3.5-35B-A3B's gate/up would take 4 GB)."""
-
-    def __init__(self, mem: HostMemory, ptr: int, experts: int, rows: int, hidden: int) -> None:
-        self.mem, self.ptr, self.experts, self.rows, self.hidden = mem, ptr, experts, rows, hidden
-
-    def __len__(self) -> int:
-        return self.experts
-
-    def __getitem__(self, e: int) -> np.ndarray:
-        n = self.rows * self.hidden
-        bits = self.mem.view(self.ptr + 2 * n * int(e), np.uint16, n)
-        return bf16_bits_to_f32(bits).astype(np.float64).reshape(self.rows, self.hidden)
-
-
 def _gate_up(mem: HostMemory, x: int, w_gate_up: int, ids: np.ndarray, act: int, tokens: int,
              top_k: int, hidden: int, inter: int, experts: int, shared_gate_up: int,
              shared_slots: int, shared_inter: int) -> None:
     """act [tokens, slots, inter] of the decode gate/up kernels for the routed ids
     [tokens, >= top_k] (their first top_k columns) and the shared expert's slots."""
-    w = _ExpertRows(mem, w_gate_up, experts, 2 * inter, hidden)
+    w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
     xs = _act_in(mem, x, tokens, hidden)
     slots = top_k + shared_slots
     out = np.zeros((tokens, slots, inter))
     out[:, :top_k] = expert_act(np.repeat(xs, top_k, axis=0), ids[:, :top_k].reshape(-1),
-                                w, inter).reshape(tokens, top_k, inter)
+                                w.gate_up, inter).reshape(tokens, top_k, inter)
     if shared_slots:  # the shared expert's columns, in chunks of inter, zero past its width
         wsh = widened_f64(mem, shared_gate_up, 2 * shared_inter * hidden).reshape(
             2 * shared_inter, hidden)
