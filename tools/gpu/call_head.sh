@@ -25,7 +25,9 @@ export PYTHONPATH=$PWD/py:$PWD/tools:$PWD/tools/gpu:/tmp/site PYTHONUNBUFFERED=1
 export ATLAS_COMMIT=$(cat .device/commit)
 python3 -m pip install --no-index --no-deps --quiet --target /tmp/site .whl/*.whl
 W=/tmp/cw; R=$W/r; L=$W/log; mkdir -p $R $L; C=/tmp/atlas_ckpt; G=$PWD/cfg
-pack() { tar czf $OUT/all.tgz -C $W r log; }
+# Packed aside, then renamed: a call killed at the tool's time limit while packing keeps the
+# last whole archive (session 28's first gpu106 run came back as an empty all.tgz).
+pack() { tar czf "$OUT/all.tgz.part" -C $W r log && mv -f "$OUT/all.tgz.part" "$OUT/all.tgz"; }
 trap pack EXIT
 t() {
   local lim=$1 name=$2; shift 2; local s; s=$(date +%s)
