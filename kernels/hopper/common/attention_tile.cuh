@@ -149,4 +149,38 @@ __device__ __forceinline__ void pv_slice_mma(float (&o)[D / 8][4], const uint32_
   }
 }
 
+// A warp's (o, m, l) after its keys into shared memory for the block's merge of the warps:
+// its m16 tile's rows g and g + 8 below `rows`, o at so[(warp * 16 + row) * P + 8 j + 2c + e]
+// (one 8-byte store a pair), m and l (l summed over the quad first: each lane saw its own key
+// columns) at sm / sl [warp * 16 + row]. P = D leaves the 8 rows of a store in one bank
+// group (8-way conflicts at G = 8); kMergePitch<D> = D + 8 spreads rows g 0..3 over the 32
+// banks, so a warp's store is two wavefronts.
+template <int D>
+constexpr int kMergePitch = D + 8;
+template <int D, int P>
+__device__ __forceinline__ void stash_mma_partials(const float (&o)[D / 8][4],
+                                                    const float (&m_run)[2],
+                                                    const float (&l_run)[2], int rows,
+                                                    float* so, float* sm, float* sl) {
+  static_assert(P % 2 == 0, "8-byte stores");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    float l = l_run[hh];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + 8 * hh;
+    if (row >= rows) continue;
+    float* dst = so + (warp * 16 + row) * P + 2 * c;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<float2*>(dst + j * 8) = make_float2(o[j][2 * hh], o[j][2 * hh + 1]);
+    if (c == 0) {
+      sm[warp * 16 + row] = m_run[hh];
+      sl[warp * 16 + row] = l;
+    }
+  }
+}
+
 }  // namespace atlas

@@ -190,35 +190,6 @@ __device__ __forceinline__ void tile_softmax_pv(float (&s)[2][4], int key0, cons
   atlas::pv_slice_mma<D, 1, false>(o, pf, sv, k0, lane);
 }
 
-// A warp's partials after the loop into shared memory: lane rows g and g + 8 of its m-tile,
-// columns j * 8 + 2c + e of so [kWarps][16][D], m and l (summed over the quad first: each lane
-// saw its own key columns) into sm and sl [kWarps][16].
-template <int D>
-__device__ __forceinline__ void stash_tile_partials(const float (&o)[D / 8][4],
-                                                    const float (&m_run)[2],
-                                                    const float (&l_run)[2], float* so,
-                                                    float* sm, float* sl) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, c = lane & 3;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float l = l_run[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int rl = g + 8 * hh;
-    float* dst = so + (warp * 16 + rl) * D + 2 * c;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      dst[j * 8] = o[j][2 * hh];
-      dst[j * 8 + 1] = o[j][2 * hh + 1];
-    }
-    if (c == 0) {
-      sm[warp * 16 + rl] = m_run[hh];
-      sl[warp * 16 + rl] = l;
-    }
-  }
-}
-
 // The piece starting at row r0, if r0 starts one (this block's split and kv head). Returns
 // the rows from r0 on it accounts for (>= 1): the piece's, or the rest of the piece r0 is in.
 template <int D, bool kRope>
@@ -490,23 +461,7 @@ __device__ __forceinline__ int verify_piece(
   float* so = reinterpret_cast<float*>(ring);  // [kWarps][16][D]
   float* sm = so + kWarps * 16 * D;            // [kWarps][16]
   float* sl = sm + kWarps * 16;                // [kWarps][16]
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float l = l_run[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int rl = g + 8 * hh;
-    float* dst = so + (warp * 16 + rl) * D + 2 * c;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      dst[j * 8] = o[j][2 * hh];
-      dst[j * 8 + 1] = o[j][2 * hh + 1];
-    }
-    if (c == 0) {
-      sm[warp * 16 + rl] = m_run[hh];
-      sl[warp * 16 + rl] = l;
-    }
-  }
+  atlas::stash_mma_partials<D, D>(o, m_run, l_run, 16, so, sm, sl);
   __syncthreads();
   const int slices = kWarps / mt_count;
   for (int idx = tid; idx < rows * D; idx += kThreads) {
@@ -1054,7 +1009,7 @@ __device__ __forceinline__ int cluster_piece(const VerifyRope& rope, const int* 
   float* sl = sm + kMaxRows;
   float* bm = sl + kMaxRows;                   // [kMaxRows]
   float* bl = bm + kMaxRows;
-  stash_tile_partials<D>(o, m_run, l_run, so, sm, sl);
+  atlas::stash_mma_partials<D, D>(o, m_run, l_run, 16, so, sm, sl);
   __syncthreads();
   for (int idx = tid; idx < mrows * D; idx += kThreads) {
     const int i = idx / D, d = idx % D;
