@@ -41,6 +41,7 @@
 
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
+#include "l2_prefetch.cuh"
 #include "mma_util.cuh"
 #include "phase_trace.cuh"
 #include "rope_core.cuh"
@@ -69,7 +70,17 @@ struct LongRope {
   const int* positions;
   const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
   float eps;
+  // the early entries: a later projection's weights that the launch asks L2 for after its
+  // wait (l2_prefetch.cuh; null / 0: none)
+  const void* l2_next = nullptr;
+  uint64_t l2_next_bytes = 0;
 };
+
+// The warps' merge scratch after the loop, f32: o [kWarps][kMaxGroup][kMergePitch], m, l and
+// the weights [kWarps][kMaxGroup], the rows' totals and maxima [kMaxGroup]
+template <int D>
+constexpr int kMergeFloats =
+    kWarps * kMaxGroup * atlas::kMergePitch<D> + 3 * kWarps * kMaxGroup + 2 * kMaxGroup;
 
 template <int D, bool kRope = false>
 struct LongTile {
@@ -89,9 +100,7 @@ struct LongTile {
   // fills (ops/attention_long.py long_smem_bytes: one launch size for both)
   static constexpr int kStageBytes = kRope ? 4 * D * 2 + D * 4 : 0;
   static constexpr int kBlocksPerSm = D > 128 ? 1 : 2;  // attention_long.py long_blocks_per_sm
-  // the warps' partials after the loop: o [kWarps][16][D], m and l [kWarps][16], f32
-  static constexpr int kMergeBytes = (kWarps * kMaxGroup * D + 2 * kWarps * kMaxGroup) * 4;
-  static_assert(kMergeBytes <= kRingBytes, "the merge reuses the ring");
+  static_assert(kMergeFloats<D> * 4 <= kRingBytes, "the merge reuses the ring");
   static_assert(kBlocksPerSm * (kRingBytes + kQBytes + kStageBytes + 1024) <= kSmemPerSm,
                 "the blocks of an SM fit in its shared memory");
   static_assert(kBKV * kChunks % kThreads == 0, "copies divide evenly over the threads");
@@ -263,7 +272,14 @@ __device__ __forceinline__ void decode_attn_long(
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
-    // its first split.
+    // its first split. Early: its share of the L2 prefetch once the qkv projection is done
+    // (not competing with its weight stream).
+    if constexpr (kEarly) {
+      if (rope.l2_next_bytes != 0) {
+        atlas::pdl_wait();
+        atlas::prefetch_l2_share(rope.l2_next, rope.l2_next_bytes);
+      }
+    }
     if (num_splits == 1 || (counters != nullptr && split == 0)) {
       if constexpr (kEarly) atlas::pdl_wait();  // nothing is written before the wait
       for (int idx = tid; idx < group * D; idx += kThreads)
@@ -365,6 +381,7 @@ __device__ __forceinline__ void decode_attn_long(
     tr.mark(kTraceWaited);
     if constexpr (!kLateTrigger) atlas::pdl_launch_dependents();
     load_rows();
+    if (rope.l2_next_bytes != 0) atlas::prefetch_l2_share(rope.l2_next, rope.l2_next_bytes);
   }
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
@@ -545,43 +562,42 @@ __device__ __forceinline__ void decode_attn_long(
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring before the merge reuses it
 
-  // Merge the warps: each lane's rows g and g + 8 (heads h0 + g, h0 + g + 8), its columns
-  // j * 8 + 2c + e of o; l summed over the quad first (each lane saw its own key columns).
-  float* so = reinterpret_cast<float*>(smem);          // [kWarps][kMaxGroup][D]
-  float* sm = so + kWarps * kMaxGroup * D;             // [kWarps][kMaxGroup]
+  // Merge the warps: their (m, l, o) into shared memory (rows past G skipped), then each
+  // row's max, warp weights and total once (thread r < G for row r), then every element as
+  // the weighted sum over the warps in warp order: the f32 operations of weighing each
+  // element apart, in the same order (the same bits), with the exp2s done once a row.
+  constexpr int kPitch = atlas::kMergePitch<D>;
+  float* so = reinterpret_cast<float*>(smem);          // [kWarps][kMaxGroup][kPitch]
+  float* sm = so + kWarps * kMaxGroup * kPitch;        // [kWarps][kMaxGroup]
   float* sl = sm + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]
+  float* sw = sl + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]: the weights
+  float* st = sw + kWarps * kMaxGroup;                 // [kMaxGroup]: the totals
+  float* sx = st + kMaxGroup;                          // [kMaxGroup]: the maxima
+  atlas::stash_mma_partials<D, kPitch>(o, m_run, l_run, group, so, sm, sl);
+  __syncthreads();
+  if (tid < group) {
+    float mx = -INFINITY;
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float l = l_run[hh];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = g + 8 * hh;
-    if (row >= group) continue;
-    float* dst = so + (warp * kMaxGroup + row) * D + 2 * c;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * kMaxGroup + tid]);
+    const float ref = mx == -INFINITY ? 0.f : mx;
+    float total = 0.f;
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      dst[j * 8] = o[j][2 * hh];
-      dst[j * 8 + 1] = o[j][2 * hh + 1];
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = exp2f(sm[w * kMaxGroup + tid] - ref);
+      sw[w * kMaxGroup + tid] = wt;
+      total += sl[w * kMaxGroup + tid] * wt;
     }
-    if (c == 0) {
-      sm[warp * kMaxGroup + row] = m_run[hh];
-      sl[warp * kMaxGroup + row] = l;
-    }
+    st[tid] = total;
+    sx[tid] = mx;
   }
   __syncthreads();
   for (int idx = tid; idx < group * D; idx += kThreads) {
     const int row = idx / D, d = idx % D;
-    float mx = -INFINITY;
+    const float mx = sx[row], total = st[row];
+    float acc = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * kMaxGroup + row]);
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float total = 0.f, acc = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wt = exp2f(sm[w * kMaxGroup + row] - ref);
-      total += sl[w * kMaxGroup + row] * wt;
-      acc += so[(w * kMaxGroup + row) * D + d] * wt;
-    }
+    for (int w = 0; w < kWarps; ++w)
+      acc += so[(w * kMaxGroup + row) * kPitch + d] * sw[w * kMaxGroup + row];
     // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
       out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
@@ -654,8 +670,10 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem,
-    unsigned long long* trace = nullptr) {
-  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+    unsigned long long* trace = nullptr, const void* l2_next = nullptr,
+    uint64_t l2_next_bytes = 0) {
+  const LongRope rope{qkv,       k_cache, v_cache, q_norm_w, k_norm_w,     cos_sin,
+                      positions, slots,   eps,     l2_next,  l2_next_bytes};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
@@ -756,7 +774,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // written by an earlier step's launch of this layer, except the step's own key, which is
 // never copied (it is substituted from the rows). Nothing is written before the wait. With
 // SplitMerge its splits are whole 64-key tiles (early_split_rule). _late: the trigger of
-// decode_attn_long_rope_late_bf16 (after the K/V tiles landed).
+// decode_attn_long_rope_late_bf16 (after the K/V tiles landed). l2_next / l2_next_bytes (null
+// / 0: none): the next layer's first weights, asked into L2 by every block after its wait
+// (ops/attention_long.py l2_prefetch_next; ATLAS_L2_PREFETCH_NEXT).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_early_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                      __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -767,12 +787,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps) {
+                                     float eps, const void* l2_next, uint64_t l2_next_bytes) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
+      num_splits, scale, eps, long_smem, nullptr, l2_next, l2_next_bytes);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -786,12 +806,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                           uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                           uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps) {
+                                          float scale, float eps, const void* l2_next,
+                                          uint64_t l2_next_bytes) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
+      num_splits, scale, eps, long_smem, nullptr, l2_next, l2_next_bytes);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -807,12 +828,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
-        unsigned long long* trace) {
+        const void* l2_next, uint64_t l2_next_bytes, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace);
+      num_splits, scale, eps, long_smem, trace, l2_next, l2_next_bytes);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
