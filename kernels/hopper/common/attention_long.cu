@@ -41,7 +41,6 @@
 
 #include "atlas_common.cuh"
 #include "attention_tile.cuh"
-#include "l2_prefetch.cuh"
 #include "mma_util.cuh"
 #include "phase_trace.cuh"
 #include "rope_core.cuh"
@@ -70,10 +69,6 @@ struct LongRope {
   const int* positions;
   const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
   float eps;
-  // the early entries: a later projection's weights that the launch asks L2 for after its
-  // wait (l2_prefetch.cuh; null / 0: none)
-  const void* l2_next = nullptr;
-  uint64_t l2_next_bytes = 0;
 };
 
 // The warps' merge scratch after the loop, f32: o [kWarps][kMaxGroup][kMergePitch], m, l and
@@ -272,14 +267,7 @@ __device__ __forceinline__ void decode_attn_long(
   if (begin >= kv_len) {
     // An inactive split: no merge reads its partials. Without a combine (one split, or
     // SplitMerge) a sequence without keys gets zeros (what the combine writes for it) from
-    // its first split. Early: its share of the L2 prefetch once the qkv projection is done
-    // (not competing with its weight stream).
-    if constexpr (kEarly) {
-      if (rope.l2_next_bytes != 0) {
-        atlas::pdl_wait();
-        atlas::prefetch_l2_share(rope.l2_next, rope.l2_next_bytes);
-      }
-    }
+    // its first split.
     if (num_splits == 1 || (counters != nullptr && split == 0)) {
       if constexpr (kEarly) atlas::pdl_wait();  // nothing is written before the wait
       for (int idx = tid; idx < group * D; idx += kThreads)
@@ -381,7 +369,6 @@ __device__ __forceinline__ void decode_attn_long(
     tr.mark(kTraceWaited);
     if constexpr (!kLateTrigger) atlas::pdl_launch_dependents();
     load_rows();
-    if (rope.l2_next_bytes != 0) atlas::prefetch_l2_share(rope.l2_next, rope.l2_next_bytes);
   }
 
   // Q as A fragments (rows = the group's heads, zero past G): a0 [g][2c..] a1 [g+8][2c..]
@@ -670,10 +657,8 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem,
-    unsigned long long* trace = nullptr, const void* l2_next = nullptr,
-    uint64_t l2_next_bytes = 0) {
-  const LongRope rope{qkv,       k_cache, v_cache, q_norm_w, k_norm_w,     cos_sin,
-                      positions, slots,   eps,     l2_next,  l2_next_bytes};
+    unsigned long long* trace = nullptr) {
+  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
@@ -774,9 +759,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // written by an earlier step's launch of this layer, except the step's own key, which is
 // never copied (it is substituted from the rows). Nothing is written before the wait. With
 // SplitMerge its splits are whole 64-key tiles (early_split_rule). _late: the trigger of
-// decode_attn_long_rope_late_bf16 (after the K/V tiles landed). l2_next / l2_next_bytes (null
-// / 0: none): the next layer's first weights, asked into L2 by every block after its wait
-// (ops/attention_long.py l2_prefetch_next; ATLAS_L2_PREFETCH_NEXT).
+// decode_attn_long_rope_late_bf16 (after the K/V tiles landed).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_early_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
                                      __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
@@ -787,12 +770,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps, const void* l2_next, uint64_t l2_next_bytes) {
+                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, nullptr, l2_next, l2_next_bytes);
+      num_splits, scale, eps, long_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -806,13 +789,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                           uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                           uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps, const void* l2_next,
-                                          uint64_t l2_next_bytes) {
+                                          float scale, float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, nullptr, l2_next, l2_next_bytes);
+      num_splits, scale, eps, long_smem);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -828,12 +810,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
-        const void* l2_next, uint64_t l2_next_bytes, unsigned long long* trace) {
+        unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace, l2_next, l2_next_bytes);
+      num_splits, scale, eps, long_smem, trace);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the

@@ -20,7 +20,6 @@ from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
 from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
                            kv_quant, matmul, norm, rope)
-from ..runtime.ops import l2_prefetch
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -364,7 +363,7 @@ class DenseDecoderModel:
                 self.cos_sin, b.positions, b.slots, b.block_tables, b.kv_lens, d.hidden,
                 d.heads, d.kv_heads, d.head_dim, d.inter, self.block_size, plan.num_splits,
                 self.scale, d.eps)
-        for i, lw in enumerate(self.layers if persistent is None else ()):
+        for lw in self.layers if persistent is None else ():
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
@@ -374,7 +373,7 @@ class DenseDecoderModel:
             else:
                 assert lw.qkv is not None
                 self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
-                self._attention_after_qkv(s, b, lw, t, plan, res, self._l2_next(i))
+                self._attention_after_qkv(s, b, lw, t, plan, res)
             if isinstance(lw.mlp, DenseMlp):
                 # gate_up ends with its SwiGLU into act where the weight's route allows (a
                 # quantized decode step, bf16 on the decode GEMM or the batch-1 GEMV)
@@ -456,23 +455,10 @@ class DenseDecoderModel:
         lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         self._attention_after_qkv(s, b, lw, t, plan)
 
-    def _l2_next(self, i: int) -> l2_prefetch.L2Prefetch:
-        """What layer i's batch-1 attention asks L2 for (routes.l2_prefetch_next): the first
-        projection's weights after it, layer i + 1's qkv or linear-attention in_proj, or the
-        LM head's first rows after the last layer."""
-        if not self.kc.routes.l2_prefetch_next:
-            return l2_prefetch.NONE
-        if i + 1 == len(self.layers):
-            return l2_prefetch.weights_of(self.lm_head)
-        nxt = self.layers[i + 1]
-        return l2_prefetch.weights_of(nxt.linear.in_proj if nxt.linear is not None else nxt.qkv)
-
     def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
-                             plan: AttentionPlan, res: Residual | None = None,
-                             l2_next: l2_prefetch.L2Prefetch = l2_prefetch.NONE) -> None:
+                             plan: AttentionPlan, res: Residual | None = None) -> None:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
-        the output gate of hybrid families, o_proj into delta (`res`: marked pending);
-        `l2_next`: weights a batch-1 attention launch asks L2 for (ops/l2_prefetch.py)."""
+        the output gate of hybrid families, o_proj into delta (`res`: marked pending)."""
         d, kc = self.dims, self.kc
         if lw.kv_scales:
             self._attention_quantized(s, b, lw, t, plan)
@@ -489,8 +475,7 @@ class DenseDecoderModel:
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
-                max_splits=plan.split_capacity, long=False if plan.row_invariant else None,
-                l2_next=l2_next)
+                max_splits=plan.split_capacity, long=False if plan.row_invariant else None)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-

@@ -519,17 +519,14 @@ DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged
 DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",
                                _DECODE_LONG_ROPE)
 # (the staged entry reading all but the qkv rows before its wait, merging whole-tile splits,
-# at one sequence: ATLAS_DECODE_ATTN_LONG_EARLY=1; and with the late trigger). l2_next:
-# l2_next_bytes (a multiple of 16; 0: none) of a later projection's weights that every block
-# asks L2 for after its wait (ops/l2_prefetch.py)
-_DECODE_LONG_ROPE_EARLY = _DECODE_LONG_ROPE + " l2_next:ptr l2_next_bytes:u64"
+# at one sequence: ATLAS_DECODE_ATTN_LONG_EARLY=1; and with the late trigger)
 DECODE_ATTN_LONG_ROPE_EARLY = S("attention_long", "decode_attn_long_rope_early_bf16",
-                                _DECODE_LONG_ROPE_EARLY)
+                                _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_early_late_bf16",
-                                     _DECODE_LONG_ROPE_EARLY)
+                                     _DECODE_LONG_ROPE)
 # (the early entry's phase-traced twin: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
-                                      _DECODE_LONG_ROPE_EARLY + " trace:ptr")
+                                      _DECODE_LONG_ROPE + " trace:ptr")
 # (the staged entry's phase-traced twin: batches, trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_STAGED_TRACE = S("attention_long",
                                        "decode_attn_long_rope_staged_trace_bf16",

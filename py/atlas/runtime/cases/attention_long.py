@@ -173,9 +173,9 @@ LONG_ROPE_LATE_SHAPES = [
 #: the reads before the PDL wait, whole-tile splits when merging), which launches take at
 #: one sequence only: Qwen3-0.6B's batch-1 grid (30 splits) at 568 keys (9 active), a first
 #: token, the step's key alone in the second tile, two tiles a split (2,500 keys: 20 of
-#: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger (and both with the
-#: L2 prefetch), one split, and the combine after 3 splits (no merge: the combine's rule; no
-#: norm, D 64, 7-key pages), and the early entry's phase-traced twin
+#: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger, one split, and the
+#: combine after 3 splits (no merge: the combine's rule; no norm, D 64, 7-key pages), and the
+#: early entry's phase-traced twin
 LONG_ROPE_EARLY_SHAPES = [
     (f"long_rope D128 gqa2 b1 splits30 merge early {n}", Geometry(16, 8, 128, 16), [n], 30,
      {"twin": "long_early_merge"}) for n in (568, 1, 65, 2500)] + [
@@ -183,11 +183,6 @@ LONG_ROPE_EARLY_SHAPES = [
      {"pad_last": True, "twin": "long_early_merge"}),
     ("long_rope D128 gqa8 b1 splits16 merge early late", Geometry(32, 4, 128, 16), [568], 16,
      {"twin": "long_early_late_merge"}),
-    # with the L2 prefetch (ops/l2_prefetch.py): active and inactive splits issue their share
-    ("long_rope D128 gqa8 b1 splits16 merge early late l2", Geometry(32, 4, 128, 16), [568],
-     16, {"twin": "long_early_late_merge", "l2_next": True}),
-    ("long_rope D128 gqa2 b1 splits30 merge early l2", Geometry(16, 8, 128, 16), [2500], 30,
-     {"twin": "long_early_merge", "l2_next": True}),
     ("long_rope D128 gqa4 b1 splits1 early", Geometry(32, 8, 128, 16), [1536], 1,
      {"twin": "long_early"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,

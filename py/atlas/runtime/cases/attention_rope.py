@@ -18,7 +18,6 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from ..ops.l2_prefetch import L2Prefetch
 from .attention import ATTN_TOL, Geometry, case_routes, paged_cache, traced_twins_apply
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
@@ -27,14 +26,13 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
                      graph: bool = False, traced: bool = False, twin: str = "",
-                     long: bool | None = None, l2_next: bool = False) -> KernelCase:
+                     long: bool | None = None) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
     `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too;
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
-    num_splits splits, module attention_long); `l2_next`: the launch also asks L2 for the
-    cos/sin table (ops/l2_prefetch.py: a hint, the same outputs)."""
+    num_splits splits, module attention_long)."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -57,10 +55,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
         grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
         inputs["trace"] = np.zeros((int(np.prod(grid)), attention.TRACE_WORDS), np.int64)
 
-    prefetch_bytes = inputs["cos_sin"].nbytes if l2_next else 0
-
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        prefetch = L2Prefetch(p["cos_sin"] if l2_next else 0, prefetch_bytes)
         for _ in range(2):
             attention.decode_attention_rope(
                 KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
@@ -68,8 +63,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
-                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long,
-                l2_next=prefetch)
+                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)

@@ -26,8 +26,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
 from .early_trigger import triggers_early
-from .l2_prefetch import NONE as L2_NONE
-from .l2_prefetch import L2Prefetch
 from .routes import KernelRoutes
 from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
@@ -318,7 +316,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
                           trace: DevicePtr = 0, long: bool | None = None,
-                          max_splits: int = 0, l2_next: L2Prefetch = L2_NONE) -> None:
+                          max_splits: int = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -344,8 +342,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
     entry) on
     `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
-    merged as decode_attention's); its batch-1 entries ask L2 for `l2_next` after their wait
-    (ops/l2_prefetch.py).
+    merged as decode_attention's).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -368,8 +365,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
-                                   block_size, max_blocks, num_splits, scale, eps, trace,
-                                   l2_next)
+                                   block_size, max_blocks, num_splits, scale, eps, trace)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
                  num_splits, rope=True)
         return

@@ -45,8 +45,6 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
-from .l2_prefetch import NONE as L2_NONE
-from .l2_prefetch import L2Prefetch
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
@@ -279,8 +277,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                                out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, trace: DevicePtr = 0,
-                               l2_next: L2Prefetch = L2_NONE) -> None:
+                               eps: float, trace: DevicePtr = 0) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
@@ -291,9 +288,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     a time, which ops.attention.decode_attention_rope's checks allow), else on the waiting
     entry (the same outputs). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed): the
     phase-traced twin of what the default routes run, the early entry's at one sequence, the
-    staged entry's for batches (tools/gpu/trace_decode_attn.py --long). `l2_next`: weights the
-    early entries (one sequence) ask L2 for after their wait (ops/l2_prefetch.py); the other
-    entries ignore it."""
+    staged entry's for batches (tools/gpu/trace_decode_attn.py --long)."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -309,12 +304,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch = _launch_long(kc, sig, head_dim, True)
     merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=True)
     tickets = counters if merges else 0
-    if l2_next.nbytes % 16 or l2_next.ptr % 16:
-        raise ValueError(f"decode_attention_long_rope: the L2 prefetch ({l2_next.ptr:#x}, "
-                         f"{l2_next.nbytes} bytes) is not in 16-byte units")
-    early = sig in (DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
-                    DECODE_ATTN_LONG_ROPE_EARLY_TRACE)
-    extra = ((*l2_next,) if early else ()) + ((trace,) if trace else ())
+    extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,

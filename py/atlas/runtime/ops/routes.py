@@ -79,9 +79,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,
   sigmoid_gate_mul), at every row count; unset, every kind from
   ops/early_trigger.EARLY_MIN_ROWS rows on.
-* ATLAS_L2_PREFETCH_NEXT=1: batch-1 decode's attention (the tensor-core kernel's early
-  entries) asks L2 for the next layer's first bf16 weights after its wait, while its latency
-  chain leaves DRAM idle (ops/l2_prefetch.py); off by default until measured.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -535,7 +532,6 @@ class KernelRoutes:
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
     early_trigger: frozenset[str] | None = None
-    l2_prefetch_next: bool = False
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -653,7 +649,6 @@ class KernelRoutes:
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
-                   l2_prefetch_next=env_switch(env, "ATLAS_L2_PREFETCH_NEXT", False),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

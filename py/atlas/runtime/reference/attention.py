@@ -294,9 +294,8 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
 def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *args: float
                                      ) -> None:
     """The staged entry's output with a merging launch's splits whole 64-key tiles
-    (ops/attention_long.early_split_rule); the same arguments, then the L2 prefetch's two
-    (a cache hint: no output)."""
-    decode_attn_long_rope_bf16(mem, grid, block, *args[:-2], merge_rule=early_split_rule)
+    (ops/attention_long.early_split_rule); the same arguments."""
+    decode_attn_long_rope_bf16(mem, grid, block, *args, merge_rule=early_split_rule)
 
 
 @reference(DECODE_ATTN_COMBINE)
