@@ -71,11 +71,10 @@ struct LongRope {
   float eps;
 };
 
-// The warps' merge scratch after the loop, f32: o [kWarps][kMaxGroup][kMergePitch], m, l and
-// the weights [kWarps][kMaxGroup], the rows' totals and maxima [kMaxGroup]
+// The warps' merge scratch after the loop, f32: o [kWarps][kMaxGroup][kMergePitch], m and l
+// [kWarps][kMaxGroup]
 template <int D>
-constexpr int kMergeFloats =
-    kWarps * kMaxGroup * atlas::kMergePitch<D> + 3 * kWarps * kMaxGroup + 2 * kMaxGroup;
+constexpr int kMergeFloats = kWarps * kMaxGroup * atlas::kMergePitch<D> + 2 * kWarps * kMaxGroup;
 
 template <int D, bool kRope = false>
 struct LongTile {
@@ -549,42 +548,29 @@ __device__ __forceinline__ void decode_attn_long(
   atlas::cp_async_wait<0>();  // only empty groups remain; none may outlive the ring
   __syncthreads();            // every warp is done with the ring before the merge reuses it
 
-  // Merge the warps: their (m, l, o) into shared memory (rows past G skipped), then each
-  // row's max, warp weights and total once (thread r < G for row r), then every element as
-  // the weighted sum over the warps in warp order: the f32 operations of weighing each
-  // element apart, in the same order (the same bits), with the exp2s done once a row.
+  // Merge the warps: their (m, l, o) into shared memory (rows past G skipped; rows
+  // kMergePitch apart: attention_tile.cuh), then each element as the weighted sum over the
+  // warps. (Computing each row's weights once, by G threads behind one more barrier, made
+  // the kernel faster alone and the batch-1 step slower: gpu110.)
   constexpr int kPitch = atlas::kMergePitch<D>;
   float* so = reinterpret_cast<float*>(smem);          // [kWarps][kMaxGroup][kPitch]
   float* sm = so + kWarps * kMaxGroup * kPitch;        // [kWarps][kMaxGroup]
   float* sl = sm + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]
-  float* sw = sl + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]: the weights
-  float* st = sw + kWarps * kMaxGroup;                 // [kMaxGroup]: the totals
-  float* sx = st + kMaxGroup;                          // [kMaxGroup]: the maxima
   atlas::stash_mma_partials<D, kPitch>(o, m_run, l_run, group, so, sm, sl);
-  __syncthreads();
-  if (tid < group) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * kMaxGroup + tid]);
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wt = exp2f(sm[w * kMaxGroup + tid] - ref);
-      sw[w * kMaxGroup + tid] = wt;
-      total += sl[w * kMaxGroup + tid] * wt;
-    }
-    st[tid] = total;
-    sx[tid] = mx;
-  }
   __syncthreads();
   for (int idx = tid; idx < group * D; idx += kThreads) {
     const int row = idx / D, d = idx % D;
-    const float mx = sx[row], total = st[row];
-    float acc = 0.f;
+    float mx = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      acc += so[(w * kMaxGroup + row) * kPitch + d] * sw[w * kMaxGroup + row];
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm[w * kMaxGroup + row]);
+    const float ref = mx == -INFINITY ? 0.f : mx;
+    float total = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = exp2f(sm[w * kMaxGroup + row] - ref);
+      total += sl[w * kMaxGroup + row] * wt;
+      acc += so[(w * kMaxGroup + row) * kPitch + d] * wt;
+    }
     // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
       out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
