@@ -194,8 +194,8 @@ class _HopperMock(_Sm90Mock):
         return ["gemm", "gemm_sm90", "gemv", "gemv_mma"]
 
 
-@pytest.mark.parametrize("m, module", [(7, "gemv"), (8, "gemv_mma"), (64, "gemv_mma"),
-                                       (65, "gemm")])
+@pytest.mark.parametrize("m, module", [(1, "gemv"), (2, "gemv"), (3, "gemv_mma"),
+                                       (7, "gemv_mma"), (64, "gemv_mma"), (65, "gemm")])
 def test_linear_sends_decode_batches_to_the_batched_gemv(m: int, module: str) -> None:
     assert _launch(_HopperMock(), m, 4096, 4096).module == module
 
@@ -214,9 +214,9 @@ def test_env_switch_reads_zero_and_one() -> None:
 
 def test_switches_are_read_when_the_kernel_cache_is_built_not_at_import(monkeypatch) -> None:
     monkeypatch.setenv("ATLAS_GEMV_MMA_WIDE", "1")
-    monkeypatch.setenv("ATLAS_BATCHED_GEMV_MIN_M", "3")
+    monkeypatch.setenv("ATLAS_BATCHED_GEMV_MIN_M", "5")
     routes = KernelCache(_HopperMock()).routes
-    assert routes == KernelRoutes(gemm_sm90=True, batched_gemv=True, batched_gemv_min_m=3,
+    assert routes == KernelRoutes(gemm_sm90=True, batched_gemv=True, batched_gemv_min_m=5,
                                   gemv_mma_wide=True)
     monkeypatch.delenv("ATLAS_GEMV_MMA_WIDE")
     monkeypatch.delenv("ATLAS_BATCHED_GEMV_MIN_M")

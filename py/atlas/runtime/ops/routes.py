@@ -399,11 +399,15 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-#: Fewest rows routed to the batched GEMV where it is available: the CUDA-core GEMV keeps up
-#: to 8 rows in registers but is FMA-bound at 8. Measured on the H200 (Qwen3-8B decode,
-#: 2026-11-30, tools/gpu/run_suite.sh batched_min_m): batch 2 / 4 / 8 at 403.7 / 690.7 /
-#: 983.8 tok/s on the CUDA-core GEMV vs 324.0 / 623.3 / 1,217.0 on gemv_mma; 5..7 not measured.
-DEFAULT_BATCHED_GEMV_MIN_M = 8
+#: Fewest rows routed to the batched GEMV (tensor cores) where it is available: below it the
+#: CUDA-core GEMV, which keeps up to 8 rows in registers but turns FMA-bound past 2. Measured
+#: on the H200 (GPU ms a decode step x 512 keys, graph replay, PDL on, gemv_mma from 2 rows
+#: against the CUDA-core GEMV up to 7; bench/results/2026-12-04-gpu109, -gpu110): Qwen3-8B
+#: batch 2 4.972 vs 4.635, batch 3 4.830 vs 5.444, 4 4.908 vs 5.729, 6 4.723 vs 6.226;
+#: Qwen3-0.6B batch 3 1.040 vs 1.082, 4 1.108 vs 1.223, 6 1.078 vs 1.493; Qwen3-30B-A3B batch
+#: 4 6.712 vs 6.821. (2026-11-30 had set 8: batch 4 slower on gemv_mma, before its later
+#: work.)
+DEFAULT_BATCHED_GEMV_MIN_M = 3
 
 
 #: Row range of the skinny wgmma GEMM (gemm_decode_sm90) where the loaded set has it: from just
