@@ -168,7 +168,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   float* red_k = xs + align4(ch);     // [R][dvt] k^T S partials of the row groups
   float* red_o = red_k + R * dvt;     // [R][dvt] q^T S partials
   float* scratch = red_o + R * dvt;   // [2 * 32] block_sum2
-  uint2* wsm = reinterpret_cast<uint2*>(scratch + 64);  // [ch / 4][K] conv taps, bf16 x4
+  // [ch / 4][2K + 1] words: each convolving thread's K taps (bf16 x4, two words each), rows
+  // one word longer than the taps: at 2K words a row (8 at K 4) the 32 lanes' 16-bit tap
+  // reads fell in 4 banks (8-way conflicts on 16 loads a thread and token), at 2K + 1 in 32
+  uint32_t* wsm = reinterpret_cast<uint32_t*>(scratch + 64);
+  const int tap_pitch = 2 * K + 1;
   const int rank = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
   const int col0 = rank * dvt;
   const int kh = h / (HV / HK), cg = tid % C, rg = tid / C;
@@ -229,7 +233,10 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
   if (convolves) {
 #pragma unroll
     for (int j = 0; j < kMaxKernel; ++j)
-      if (j < K) wsm[tid * K + j] = taps[j];
+      if (j < K) {
+        wsm[tid * tap_pitch + 2 * j] = taps[j].x;
+        wsm[tid * tap_pitch + 2 * j + 1] = taps[j].y;
+      }
   }
   // the run: later rows with this slot at the next positions (1 in plain decode)
   int run = 1;
@@ -270,7 +277,7 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     if (convolves) {
       float xf[kCols], y[kCols];
       unpack4(x_new, xf);
-      const __nv_bfloat16* w4 = reinterpret_cast<const __nv_bfloat16*>(wsm + tid * K);
+      const __nv_bfloat16* w4 = reinterpret_cast<const __nv_bfloat16*>(wsm + tid * tap_pitch);
 #pragma unroll
       for (int e = 0; e < kCols; ++e) y[e] = 0.f;
 #pragma unroll

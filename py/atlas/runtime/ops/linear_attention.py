@@ -152,10 +152,11 @@ def gdn_decode_smem_bytes(dk: int, dv: int, kernel: int) -> int:
     """gdn_decode.cu's carve-up, f32 units, for a block's ch = 2 dk + dv / GDN_DECODE_SPLIT
     channels: its conv outputs [ch] (padded to 4 floats), the row groups' two partial-sum
     tiles [dk / GDN_DECODE_ROWS, dv / GDN_DECODE_SPLIT], 64 floats of reduction scratch, and
-    the conv taps as bf16 [ch, kernel] (ch * kernel / 2 floats)."""
+    the conv taps as bf16 [ch, kernel], a row of 4 channels (2 kernel floats) per convolving
+    thread, each row one float longer (no bank conflicts)."""
     dvt = dv // GDN_DECODE_SPLIT
     ch = 2 * dk + dvt
-    return 4 * (_pad4(ch) + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64 + ch * kernel // 2)
+    return 4 * (_pad4(ch) + 2 * (dk // GDN_DECODE_ROWS) * dvt + 64 + ch // 4 * (2 * kernel + 1))
 
 
 def _pad4(n: int) -> int:
