@@ -1,11 +1,12 @@
 """Launch builders for the matrix products y[m, n] = sum_k x[m, k] * w[n, k].
 
-`linear` owns the dispatch rule: up to GEMV_MAX_M rows stream the weights once through the
-GEMV (memory-bound decode; one row takes the leaner single-row entry point, 2..8 rows the
-cp.async-ring kernel `gemv_ring`, ATLAS_GEMV_RING=0 the register-tiled one); decode batches
-in the routes' decode-GEMM range (9..256 rows by default) take the Hopper skinny wgmma GEMM
-(gemm_decode_sm90) where the PTX set has it, else up to BATCHED_MAX_M rows the tensor-core
-batched GEMV (gemv_mma) where the PTX set has it; more rows go to the tensor-core GEMM: the
+`linear` owns the dispatch rule: decode batches in the routes' decode-GEMM range (9..256 rows
+by default) take the Hopper skinny wgmma GEMM (gemm_decode_sm90) where the PTX set has it;
+from routes.batched_gemv_min_m rows (3 by default) up to BATCHED_MAX_M the tensor-core batched
+GEMV (gemv_mma) where the PTX set has it; fewer rows, or up to GEMV_MAX_M without gemv_mma,
+stream the weights once through the CUDA-core GEMV (memory-bound decode; one row takes the
+leaner single-row entry point, more the cp.async-ring kernel `gemv_ring`, ATLAS_GEMV_RING=0
+the register-tiled one); more rows go to the tensor-core GEMM: the
 Hopper wgmma kernel (gemm_sm90; its TMA twin gemm_sm90_tma where the set has that, unless
 ATLAS_GEMM_TMA=0) where the loaded PTX set has it and its 128x256 tiles give at
 least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the skinny 64x32
