@@ -138,11 +138,12 @@ def _fused(num_seqs: int, hk: int, hv: int, dk: int, dv: int, kernel: int = 4,
 def test_fused_decode_geometry_is_a_cluster_of_blocks_per_value_head_and_sequence() -> None:
     """Qwen3.5-35B-A3B: 4 blocks (a cluster) x 32 value heads x 5 sequences, each of
     (128 / 8) x (32 / 4) = 128 threads; shared memory for its 288 channels' outputs, two
-    16 x 32 partial-sum tiles, the scratch and the bf16 taps."""
+    16 x 32 partial-sum tiles, the scratch and the bf16 taps (72 rows of 4 channels x 4 taps,
+    8 floats, each row one float longer)."""
     (got,) = _fused(5, 16, 32, 128, 128)
     assert (got.grid, got.block) == ((4, 32, 5), (128, 1, 1))
     assert got.shared == linear_attention.gdn_decode_smem_bytes(128, 128, 4) == (
-        4 * (288 + 2 * 16 * 32 + 64) + 2 * 288 * 4)
+        4 * (288 + 2 * 16 * 32 + 64) + 4 * 72 * 9)
     (tiny,) = _fused(2, 2, 8, 32, 32, pitch=2 * 32 * 2 + 2 * 8 * 32 + 16)
     assert tiny.block == (32, 1, 1)  # 4 x 2 = 8 state owners, padded to a warp
     # dk = 256, dv = 64: 32 x 4 = 128 state owners but 132 conv chunks of 4 channels
