@@ -92,7 +92,8 @@ def test_dry_run_traces_every_mode_and_fits_the_curves(tool, capsys) -> None:
     assert tool.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if ln.startswith(("tiny b", "tiny-d256 b"))]
-    assert len(lines) == 2 * 2 * 3 + 2  # 2 geometries x 2 key counts x 3 modes + batch 3
-    assert {ln.split()[4] for ln in lines} == {"alone", "b2b", "gemv"}
+    # 2 geometries x 2 key counts x 4 batch-1 modes + batch 3's alone, b2b and swept
+    assert len(lines) == 2 * 2 * 4 + 3
+    assert {ln.split()[4] for ln in lines} == {"alone", "b2b", "gemv", "graph", "swept"}
     assert "decode_attn_rope_cluster" in out and "decode_attn_cluster" in out
     assert out.count("fit keys >= 1024") == 4

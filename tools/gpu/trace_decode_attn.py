@@ -17,6 +17,9 @@ line.
      swept  (batches) behind a read of SWEEP_BYTES after another launch of itself: L2 turned
             over, as in a step (the batch-64 step's attention: ~121 us against ~108 back to
             back, attn_step_gap.py)
+     graph  (batch 1) between the qkv GEMV and an o_proj-shaped GEMV, GRAPH_LAYERS such
+            triples captured in a CUDA graph and replayed, as a decode step runs them (the
+            o_proj launching early under PDL); the last triple's stamps
    Each line: per phase, the median over the blocks that attend over keys of the time since
    the block's own start (clock64, us at the measured SM clock); `first` and `span` are the
    launch's first block start and last block end (globaltimer, us) relative to the last end
@@ -84,6 +87,8 @@ FIT_FROM_KEYS = 1024
 THROUGHPUT = (64, 1536)
 #: launches traced per (shape, mode); the median over them is printed
 TRACE_RUNS = 5
+#: (qkv GEMV, attention, o_proj GEMV) triples in the graph mode's CUDA graph
+GRAPH_LAYERS = 4
 #: bytes the swept mode reads between the two launches (most of L2: a step's state when its
 #: attention starts; tools/gpu/attn_step_gap.py's l2 variant)
 SWEEP_BYTES = 40 << 20
@@ -129,6 +134,8 @@ class Problem:
         width = (h.heads + 2 * h.kv_heads) * d if h.rope else h.heads * d
         st.update(
             x=env.uniform((1, self.hidden)), w=env.uniform((width, self.hidden), -0.05, 0.05),
+            wo=env.uniform((self.hidden, h.heads * d), -0.05, 0.05),
+            o_out=env.uniform((1, self.hidden)),
             qkv=env.uniform((b, width)), qw=env.uniform((d,), 0.5, 1.5),
             kw=env.uniform((d,), 0.5, 1.5),
             pos=torch.full((b,), self.keys - 1, dtype=torch.int32, device=env.device),
@@ -175,12 +182,52 @@ class Problem:
         matmul.gemv(self.env.kc, stream, self.env.ptr(st["x"]), self.env.ptr(st["w"]),
                     self.env.ptr(st["qkv"][:1]), 1, st["w"].shape[0], self.hidden)
 
+    def project_out(self, stream: Stream) -> None:
+        """The o_proj-shaped GEMV after the attention (its first row in, hidden out)."""
+        st = self.st
+        matmul.gemv(self.env.kc, stream, self.env.ptr(st["out"][:1]), self.env.ptr(st["wo"]),
+                    self.env.ptr(st["o_out"]), 1, self.hidden, st["wo"].shape[1])
+
 
 # ---- the phase trace --------------------------------------------------------------------
 
+def traced_in_graph(env: Env, pr: Problem) -> np.ndarray:
+    """The graph mode: GRAPH_LAYERS (qkv GEMV, traced attention, o_proj GEMV) triples in one
+    CUDA graph, replayed twice; the trace the last attention left (eager on the host)."""
+    mine = pr.new_trace()
+
+    def layer() -> None:
+        stream = env.stream()
+        pr.project(stream)
+        pr.attend(stream, mine)
+        pr.project_out(stream)
+
+    if not env.cuda:
+        layer()
+        env.finish()
+        return mine.cpu().numpy()
+    torch = env.torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # modules, shared-memory opt-ins: before the capture
+        layer()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_LAYERS):
+            layer()
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    return mine.cpu().numpy()
+
+
 def traced(env: Env, pr: Problem, mode: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """One traced launch in `mode` (alone, b2b, gemv, swept): (its trace, the trace of the
-    traced launch before it or before the GEMV or sweep; None alone)."""
+    """One traced launch in `mode` (alone, b2b, gemv, swept, graph): (its trace, the trace of
+    the traced launch before it or before the GEMV or sweep; None alone and in the graph)."""
+    if mode == "graph":
+        return traced_in_graph(env, pr), None
     stream = env.stream()
     before = pr.new_trace() if mode != "alone" else None
     mine = pr.new_trace()
@@ -277,8 +324,8 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
     raw: list[tuple[Problem, str, list[tuple[np.ndarray, np.ndarray | None]]]] = []
     for pr in problems:
         for mode in modes:
-            if mode == "gemv" and pr.batch > 1:
-                continue  # the GEMV stands for a batch-1 projection
+            if mode in ("gemv", "graph") and pr.batch > 1:
+                continue  # the GEMVs stand for batch-1 projections
             if mode == "swept" and pr.batch == 1:
                 continue  # the batch-64 row's question (attn_step_gap.py)
             traced(env, pr, mode)  # warm: modules, caches, the counters' first use
@@ -289,7 +336,7 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
             f" {'first':>7} {'wait':>7} {'span':>7} {'block':>7} {'late':>7}")
     out = [f"phase trace: us since the block's start (median over keyed blocks, SM clock "
            f"{mhz:.0f} MHz); first / wait / span in us after the previous launch's end "
-           "(alone: after its own first start)", head]
+           "(alone, graph: after its own first start)", head]
     for pr, mode, runs in raw:
         line = median_line([summarize(t, prev, mhz) for t, prev in runs])
         shape = f"{pr.heads.name} b{pr.batch} keys{pr.keys} splits{pr.splits}"
@@ -394,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.trace_only and big is not None:
             problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1],
                                     args.long))
-        for line in trace_table(env, problems, ("alone", "b2b", "gemv", "swept")):
+        for line in trace_table(env, problems, ("alone", "b2b", "gemv", "graph", "swept")):
             print(line, flush=True)
         del problems
     if args.trace_only:
