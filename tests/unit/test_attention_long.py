@@ -489,19 +489,3 @@ def test_a_traced_d256_launch_takes_its_twin_and_others_refuse() -> None:
     with pytest.raises(ValueError, match="traced twin"):
         attention.decode_attention(kc, 0, *ptrs[:9], 1, 32, 8, 128, 16, 1024, 19, 0.088,
                                    long=True, trace=ptrs[9])
-
-
-def test_solo_route_gives_batch_one_launches_an_sm_each() -> None:
-    """ATLAS_DECODE_ATTN_LONG_SOLO=1: a one-sequence rope launch asks for SOLO_SMEM_BYTES
-    (two blocks no longer fit an SM's 228 KiB) and opts the entry in to it; batches keep
-    long_smem_bytes."""
-    env = {"ATLAS_DECODE_ATTN_LONG_SOLO": "1"}
-    assert 2 * (attention_long.SOLO_SMEM_BYTES + 1024) > 228 * 1024
-    assert attention_long.SOLO_SMEM_BYTES > attention_long.long_smem_bytes(128, rope=True)
-    (one,) = _rope_launch(env, 1, 30, max_blocks=1024)
-    assert one.func == "decode_attn_long_rope_early_bf16"
-    assert one.shared == attention_long.SOLO_SMEM_BYTES
-    (batch,) = _rope_launch(env, 8, 4)
-    assert batch.shared == attention_long.long_smem_bytes(128, rope=True)
-    (plain,) = _rope_launch(None, 1, 30, max_blocks=1024)
-    assert plain.shared == attention_long.long_smem_bytes(128, rope=True)

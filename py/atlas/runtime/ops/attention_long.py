@@ -91,21 +91,6 @@ def long_smem_bytes(head_dim: int, rope: bool = False) -> int:
     return ring + q_tile + (4 * head_dim * 2 + head_dim * 4 if rope else 0)
 
 
-#: shared memory of a batch-1 launch under routes.decode_attn_long_solo: past half an SM's
-#: 228 KiB (less the 1 KiB a block reserves), so one block an SM (the kernel uses its first
-#: long_smem_bytes)
-SOLO_SMEM_BYTES = 116 * 1024
-
-
-def launch_smem_bytes(routes: KernelRoutes, head_dim: int, rope: bool, num_seqs: int) -> int:
-    """The dynamic shared memory a launch asks for: long_smem_bytes, or SOLO_SMEM_BYTES for a
-    one-sequence rope launch under routes.decode_attn_long_solo."""
-    need = long_smem_bytes(head_dim, rope)
-    if routes.decode_attn_long_solo and rope and num_seqs == 1:
-        return max(need, SOLO_SMEM_BYTES)
-    return need
-
-
 def long_kernel_for(head_dim: int) -> KernelSig:
     """The entry point of a head dim (one of LONG_HEAD_DIMS)."""
     return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
@@ -166,10 +151,7 @@ def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):
     the largest head dim it takes) on the carveout with the most shared memory (two 96-101
     KiB blocks per SM at D 128)."""
     top = 256 if head_dim == 256 else 128
-    most = long_smem_bytes(top, rope)
-    if rope and kc.routes.decode_attn_long_solo:
-        most = max(most, SOLO_SMEM_BYTES)
-    return kc.get_with_shared(sig, most, most_shared=True)
+    return kc.get_with_shared(sig, long_smem_bytes(top, rope), most_shared=True)
 
 
 def available(kc: KernelCache) -> bool:
@@ -323,8 +305,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=True)
     tickets = counters if merges else 0
     extra = (trace,) if trace else ()
-    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS,
-           launch_smem_bytes(kc.routes, head_dim, True, num_seqs),
+    launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, *extra)

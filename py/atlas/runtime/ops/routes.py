@@ -79,10 +79,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,
   sigmoid_gate_mul), at every row count; unset, every kind from
   ops/early_trigger.EARLY_MIN_ROWS rows on.
-* ATLAS_DECODE_ATTN_LONG_SOLO=1: the batch-1 (early) entries of the tensor-core attention
-  launch with ops/attention_long.SOLO_SMEM_BYTES of shared memory, so no SM holds two of
-  their blocks (gpu112's graph trace: the 30B's keyed blocks two per SM on 68 SMs inside a
-  step, one per SM alone); off by default until measured.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -559,7 +555,6 @@ class KernelRoutes:
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
     decode_attn_long_early: bool = True
-    decode_attn_long_solo: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -687,7 +682,6 @@ class KernelRoutes:
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      True),
-                   decode_attn_long_solo=env_switch(env, "ATLAS_DECODE_ATTN_LONG_SOLO", False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
