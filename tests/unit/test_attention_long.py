@@ -458,14 +458,17 @@ def test_ring_schedule(n_tiles: int) -> None:
         groups.append([nxt] if nxt < n_tiles else [])
 
 
-@pytest.mark.parametrize("num_seqs, splits, want", [
-    (1, 30, "decode_attn_long_rope_early_trace_bf16"),   # what batch 1 runs, traced
-    (64, 1, "decode_attn_long_rope_staged_trace_bf16"),  # what batches run, traced
+@pytest.mark.parametrize("num_seqs, splits, env, want", [
+    (1, 30, {}, "decode_attn_long_rope_early_trace_bf16"),   # what batch 1 runs, traced
+    # before an o_proj of LATE_TRIGGER_MIN_O_BYTES (model/load.py sets the route)
+    (1, 30, {"ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER": "1"},
+     "decode_attn_long_rope_early_late_trace_bf16"),
+    (64, 1, {}, "decode_attn_long_rope_staged_trace_bf16"),  # what batches run, traced
 ])
-def test_a_traced_rope_launch_takes_the_twin_of_what_the_routes_run(num_seqs, splits,
+def test_a_traced_rope_launch_takes_the_twin_of_what_the_routes_run(num_seqs, splits, env,
                                                                      want) -> None:
     dev = _HopperMock()
-    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    kc = KernelCache(dev, KernelRoutes.from_env(env))
     ptrs = [dev.alloc(1 << 12) for _ in range(15)]  # qkv ... counters, out, trace
     attention.decode_attention_rope(kc, 0, *ptrs[:14], num_seqs, 32, 8, 128, 16, 512, splits,
                                     0.088, 1e-6, trace=ptrs[14], long=True)

@@ -32,7 +32,9 @@ line.
    Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
    duration, blocks per SM at once, the launch's span.
    `--long`: the same for the tensor-core kernel's batch-1 entry instead
-   (attention_long.cu decode_attn_long_rope_early_bf16 and its traced twin, the rope-fused
+   (attention_long.cu decode_attn_long_rope_early_bf16, or its late-trigger twin where the
+   model takes that (model/load.py: o_proj of LATE_TRIGGER_MIN_O_BYTES and more), and their
+   traced twins, the rope-fused
    geometries at D 64 / 128, and Qwen3.5's plain D-256 entry, decode_attn_long_d256_bf16 and
    its twin, stamps from its wait on; the grid a long-context engine gives batch 1:
    step_inputs.decode_splits at LONG_CONTEXT_KEYS), and the batch-64 row on the staged
@@ -60,7 +62,7 @@ import argparse
 import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,8 +75,9 @@ from bench_kernels import (ENGINE_MAX_SEQ_LEN, EPS, ROPE_THETA, Env, ks, open_en
                            paged_kv, time_cuda)
 from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import Stream  # noqa: E402
-from atlas.runtime.ops import attention, matmul  # noqa: E402
-from atlas.runtime.ops.attention_long import LONG_CONTEXT_KEYS, LONG_ROPE_HEAD_DIMS  # noqa: E402
+from atlas.runtime.ops import KernelCache, attention, matmul  # noqa: E402
+from atlas.runtime.ops.attention_long import (LONG_CONTEXT_KEYS, LONG_ROPE_HEAD_DIMS,  # noqa: E402
+                                              late_trigger_pays)
 
 #: the projection GEMV's input width per traced geometry (the real models' hidden sizes)
 HIDDEN = {"qwen3-0.6b": 1024, "qwen3-8b": 4096, "qwen3-30b-a3b": 2048,
@@ -149,8 +152,16 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
+        # the late trigger where the model takes it (model/load.py: by the o_proj after it)
+        routes = env.kc.routes
+        if routes.decode_attn_long_late_trigger is None:
+            routes = replace(routes, decode_attn_long_late_trigger=late_trigger_pays(
+                2 * self.hidden * h.heads * d))
+        self.kc = KernelCache(env.backend, routes)
+        late = routes.decode_attn_long_late_trigger
         long_kernel = ("decode_attn_long_d256" if not h.rope else
-                       "decode_attn_long_rope_early" if b == 1 else
+                       ("decode_attn_long_rope_early_late" if late else
+                        "decode_attn_long_rope_early") if b == 1 else
                        "decode_attn_long_rope_staged")
         self.kernel = (long_kernel if self.long else attention.decode_kernel(
             env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
@@ -169,11 +180,11 @@ class Problem:
                   ks.KV_BLOCK_SIZE, self.max_blocks, self.splits, d ** -0.5)
         if h.rope:
             attention.decode_attention_rope(
-                env.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
+                self.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
                 p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), *common, EPS,
                 trace=tr, long=True if self.long else None)
         else:  # the long D-256 entry (Qwen3.5's gated attention) or the clustered kernel
-            attention.decode_attention(env.kc, stream, p(st["qkv"]), p(st["k_pool"]),
+            attention.decode_attention(self.kc, stream, p(st["qkv"]), p(st["k_pool"]),
                                        p(st["v_pool"]), *common, long=self.long, trace=tr)
 
     def project(self, stream: Stream) -> None:

@@ -804,6 +804,25 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       num_splits, scale, eps, long_smem, trace);
 }
 
+// The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
+// attention_long.py LATE_TRIGGER_MIN_O_BYTES and more: Qwen3-30B-A3B, Qwen3-8B): the stamps of
+// decode_attn_long_rope_early_trace_bf16. The same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_trace_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        unsigned long long* trace) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem, trace);
+}
+
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
 // stamps of decode_attn_long_rope_early_trace_bf16, taken after the entry's wait (its `start`
 // is the wait's return; no `waited` stamp). The same outputs.

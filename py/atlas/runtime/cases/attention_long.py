@@ -175,7 +175,7 @@ LONG_ROPE_LATE_SHAPES = [
 #: token, the step's key alone in the second tile, two tiles a split (2,500 keys: 20 of
 #: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger, one split, and the
 #: combine after 3 splits (no merge: the combine's rule; no norm, D 64, 7-key pages), and the
-#: early entry's phase-traced twin
+#: early entries' phase-traced twins
 LONG_ROPE_EARLY_SHAPES = [
     (f"long_rope D128 gqa2 b1 splits30 merge early {n}", Geometry(16, 8, 128, 16), [n], 30,
      {"twin": "long_early_merge"}) for n in (568, 1, 65, 2500)] + [
@@ -188,9 +188,12 @@ LONG_ROPE_EARLY_SHAPES = [
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
     # the phase-traced twins (tools/gpu/trace_decode_attn.py --long): the same outputs, the
-    # early entry's at one sequence, the staged entry's for a batch of one split
+    # early entries' at one sequence (the late trigger's too), the staged entry's for a batch
+    # of one split
     ("long_rope D128 gqa2 b1 splits30 merge early traced", Geometry(16, 8, 128, 16), [568], 30,
      {"twin": "long_early_merge", "traced": True}),
+    ("long_rope D128 gqa8 b1 splits16 merge early late traced", Geometry(32, 4, 128, 16), [568],
+     16, {"twin": "long_early_late_merge", "traced": True}),
     ("long_rope D128 gqa4 b3 splits1 staged traced", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
      {"traced": True}),
 ]

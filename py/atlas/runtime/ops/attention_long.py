@@ -40,7 +40,8 @@ from __future__ import annotations
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
+                          DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
@@ -287,8 +288,9 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     prologue's reads in two trips; it loads the norm weights and the cos/sin row 16 bytes at
     a time, which ops.attention.decode_attention_rope's checks allow), else on the waiting
     entry (the same outputs). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed): the
-    phase-traced twin of what the default routes run, the early entry's at one sequence, the
-    staged entry's for batches (tools/gpu/trace_decode_attn.py --long)."""
+    phase-traced twin of what the routes run, the early entry's at one sequence (its
+    late-trigger twin's under routes.decode_attn_long_late_trigger), the staged entry's for
+    batches (tools/gpu/trace_decode_attn.py --long)."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -297,8 +299,11 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
     if trace:
-        sig = DECODE_ATTN_LONG_ROPE_EARLY_TRACE if num_seqs == 1 else \
-            DECODE_ATTN_LONG_ROPE_STAGED_TRACE
+        sig = DECODE_ATTN_LONG_ROPE_STAGED_TRACE
+        if num_seqs == 1:
+            sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE
+                   if kc.routes.decode_attn_long_late_trigger else
+                   DECODE_ATTN_LONG_ROPE_EARLY_TRACE)
     else:
         sig = long_rope_kernel_for(kc.routes, num_seqs)
     launch = _launch_long(kc, sig, head_dim, True)
