@@ -47,6 +47,17 @@ def test_producer_spellings_are_detected(qcfg, hf, want) -> None:
             ("weight_packed", "weight_global_scale") if ct else ("weight", "weight_scale_2"))
 
 
+@pytest.mark.parametrize("listed, want", [(None, ("lm_head",)), ([], ()),
+                                           (["model.embed_tokens"], ("model.embed_tokens",))])
+def test_fp8_block_exclusions_follow_transformers(listed, want) -> None:
+    """FineGrainedFP8Config: no modules_to_not_convert keeps the LM head bf16 (the published
+    releases); a list (what `atlas models quantize` writes) names every kept module."""
+    qcfg = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    if listed is not None:
+        qcfg["modules_to_not_convert"] = listed
+    assert parse_quant_config(qcfg, None).excluded == want
+
+
 @pytest.mark.parametrize("qcfg,hf,match", [
     ({"quant_method": "awq"}, None, "quant_method 'awq' is not supported"),
     ({"quant_method": "fp8"}, None, "without weight_block_size"),

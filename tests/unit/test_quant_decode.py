@@ -382,6 +382,27 @@ def test_one_fp8_row_takes_the_convert_gemv_by_default(k: int, threads: int) -> 
         assert [r.module for r in dev.drain_launches()] == ["gemv_mma_quant"]
 
 
+def test_one_fp8_row_of_logits_takes_the_convert_gemv() -> None:
+    """A quantized FP8 LM head at batch 1 (QuantLinear.linear(out_f32=True)) streams on
+    gemv_fp8_cvt_f32_single, the convert GEMV's geometry; ATLAS_QUANT_FP8_CORE=0 and two rows
+    keep the register-fed tensor-core kernel."""
+    dev = _direct_mock()
+    n, k = 20000, 4096
+    w, x, y = _weights(dev, n, k)["fp8"], dev.alloc(2 * 2 * k), dev.alloc(4 * 2 * n)
+    QuantLinear(w).linear(KernelCache(dev, KernelRoutes(quant_fp8_h2=False)), 0, x, y, 1,
+                          out_f32=True)
+    (rec,) = dev.drain_launches()
+    assert (rec.module, rec.func) == ("gemv_fp8", "gemv_fp8_cvt_f32_single")
+    assert rec.grid[0] == n // 4 and rec.block[0] == 128
+    assert (rec.args["x"], rec.args["y"], rec.args["m"], rec.args["n"]) == (x, y, 1, n)
+    for routes, m in ((KernelRoutes(quant_fp8_core=False, quant_fp8_h2=False), 1),
+                      (KernelRoutes(quant_fp8_h2=False), 2)):
+        QuantLinear(w).linear(KernelCache(dev, routes), 0, x, y, m, out_f32=True)
+        assert [r.module for r in dev.drain_launches()] == ["gemv_quant_direct"]
+    with pytest.raises(ValueError, match="f32 outputs"):
+        matmul_quant.gemv_fp8(KernelCache(dev), 0, x, w, y, 1, out_f32=True)
+
+
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
     dev = MockGpuBackend() if case == "gb10" else _quant_mock()

@@ -97,7 +97,7 @@ def test_logits_and_the_gate_up_swiglu_take_their_entry_points() -> None:
 def test_switched_off_every_product_keeps_its_previous_route() -> None:
     """ATLAS_QUANT_FP8_H2=0: qkv / o / down and the gate_up + SwiGLU on the convert GEMVs
     (ATLAS_QUANT_FP8_CORE's and ATLAS_QUANT_FP8_CORE_SWIGLU's defaults), the logits on the
-    tensor-core kernel, as before."""
+    convert GEMV's f32 twin."""
     dev = _mock()
     kc = KernelCache(dev, OFF)
     w = QuantLinear(direct_weight(dev, "fp8", 4096, 4096))
@@ -108,7 +108,7 @@ def test_switched_off_every_product_keeps_its_previous_route() -> None:
     gate_up.linear_swiglu(kc, 0, dev.alloc(2 * 4096), dev.alloc(2 * 1024), 1)
     funcs = [(r.module, r.func) for r in dev.drain_launches()]
     assert funcs[0] == ("gemv_fp8", "gemv_fp8_cvt_bf16_single")
-    assert funcs[1][0] == "gemv_quant_direct"
+    assert funcs[1] == ("gemv_fp8", "gemv_fp8_cvt_f32_single")
     assert funcs[2] == ("gemv_fp8", "gemv_fp8_cvt_swiglu_bf16_single")
     assert not any("h2" in f for _, f in funcs)
 

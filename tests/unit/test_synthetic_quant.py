@@ -58,10 +58,23 @@ def test_quantized_synthetic_experts_have_the_bf16_weights_spread(scheme: str,
     assert isinstance(runner.model.lm_head, Bf16Linear)  # as the published releases keep it
 
 
-def test_a_quantized_lm_head_when_the_config_does_not_exclude_it(tmp_path: Path) -> None:
-    runner = load_runner(_config_dir(tmp_path, "nvfp4", lm_head=True), backend="host",
+@pytest.mark.parametrize("scheme", ["nvfp4", "fp8-block"])
+def test_a_quantized_lm_head_when_the_config_does_not_exclude_it(scheme: str,
+                                                                 tmp_path: Path) -> None:
+    runner = load_runner(_config_dir(tmp_path, scheme, lm_head=True), backend="host",
                          synthetic_seed=3, use_graphs=False, max_seq_len=64, max_batch_size=1)
     assert isinstance(runner.model.lm_head, QuantLinear)
+
+
+def test_the_published_fp8_block_config_keeps_the_lm_head_bf16(tmp_path: Path) -> None:
+    """Qwen's FP8 releases name no modules_to_not_convert; transformers then keeps lm_head."""
+    d = _config_dir(tmp_path, "fp8-block", lm_head=True)
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg["quantization_config"]["modules_to_not_convert"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    runner = load_runner(d, backend="host", synthetic_seed=3, use_graphs=False, max_seq_len=64,
+                         max_batch_size=1)
+    assert isinstance(runner.model.lm_head, Bf16Linear)
 
 
 def test_quantized_synthetic_logits_match_the_bf16_synthetic_magnitude(tmp_path: Path) -> None:

@@ -177,6 +177,17 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
   gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums);
 }
 
+// f32 logits of one row (a quantized LM head, ops/matmul_quant.py QuantLinear.linear): the
+// bf16-rounded sums widened, as gemv_bf16_f32_single writes the bf16 LM head's. Why: the
+// vocabulary-sized weight otherwise streams on the tensor-core twin (gemv_qd_fp8_f32), whose
+// one-row loop reached ~61% of copy on Qwen3-8B's gate_up where this loop streams its down
+// projection at ~89%.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
+    gemv_fp8_cvt_f32_single(const __nv_bfloat16* x, const uint8_t* w, ATLAS_FP8_ARGS) {  // y: f32
+  if (m != 1) __trap();
+  gemv_rows<1, true>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums);
+}
+
 // The fused [gate | up] weight's product of one row ending with its SwiGLU on the same loop
 // (gemv_core.cuh StoreSwiglu: y = act [1, n / 2], two features a block: the gate rows of
 // features 2 b, 2 b + 1 and their up rows), bit for bit the entry above followed by

@@ -48,8 +48,9 @@ class CheckpointQuant:
     global_name: str = ""
     global_reciprocal: bool = False
     source: str = ""
-    #: modules the producer says it left unquantized (ModelOpt `exclude_modules`); only
-    #: quantized synthetic weights read it (the loader goes by the stored dtypes)
+    #: modules the producer says it left unquantized (ModelOpt `exclude_modules`, the FP8-block
+    #: config's `modules_to_not_convert`); only quantized synthetic weights read it (the
+    #: loader goes by the stored dtypes)
     excluded: tuple[str, ...] = ()
 
     @property
@@ -121,8 +122,12 @@ def _hf_fp8(q: Mapping[str, Any], where: str) -> CheckpointQuant:
     if block is None:
         raise QuantConfigError(f"{where}: quant_method 'fp8' without weight_block_size is "
                                "not supported (per-tensor FP8: use the ModelOpt spelling)")
+    # transformers' FineGrainedFP8Config: without modules_to_not_convert the LM head stays
+    # bf16 (as the published FP8 releases store it); `atlas models quantize` lists what it kept
+    kept = q.get("modules_to_not_convert")
+    excluded = tuple(kept) if isinstance(kept, list) else ("lm_head",)
     return CheckpointQuant("fp8-block", "weight_scale_inv", _block(block, where),
-                           source=where)
+                           source=where, excluded=excluded)
 
 
 def _block(block: Any, where: str) -> tuple[int, int]:

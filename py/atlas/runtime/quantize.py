@@ -166,11 +166,12 @@ def _quantize(scheme: str, w: np.ndarray) -> list[np.ndarray]:
 
 def quantization_config(scheme: str, kept: list[str]) -> tuple[dict, dict | None]:
     """(config.json's quantization_config, hf_quant_config.json or None)."""
-    if scheme == "fp8-block":
-        return ({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                 "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}, None)
-    algo = "FP8" if scheme == "fp8-tensor" else "NVFP4"
     modules = sorted({n[: -len(".weight")] for n in kept if n.endswith(".weight")})
+    if scheme == "fp8-block":  # transformers' FineGrainedFP8Config spelling of the kept modules
+        return ({"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                 "weight_block_size": [FP8_BLOCK, FP8_BLOCK],
+                 "modules_to_not_convert": modules}, None)
+    algo = "FP8" if scheme == "fp8-tensor" else "NVFP4"
     body = {"quant_algo": algo, "kv_cache_quant_algo": None, "exclude_modules": modules}
     if algo == "NVFP4":
         body["group_size"] = NVFP4_GROUP

@@ -67,10 +67,11 @@ class QuantizedNames(Mapping[str, str]):
 
     @property
     def quantized_lm_head(self) -> bool:
-        """A ModelOpt config (NVFP4, FP8 per tensor) whose exclude_modules does not list
-        lm_head quantizes it (`atlas models quantize --lm-head`, bench_moe.py --lm-head);
-        the HF FP8-block config names no exclusions: bf16 there."""
-        return self.quant.format in ("nvfp4", "fp8-tensor") and "lm_head" not in self.quant.excluded
+        """A config whose exclusions (ModelOpt's exclude_modules, the FP8-block config's
+        modules_to_not_convert) do not list lm_head quantizes it (`atlas models quantize`'s
+        default, bench_moe.py --lm-head); an FP8-block config without the list keeps it bf16,
+        as the published releases do (core/quant_config.py)."""
+        return "lm_head" not in self.quant.excluded
 
     def __iter__(self) -> Iterator[str]:
         return iter(())

@@ -100,4 +100,8 @@ def gemv_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
               dequant_case(rng, 300, 1040)]
     cases += [fp8_linear_case(rng, layout, 1, n, k, core=True)
               for layout, n, k in FP8_CORE_SHAPES]
+    # its f32 twin (a quantized LM head's logits): vocabulary-like ragged N, the 8B's K, and
+    # the per-channel layout
+    cases += [fp8_linear_case(rng, "block", 1, 9001, 4096, core=True, logits=True),
+              fp8_linear_case(rng, "channel", 1, 515, 1024, core=True, logits=True)]
     return cases

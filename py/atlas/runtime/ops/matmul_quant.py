@@ -26,7 +26,7 @@ import numpy as np
 
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_FP8_CVT_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
@@ -139,7 +139,8 @@ def gemv_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: "QuantWeight", y: 
 
 
 def uses_core_single(kc: KernelCache, w: "QuantWeight", m: int) -> bool:
-    """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single: one row, an FP8 weight
+    """Whether an m-row product of w runs gemv_fp8_cvt_bf16_single (f32 logits:
+    gemv_fp8_cvt_f32_single): one row, an FP8 weight
     (any scale layout: the CUDA-core GEMV's preconditions are the weight's own), then the
     route switch (ATLAS_QUANT_FP8_CORE forces it on / off), unset FP8_CORE_BY_DEFAULT where
     the loaded set has the module (reference backends load none); consulted where the
@@ -179,18 +180,22 @@ def _check_rows(name: str, m: int) -> None:
 
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
              m: int, single: bool | None = None, cvt: bool = False,
-             swiglu: bool = False) -> None:
+             swiglu: bool = False, out_f32: bool = False) -> None:
     """y[m, n] = x[m, k] @ dequant(w).T for 1 <= m <= 8 (bf16 x and y); `cvt` (m == 1): the
     entry point decoding E4M3 by the hardware convert, two chunks a row per thread; with
     `swiglu` its twin ending the fused [gate | up] product with its SwiGLU (y the activation
-    [1, n / 2], two features a block; n even)."""
+    [1, n / 2], two features a block; n even), with `out_f32` its twin writing f32 logits
+    (a quantized LM head: the bf16-rounded sums widened)."""
     _check_rows("gemv_fp8", m)
+    if out_f32 and (not cvt or swiglu):
+        raise ValueError("gemv_fp8: f32 outputs only on the convert entry point, no SwiGLU")
     if cvt:
         if m != 1:
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
         if swiglu and w.n % 2:
             raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
-        sig = GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else GEMV_FP8_CVT_SINGLE
+        sig = (GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else
+               GEMV_FP8_CVT_F32_SINGLE if out_f32 else GEMV_FP8_CVT_SINGLE)
         kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k, 2), 0, x,
                     w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
         return
@@ -409,10 +414,14 @@ class QuantLinear:
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
         """y = x @ dequant(w).T; `out_f32`: f32 logits of a quantized LM head (the bf16-
         rounded sums widened, any m, on the tensor-core GEMVs or, one row, the
-        half-precision-FMA GEMV: never a bf16 copy of the vocabulary-sized weight)."""
+        half-precision-FMA GEMV or FP8's convert GEMV: never a bf16 copy of the
+        vocabulary-sized weight)."""
         if out_f32:
             if uses_h2(kc, self.w, m):
                 gemv_h2(kc, stream, x, self.w, y, "f32")
+                return
+            if uses_core_single(kc, self.w, m):
+                gemv_fp8(kc, stream, x, self.w, y, m, cvt=True, out_f32=True)
                 return
             matmul_quant_mma.gemv_logits(kc, stream, x, self.w, y, m)
             return

@@ -21,8 +21,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_SINGLE,
-                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE,
+                          GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
                           GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
@@ -80,6 +80,7 @@ def gemv_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scal
 
 
 @reference(GEMV_MMA_FP8_F32)
+@reference(GEMV_FP8_CVT_F32_SINGLE)  # gemv_fp8.cu: one row on the convert GEMV
 @reference(GEMV_QD_FP8_F32)
 @reference(GEMV_QS_FP8_F32)
 @reference(GEMV_QD_FP8_N1_F32)
