@@ -30,12 +30,13 @@ def launches(routes: KernelRoutes, fn, *args, **kwargs):
     (6144, 4096, None, matmul.RingPlan(2 * SMS, 256, 2, 64 * 1024)),
     # asked for 3 stages of 32 KiB: two blocks fit them in an SM's 228 KiB
     (4096, 12288, 3, matmul.RingPlan(2 * SMS, 256, 3, 96 * 1024)),
-    # k = 1,024: 4 blocks of 128 threads a SM, 16 KiB stages, 3 of them fit 4 blocks
-    (20011, 1024, None, matmul.RingPlan(4 * SMS, 128, 3, 48 * 1024)),
-    # k = 576: 5 blocks of 96 threads a SM, 3 stages of 12 KiB
-    (20011, 576, None, matmul.RingPlan(5 * SMS, 96, 3, 36 * 1024)),
-    # fewer 4-row groups than blocks: one group a block
-    (33, 2048, None, matmul.RingPlan(9, 256, 2, 64 * 1024)),
+    # k = 1,024: two chunks a thread, 8 blocks of 64 threads a SM, 8 KiB stages (a row's
+    # whole width), 3 of them fit 8 blocks
+    (20011, 1024, None, matmul.RingPlan(8 * SMS, 64, 3, 24 * 1024)),
+    # k = 576: 72 chunks, 36 a thread's two slots -> 64 threads, 8 blocks a SM, 8 KiB stages
+    (20011, 576, None, matmul.RingPlan(8 * SMS, 64, 3, 24 * 1024)),
+    # fewer 4-row groups than blocks: one group a block (k = 2,048: 128 threads, 16 KiB)
+    (33, 2048, None, matmul.RingPlan(9, 128, 3, 48 * 1024)),
     # k = 192: blocks of one warp (16 a SM), 4 KiB stages
     (1001, 192, 2, matmul.RingPlan(251, 32, 2, 2 * 4096)),
     (100001, 192, None, matmul.RingPlan(16 * SMS, 32, 2, 2 * 4096)),
@@ -203,8 +204,14 @@ def test_one_row_takes_the_single_row_kernels() -> None:
     matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 1024, 3072)
     matmul.linear_silu(kc, 0, 0x1000, 0x2000, 0x3000, 1, 4096, 12288, scratch=0x9000)
     assert [(r.func, r.grid[0], r.block[0], r.shared) for r in mock.drain_launches()] == [
-        ("gemv_bf16_single", 1536, 128, 0), ("gemv_silu_bf16_single", 256, 256, 0),
+        ("gemv_bf16_single", 1536, 64, 0), ("gemv_silu_bf16_single", 256, 192, 0),
         ("silu_mul_bf16", 1, 256, 0), ("gemv_bf16_single", 1024, 256, 0)]
     assert matmul.fuses_gate_up_swiglu(kc, 1, 6144, 1024)
+    # ATLAS_GEMV_CHUNKS=1 (the A/B): one chunk of each row a thread, as before session 30
+    one = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "1"}))
+    matmul.gemv(one, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 1024)
+    assert [r.block[0] for r in mock.drain_launches()] == [128]
+    with pytest.raises(ValueError, match="ATLAS_GEMV_CHUNKS"):
+        KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "3"})
     for routes in (KernelRoutes(gemv_swiglu=False), KernelRoutes(gemv_ring_single=True)):
         assert not matmul.fuses_gate_up_swiglu(KernelCache(mock, routes=routes), 1, 6144, 1024)

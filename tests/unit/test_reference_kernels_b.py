@@ -73,8 +73,8 @@ def _launches(fn, *args, **kwargs):
 
 
 @pytest.mark.parametrize("m,n,func,grid,block", [
-    (1, 576, "gemv_bf16_single", (144, 1, 1), (96, 1, 1)),   # k=576: 72 chunks -> 3 warps
-    (8, 4097, "gemv_ring_bf16", (660, 1, 1), (96, 1, 1)),    # 1,025 groups, 5 blocks a SM
+    (1, 576, "gemv_bf16_single", (144, 1, 1), (64, 1, 1)),   # k=576: 72 chunks, 2 a thread
+    (8, 4097, "gemv_ring_bf16", (1025, 1, 1), (64, 1, 1)),   # 1,025 groups, 8 blocks a SM
     (9, 4096, "gemm_bf16_skinny", (128, 1, 1), (128, 1, 1)),  # 32 big tiles < 132 SMs
     (2048, 4096, "gemm_bf16", (32, 16, 1), (256, 1, 1)),
 ])
@@ -85,8 +85,10 @@ def test_linear_dispatch_and_geometry(m, n, func, grid, block) -> None:
 
 
 def test_gemv_threads_cover_k() -> None:
-    assert [matmul.gemv_threads(k) for k in (64, 576, 1024, 4096, 12288)] == [
-        32, 96, 128, 256, 256]
+    """Two 16-byte chunks of a row a thread (every load slot of gemv_core's kUnroll used)."""
+    assert [matmul.gemv_threads(k) for k in (64, 576, 1024, 2048, 3072, 4096, 12288)] == [
+        32, 64, 64, 128, 192, 256, 256]
+    assert [matmul.gemv_threads(k, 1) for k in (64, 576, 1024, 4096)] == [32, 96, 128, 256]
 
 
 def test_f32_output_selects_the_f32_entry_points() -> None:
@@ -121,7 +123,7 @@ def test_linear_silu_dispatch(m, scratch, funcs) -> None:
                      scratch=scratch)
     assert [r.func for r in recs] == funcs
     if scratch is None:
-        assert (recs[0].grid, recs[0].block) == ((256, 1, 1), (256, 1, 1))
+        assert (recs[0].grid, recs[0].block) == ((256, 1, 1), (192, 1, 1))  # 384 chunks, 2 a thread
         assert (recs[0].args["gate_up"], recs[0].args["k"]) == (0x1000, 3072)
     else:  # silu_mul writes the scratch, the GEMM reads it
         assert recs[0].args["out"] == recs[1].args["a"] == scratch

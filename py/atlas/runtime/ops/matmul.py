@@ -75,10 +75,16 @@ def _check_aligned(name: str, ptr: DevicePtr, align: int) -> None:
         raise ValueError(f"{name} pointer {ptr:#x} is not {align}-byte aligned")
 
 
-def gemv_threads(k: int) -> int:
-    """Threads per GEMV block: one 16-byte chunk of each row per thread, up to 256."""
-    chunks = k // 8
-    return min(GEMV_MAX_THREADS, max(32, -(-chunks // 32) * 32))
+def gemv_threads(k: int, chunks: int = 2) -> int:
+    """Threads per GEMV block: `chunks` 16-byte chunks of each row per thread (the routes'
+    gemv_chunks; 2 is gemv_core's kUnroll, so no load slot is zero-filled), up to 256.
+    Why 2: at k <= 2,048 one chunk a thread (256 threads at 2,048) left half of every
+    thread's loads empty, so an SM held half the bytes in flight its registers allow (the
+    MoE gate/up GEMV's width rule, ops/moe.py gate_up_gemv_threads). The sums' order
+    depends on the threads, so every GEMV of a row count's family takes the same rule
+    (the ring's plan included: row invariance)."""
+    per_thread = -(-(k // 8) // chunks)
+    return min(GEMV_MAX_THREADS, max(32, -(-per_thread // 32) * 32))
 
 
 def _check_gemv(name: str, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int, n: int, k: int,
@@ -124,14 +130,14 @@ class RingPlan:
 
 
 def gemv_ring_plan(n: int, k: int, sm_count: int, shared_per_sm: int,
-                   stages: int | None = None) -> RingPlan | None:
+                   stages: int | None = None, chunks: int = 2) -> RingPlan | None:
     """The ring GEMV's geometry for an [n, k] weight: the general GEMV's threads (the sums'
     order depends on them), RING_WARPS_PER_SM warps' worth of blocks per SM (fewer where
     there are fewer 4-row groups), and `stages` tiles a thread (None: as many as
     RING_TARGET_BYTES holds, within RING_MIN_STAGES..RING_MAX_STAGES), never more than those
     blocks' rings fit an SM together; None where not even RING_MIN_STAGES do (a GB10's 100 KiB
     SMs): the register-tiled kernel runs the product there."""
-    threads = gemv_threads(k)
+    threads = gemv_threads(k, chunks)
     per_sm = RING_WARPS_PER_SM * 32 // threads
     stage_bytes = threads * RING_STAGE_BYTES_PER_THREAD
     fit = (shared_per_sm // per_sm - RING_BLOCK_OVERHEAD) // stage_bytes
@@ -152,7 +158,7 @@ def _ring_plan(kc: KernelCache, n: int, k: int, single: bool) -> RingPlan | None
     if not (routes.gemv_ring_single if single else routes.gemv_ring):
         return None
     return gemv_ring_plan(n, k, kc.facts.sm_count, kc.facts.shared_memory_per_sm,
-                          routes.gemv_ring_stages)
+                          routes.gemv_ring_stages, routes.gemv_chunks)
 
 
 def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x: DevicePtr,
@@ -166,7 +172,8 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the single-row entry `sig`."""
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x, w, y, 1, n, k)
+    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k, kc.routes.gemv_chunks), 0,
+                x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
@@ -191,7 +198,8 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
                        k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, gemv_threads(k), 0, x, w, y, m, n, k)
+    threads = gemv_threads(k, kc.routes.gemv_chunks)
+    kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, threads, 0, x, w, y, m, n, k)
 
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
@@ -259,7 +267,8 @@ def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr,
         _launch_single(kc, stream, GEMV_SILU_SINGLE, gate_up, w, y, n, k)
         return
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
-    kc.get(GEMV_SILU)(stream, grid, gemv_threads(k), 0, gate_up, w, y, m, n, k)
+    kc.get(GEMV_SILU)(stream, grid, gemv_threads(k, kc.routes.gemv_chunks), 0, gate_up, w, y, m,
+                      n, k)
 
 
 @dataclass(frozen=True)
@@ -297,8 +306,9 @@ def gemv_attn_gate(kc: KernelCache, stream: Stream, x: DevicePtr, gate: AttnGate
     the single-row `gemv` (the gate's bf16 roundings, attn_gate.cu's)."""
     _check_gemv("gemv_attn_gate", x, w, y, 1, n, k, True)
     _check_attn_gate("gemv_attn_gate", gate, k)
-    kc.get(GEMV_ATTN_GATE_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k), 0, x,
-                                  gate.ptr, w, y, n, k, gate.head_dim, gate.head_pitch)
+    kc.get(GEMV_ATTN_GATE_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK),
+                                  gemv_threads(k, kc.routes.gemv_chunks), 0, x, gate.ptr, w, y,
+                                  n, k, gate.head_dim, gate.head_pitch)
 
 
 def _blocks(m: int, n: int, tile: tuple[int, int, int]) -> int:

@@ -349,6 +349,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   memory, ops/matmul.gemv_ring_plan). ATLAS_GEMV_RING_SINGLE=1: one row on the ring kernel
   too (off by default: the single-row kernel ran at ~90% of copy on Qwen3-8B).
   ATLAS_GEMV_RING_STAGES=2|3: the ring's tiles per thread (unset: the plan's rule).
+* ATLAS_GEMV_CHUNKS=1|2: 16-byte chunks of each row a bf16 CUDA-core GEMV thread loads
+  (ops/matmul.py gemv_threads; unset: 2, gemv_core's kUnroll, every load slot used: 128
+  threads at k 2,048 where 1 gives 256 with half of their loads zero-filled). 1 is the A/B.
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -572,6 +575,7 @@ class KernelRoutes:
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
+    gemv_chunks: int = 2
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
     max_shared_carveout: bool | None = None
@@ -593,6 +597,9 @@ class KernelRoutes:
         if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
             raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
                              f"{GEMV_RING_STAGES} or unset")
+        gemv_chunks = env.get("ATLAS_GEMV_CHUNKS", "").strip() or "2"
+        if gemv_chunks not in ("1", "2"):
+            raise ValueError(f"ATLAS_GEMV_CHUNKS={gemv_chunks!r} must be 1, 2 or unset")
         h2_rows = env.get("ATLAS_QUANT_H2_ROWS", "").strip()
         if h2_rows and h2_rows not in ("4", "8"):
             raise ValueError(f"ATLAS_QUANT_H2_ROWS={h2_rows!r} must be 4, 8 or unset")
@@ -705,6 +712,7 @@ class KernelRoutes:
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
+                   gemv_chunks=int(gemv_chunks),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
