@@ -160,9 +160,7 @@ class Problem:
         self.kc = KernelCache(env.backend, routes)
         late = routes.decode_attn_long_late_trigger
         long_kernel = ("decode_attn_long_d256" if not h.rope else
-                       ("decode_attn_long_rope_early_merged"
-                        if late and routes.decode_attn_long_trigger_merged else
-                        "decode_attn_long_rope_early_late" if late else
+                       ("decode_attn_long_rope_early_late" if late else
                         "decode_attn_long_rope_early") if b == 1 else
                        "decode_attn_long_rope_staged")
         self.kernel = (long_kernel if self.long else attention.decode_kernel(

@@ -191,11 +191,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trips. (Session 9's entry that read everything but the qkv rows before the PDL wait lost to
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
-// Where a block lets the next kernel launch (griddepcontrol.launch_dependents): on its wait,
-// once its K/V tiles landed (LateTrigger) or once its partial is stored (MergedTrigger).
-enum Trigger : int { kOnWait = 0, kTilesLanded = 1, kBlockMerged = 2 };
-
-template <int D, bool kRope = false, bool kStaged = false, int kTrigger = kOnWait,
+template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
           bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
@@ -370,7 +366,7 @@ __device__ __forceinline__ void decode_attn_long(
   if constexpr (kEarly) {
     atlas::pdl_wait();
     tr.mark(kTraceWaited);
-    if constexpr (kTrigger == kOnWait) atlas::pdl_launch_dependents();
+    if constexpr (!kLateTrigger) atlas::pdl_launch_dependents();
     load_rows();
   }
 
@@ -480,7 +476,7 @@ __device__ __forceinline__ void decode_attn_long(
     if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
     // wait) may launch once every block's K/V reads are done, not while they queue behind it
-    if constexpr (kTrigger == kTilesLanded)
+    if constexpr (kLateTrigger)
       if (t == n_tiles - 1) atlas::pdl_launch_dependents();
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
@@ -588,9 +584,6 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
   tr.mark(kTraceBlockMerged);
-  // MergedTrigger: o_proj's weight flood waits for the partials' stores too (only the ticket
-  // and the last block's merge are left to overlap it)
-  if constexpr (kTrigger == kBlockMerged) atlas::pdl_launch_dependents();
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
                             out_row, group, num_splits, active);
@@ -640,9 +633,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
-// selects the prologue, kTrigger where the block lets the next kernel launch (Trigger),
-// kEarly where it waits (RopeEarly).
-template <bool kStaged, int kTrigger = kOnWait, bool kEarly = false, class Tr = NoTrace>
+// selects the prologue, kLateTrigger where the block lets the next kernel launch
+// (LateTrigger), kEarly where it waits (RopeEarly).
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -654,11 +647,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits);
   if (head_dim == 128)
-    decode_attn_long<128, true, kStaged, kTrigger, kEarly, Tr>(
+    decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else if (head_dim == 64)
-    decode_attn_long<64, true, kStaged, kTrigger, kEarly, Tr>(
+    decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
   else
@@ -731,8 +724,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kTilesLanded)
-  decode_attn_long_rope_entry<true, kTilesLanded>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+  atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
+  decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                           positions, slots, block_tables, kv_lens, part_o,
                                           part_ml, counters, out, hq, hkv, head_dim,
                                           block_size, max_blocks, num_splits, scale, eps,
@@ -765,7 +758,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
                                      float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kOnWait, true>(
+  decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem);
@@ -784,7 +777,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           uint32_t max_blocks, uint32_t num_splits,
                                           float scale, float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kTilesLanded, true>(
+  decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem);
@@ -805,7 +798,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
         unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kOnWait, true, PhaseTrace>(
+  decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem, trace);
@@ -824,43 +817,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
         unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kTilesLanded, true, PhaseTrace>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace);
-}
-
-// MergedTrigger (ATLAS_DECODE_ATTN_LONG_TRIGGER=merged): the early entry letting the next
-// kernel launch once the block's partial is stored. Why: inside a step (gpu114's graph trace,
-// Qwen3-30B-A3B heads, 512 keys) the late trigger's o_proj flood stretched the blocks' merge
-// and partial stores from 1.4 to 5.1 us. The same outputs.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_merged_bf16(
-        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
-        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kBlockMerged, true>(
-      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
-      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
-}
-
-// Its phase-traced twin: the stamps of decode_attn_long_rope_early_trace_bf16. The same outputs.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_merged_trace_bf16(
-        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
-        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
-        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
-        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
-        unsigned long long* trace) {
-  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, kBlockMerged, true, PhaseTrace>(
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, long_smem, trace);

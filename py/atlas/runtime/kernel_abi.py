@@ -526,19 +526,12 @@ DECODE_ATTN_LONG_ROPE_EARLY = S("attention_long", "decode_attn_long_rope_early_b
                                 _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_early_late_bf16",
                                      _DECODE_LONG_ROPE)
-# (... its trigger after the block's partial is stored: ATLAS_DECODE_ATTN_LONG_TRIGGER_MERGED=1)
-DECODE_ATTN_LONG_ROPE_EARLY_MERGED = S("attention_long",
-                                       "decode_attn_long_rope_early_merged_bf16",
-                                       _DECODE_LONG_ROPE)
 # (the early entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE = S("attention_long",
                                            "decode_attn_long_rope_early_late_trace_bf16",
                                            _DECODE_LONG_ROPE + " trace:ptr")
-DECODE_ATTN_LONG_ROPE_EARLY_MERGED_TRACE = S("attention_long",
-                                             "decode_attn_long_rope_early_merged_trace_bf16",
-                                             _DECODE_LONG_ROPE + " trace:ptr")
 # (the staged entry's phase-traced twin: batches, trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_STAGED_TRACE = S("attention_long",
                                        "decode_attn_long_rope_staged_trace_bf16",

@@ -182,12 +182,7 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                                      "decode_attn_long_merge": True},
                 "long_early_late_merge": {"decode_attn_long_early": True,
                                           "decode_attn_long_late_trigger": True,
-                                          "decode_attn_long_merge": True},
-                # ... with the trigger after the block's partial (TRIGGER_MERGED)
-                "long_early_merged_merge": {"decode_attn_long_early": True,
-                                            "decode_attn_long_late_trigger": True,
-                                            "decode_attn_long_trigger_merged": True,
-                                            "decode_attn_long_merge": True}}
+                                          "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -183,8 +183,6 @@ LONG_ROPE_EARLY_SHAPES = [
      {"pad_last": True, "twin": "long_early_merge"}),
     ("long_rope D128 gqa8 b1 splits16 merge early late", Geometry(32, 4, 128, 16), [568], 16,
      {"twin": "long_early_late_merge"}),
-    ("long_rope D128 gqa8 b1 splits16 merge early merged", Geometry(32, 4, 128, 16), [568], 16,
-     {"twin": "long_early_merged_merge"}),
     ("long_rope D128 gqa4 b1 splits1 early", Geometry(32, 8, 128, 16), [1536], 1,
      {"twin": "long_early"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
@@ -196,8 +194,6 @@ LONG_ROPE_EARLY_SHAPES = [
      {"twin": "long_early_merge", "traced": True}),
     ("long_rope D128 gqa8 b1 splits16 merge early late traced", Geometry(32, 4, 128, 16), [568],
      16, {"twin": "long_early_late_merge", "traced": True}),
-    ("long_rope D128 gqa8 b1 splits16 merge early merged traced", Geometry(32, 4, 128, 16),
-     [568], 16, {"twin": "long_early_merged_merge", "traced": True}),
     ("long_rope D128 gqa4 b3 splits1 staged traced", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
      {"traced": True}),
 ]

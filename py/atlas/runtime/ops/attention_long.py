@@ -41,8 +41,6 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY_MERGED,
-                          DECODE_ATTN_LONG_ROPE_EARLY_MERGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
@@ -145,8 +143,6 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
-        if late and routes.decode_attn_long_trigger_merged:
-            return DECODE_ATTN_LONG_ROPE_EARLY_MERGED
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
     return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
@@ -305,10 +301,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if trace:
         sig = DECODE_ATTN_LONG_ROPE_STAGED_TRACE
         if num_seqs == 1:
-            late = kc.routes.decode_attn_long_late_trigger
-            sig = (DECODE_ATTN_LONG_ROPE_EARLY_MERGED_TRACE
-                   if late and kc.routes.decode_attn_long_trigger_merged else
-                   DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE if late else
+            sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE
+                   if kc.routes.decode_attn_long_late_trigger else
                    DECODE_ATTN_LONG_ROPE_EARLY_TRACE)
     else:
         sig = long_rope_kernel_for(kc.routes, num_seqs)

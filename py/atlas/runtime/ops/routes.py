@@ -167,10 +167,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   weights before their wait, and that flood lands while the attention's K/V and L2 trips
   are in flight: gpu53's critical path charged the 30B's attention 14.7 us a layer, o_proj
   after it 1.95; late, gpu54: 13.67 and 1.97). The measurements are at late_trigger_pays.
-* ATLAS_DECODE_ATTN_LONG_TRIGGER_MERGED=1: where batch 1's early entry takes the late trigger,
-  its twin decode_attn_long_rope_early_merged_bf16 instead, which lets the o_proj launch only
-  once the block's partial is stored (gpu114's graph trace: the flood stretched the 30B's
-  block merge from 1.4 to 5.1 us). The A/B.
 * ATLAS_DECODE_ATTN_LONG_EARLY=0: at one sequence, the staged entry (or its late twin)
   instead of their early twins (the default since gpu62), which read everything but the qkv
   rows (kv_len, slot, position, block table, the ring's first K/V tiles, the norm weights and
@@ -561,7 +557,6 @@ class KernelRoutes:
     decode_attn_long_merge: bool | None = None
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
-    decode_attn_long_trigger_merged: bool = False
     decode_attn_long_early: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
@@ -692,8 +687,6 @@ class KernelRoutes:
                                                       True),
                    decode_attn_long_late_trigger=_env_tristate(
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
-                   decode_attn_long_trigger_merged=env_switch(
-                       env, "ATLAS_DECODE_ATTN_LONG_TRIGGER_MERGED", False),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
                                                      True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),

@@ -53,8 +53,6 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY_MERGED,
-                          DECODE_ATTN_LONG_ROPE_EARLY_MERGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
                           DECODE_ATTN_LONG_ROPE_WAIT,
@@ -293,7 +291,6 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
 
 
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # its PDL trigger moved: the same bits
-@reference(DECODE_ATTN_LONG_ROPE_EARLY_MERGED)
 @reference(DECODE_ATTN_LONG_ROPE_EARLY)
 def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *args: float
                                      ) -> None:
@@ -436,6 +433,5 @@ reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
 reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))
 reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
 reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
-reference(DECODE_ATTN_LONG_ROPE_EARLY_MERGED_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
 reference(DECODE_ATTN_LONG_D256_TRACE)(_untraced(decode_attn_long_bf16))
