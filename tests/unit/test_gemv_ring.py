@@ -213,5 +213,16 @@ def test_one_row_takes_the_single_row_kernels() -> None:
     assert [r.block[0] for r in mock.drain_launches()] == [128]
     with pytest.raises(ValueError, match="ATLAS_GEMV_CHUNKS"):
         KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "3"})
+    # ATLAS_GEMV_ROWS=8: the plain and SwiGLU single-row products on their 8-row twins (grid
+    # n / 8, the same threads); the f32 logits keep 4-row blocks
+    x8 = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "8"}))
+    matmul.gemv(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)
+    matmul.gemv_swiglu(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)
+    matmul.gemv(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048, out_f32=True)
+    assert [(r.func, r.grid[0], r.block[0]) for r in mock.drain_launches()] == [
+        ("gemv_bf16_x8_single", 768, 128), ("gemv_swiglu_bf16_x8_single", 768, 128),
+        ("gemv_bf16_f32_single", 1536, 128)]
+    with pytest.raises(ValueError, match="ATLAS_GEMV_ROWS"):
+        KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "6"})
     for routes in (KernelRoutes(gemv_swiglu=False), KernelRoutes(gemv_ring_single=True)):
         assert not matmul.fuses_gate_up_swiglu(KernelCache(mock, routes=routes), 1, 6144, 1024)

@@ -138,6 +138,25 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<>{});
 }
 
+// ---- the same two single-row products in 8-row blocks (gemv_core.cuh StoreY<8> /
+// StoreSwiglu<8>: 4 features a block; ATLAS_GEMV_ROWS=8, ops/matmul.py): twice the weight bytes
+// a block (32 KiB at k 2,048) for the same launch, reduction and exit. Bit for bit the 4-row
+// entries (a row's FMA chain and reduction order do not depend on its block row).
+// Grid ceil(n / 8), the threads of the GEMV.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_bf16_x8_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                        uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums, StoreY<8>{});
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_swiglu_bf16_x8_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                               __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{});
+}
+
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
 // stages * kSlotsPerTile * 16 bytes per thread (ops/matmul.py gemv_ring_plan); <= 128

@@ -123,6 +123,7 @@ struct Bf16W {  // w [n, k] bf16: 8 values a chunk, no scale
 // n - 1 (never stored).
 template <int R = kRowsPerBlock>
 struct StoreY {
+  static constexpr int kRows = R;
   __device__ __forceinline__ static int row(int r, int n) {
     return min(static_cast<int>(blockIdx.x) * R + r, n - 1);
   }
@@ -148,6 +149,7 @@ struct StoreY {
 // past I re-read feature I - 1's rows and are not stored.
 template <int R = kRowsPerBlock>
 struct StoreSwiglu {
+  static constexpr int kRows = R;
   static constexpr int kFeatures = R / 2;
   static_assert(R % 2 == 0, "a block's rows are (gate, up) pairs");
   __device__ __forceinline__ static int row(int r, int n) {
@@ -188,16 +190,18 @@ template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY<>>
 __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
                                           float (*partial)[kMaxAcc], Out out = Out{}) {
-  constexpr int V = pow2_at_least(M) * kRowsPerBlock;  // accumulator (m, r) at m * 4 + r
+  constexpr int R = Out::kRows;  // the block's weight rows (4; 8 for the `_x8` entries)
+  constexpr int V = pow2_at_least(M) * R;  // accumulator (m, r) at m * R + r
+  static_assert(V <= kMaxAcc, "a block's sums must fit the partial-sum rows");
   constexpr int kVals = 8 * W::kSub;                   // weight values per 16-byte chunk
   constexpr int kSubPerGroup = W::kSub / W::kGroups;   // x chunks under one scale
   static_assert(W::kSub % W::kGroups == 0, "scale groups must split a chunk evenly");
   const int kc = k >> log2_exact(kVals);
-  const int row0 = blockIdx.x * kRowsPerBlock;
+  const int row0 = blockIdx.x * R;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint4* wrow[kRowsPerBlock];
+  const uint4* wrow[R];
 #pragma unroll
-  for (int r = 0; r < kRowsPerBlock; ++r)  // the output policy's rows (clamped; never stored)
+  for (int r = 0; r < R; ++r)  // the output policy's rows (clamped; never stored)
     wrow[r] = reinterpret_cast<const uint4*>(w) + static_cast<size_t>(Out::row(r, n)) * kc;
 
   float acc[V];
@@ -206,22 +210,22 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
 
   // The first tile of weights is requested before waiting on the previous kernel (weights
   // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
-  uint4 wv[kUnroll][kRowsPerBlock];
-  load_weight_tile<true>(wv, wrow, threadIdx.x, kc);
+  uint4 wv[kUnroll][R];
+  load_weight_tile<true, kUnroll, R>(wv, wrow, threadIdx.x, kc);
   atlas::pdl_enter();
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
-    if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile(wv, wrow, c0, kc);
+    if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile<false, kUnroll, R>(wv, wrow, c0, kc);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * blockDim.x;
       if (c >= kc) break;
       // One scale group's values widened at a time (all of the chunk when kGroups == 1),
       // used by every x row before the next group's: bounds the f32 weights in registers.
-      float wf[kRowsPerBlock][kVals / W::kGroups];
-      float sc[kRowsPerBlock][W::kGroups];
+      float wf[R][kVals / W::kGroups];
+      float sc[R][W::kGroups];
 #pragma unroll
-      for (int r = 0; r < kRowsPerBlock; ++r) {
+      for (int r = 0; r < R; ++r) {
         fmt.widen(wv[u][r], 0, wf[r]);
         fmt.chunk_scales(Out::row(r, n), c, sc[r]);
       }
@@ -229,28 +233,28 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
       for (int g = 0; g < W::kGroups; ++g) {
         if (g > 0) {
 #pragma unroll
-          for (int r = 0; r < kRowsPerBlock; ++r) fmt.widen(wv[u][r], g, wf[r]);
+          for (int r = 0; r < R; ++r) fmt.widen(wv[u][r], g, wf[r]);
         }
 #pragma unroll
         for (int m = 0; m < M; ++m) {
-          float dot[kRowsPerBlock];
+          float dot[R];
 #pragma unroll
-          for (int r = 0; r < kRowsPerBlock; ++r)
-            dot[r] = W::kScaled ? 0.f : acc[m * kRowsPerBlock + r];
+          for (int r = 0; r < R; ++r)
+            dot[r] = W::kScaled ? 0.f : acc[m * R + r];
 #pragma unroll
           for (int jj = 0; jj < kSubPerGroup; ++jj) {
             const int j = g * kSubPerGroup + jj;
             float xf[8];
             xload.load(m, c * W::kSub + j, xf);
 #pragma unroll
-            for (int r = 0; r < kRowsPerBlock; ++r)
+            for (int r = 0; r < R; ++r)
 #pragma unroll
               for (int e = 0; e < 8; ++e) dot[r] = fmaf(xf[e], wf[r][8 * jj + e], dot[r]);
           }
 #pragma unroll
-          for (int r = 0; r < kRowsPerBlock; ++r)
-            acc[m * kRowsPerBlock + r] =
-                W::kScaled ? fmaf(dot[r], sc[r][g], acc[m * kRowsPerBlock + r]) : dot[r];
+          for (int r = 0; r < R; ++r)
+            acc[m * R + r] =
+                W::kScaled ? fmaf(dot[r], sc[r][g], acc[m * R + r]) : dot[r];
         }
       }
     }
@@ -261,9 +265,9 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   if ((lane & (kLanesPerValue - 1)) == 0) partial[warp][lane >> log2_exact(kLanesPerValue)] = v;
   __syncthreads();
   const int t = threadIdx.x;
-  if (t < 32) {  // warp 0 finishes: M x kRowsPerBlock <= 32 sums
+  if (t < 32) {  // warp 0 finishes: M x R <= 32 sums
     float sum = 0.f;
-    if (t < M * kRowsPerBlock)
+    if (t < M * R)
       for (int i = 0; i < (blockDim.x >> 5); ++i) sum += partial[i][t];
     out.template finish<M, kF32Out>(y, sum, t, row0, n);
   }

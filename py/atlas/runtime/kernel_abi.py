@@ -85,6 +85,10 @@ GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
 # batch 1's fused [gate | up] product [n, k] ending with its SwiGLU (one row, n even): act
 # [1, n / 2] = SILU_MUL of the product's [gate | up] output, bit for bit GEMV_SINGLE followed
 # by SILU_MUL
+# ... the two in 8-row blocks (ATLAS_GEMV_ROWS=8): the same bits
+GEMV_X8_SINGLE = S("gemv", "gemv_bf16_x8_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+GEMV_SWIGLU_X8_SINGLE = S("gemv", "gemv_swiglu_bf16_x8_single",
+                          "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")

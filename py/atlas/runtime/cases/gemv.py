@@ -41,6 +41,14 @@ def ring_gemv(stages: int | None, kc: KernelCache, stream: Stream, x: DevicePtr,
                 single=False)
 
 
+def x8_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,
+            n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` of one row in 8-row blocks (routes.gemv_rows 8: gemv_bf16_x8_single)."""
+    kc8 = KernelCache(kc.backend, routes=replace(KernelRoutes.from_env(), gemv_rows=8,
+                                                 gemv_ring_single=False))
+    matmul.gemv(kc8, stream, x, w, y, m, n, k, out_f32)
+
+
 def tiled_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                m: int, n: int, k: int, out_f32: bool) -> None:
     """`matmul.gemv` with 2..8 rows on the register-tiled kernel (a `Launcher`)."""
@@ -128,6 +136,10 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases += [linear_case(rng, f"gemv general m1 n{n} k{k}{' f32' if f32 else ''}", "gemv", 1,
                           n, k, f32, general)
               for n, k, f32 in [(517, 1024, False), (300, 576, True)]]
+    # one row in 8-row blocks: a ragged n (the last block's rows past it), Qwen3-8B's k, and a
+    # k of a partial warp
+    cases += [linear_case(rng, f"gemv x8 m1 n{n} k{k}", "gemv", 1, n, k, False, x8_gemv)
+              for n, k in [(1001, 2048), (4099, 4096), (33, 576)]]
     return cases
 
 

@@ -6,6 +6,8 @@ takes I: I % 8 == 0). Selected by `check_kernels.py -k "gemv swiglu"`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...core.dtype import DType
@@ -22,9 +24,11 @@ def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: in
     return f32_to_bf16_bits((rng.integers(lo, hi + 1, shape) * step).astype(np.float32))
 
 
-def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int) -> KernelCase:
-    """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k]; its unfused
-    twin into `act_unfused` where silu_mul takes inter.
+def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4
+                     ) -> KernelCase:
+    """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k] in blocks of
+    `rows` weight rows (routes.gemv_rows: 8 runs gemv_swiglu_bf16_x8_single); its unfused
+    twin (the 4-row GEMV, then silu_mul) into `act_unfused` where silu_mul takes inter.
 
     Every gate and up value is exact in f32 whatever the order of its sums (the products
     x w of multiples of powers of two fit 24 bits with their sum), so the kernels round
@@ -45,7 +49,8 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int) -> KernelCase
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
-        matmul.gemv_swiglu(kc, stream, p["x"], p["w"], p["act"], 1, n, k)
+        fused = KernelCache(backend, routes=replace(kc.routes, gemv_rows=rows))
+        matmul.gemv_swiglu(fused, stream, p["x"], p["w"], p["act"], 1, n, k)
         if twin:
             matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k, single=True)
             activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, inter)
@@ -57,7 +62,8 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int) -> KernelCase
         act = swiglu_oracle(gate_up)
         return {"act": act, "act" + UNFUSED: act}
 
-    return KernelCase(f"gemv swiglu i{inter} k{k}", "gemv", inputs, outputs, run, oracle,
+    return KernelCase(f"gemv swiglu{' x8' if rows == 8 else ''} i{inter} k{k}", "gemv", inputs,
+                      outputs, run, oracle,
                       same_bits=tuple(same_bits))
 
 
@@ -68,8 +74,12 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int) -> KernelCase
 #: block's second feature past the end), the smallest row (k = 8) with I = 3
 GEMV_SWIGLU_SHAPES = [(3072, 1024), (1536, 2048), (1536, 4096), (40, 4104), (1001, 576),
                       (3, 8)]
+#: ... in 8-row blocks (4 features a block): Qwen3-1.7B's k, the stride plus one chunk, an I
+#: that leaves the last block three features past it, the smallest row
+GEMV_SWIGLU_X8_SHAPES = [(1536, 2048), (40, 4104), (1001, 576), (3, 8)]
 
 
 @kernel_cases("gemv")
 def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [gemv_swiglu_case(rng, inter, k) for inter, k in GEMV_SWIGLU_SHAPES]
+    return ([gemv_swiglu_case(rng, inter, k) for inter, k in GEMV_SWIGLU_SHAPES]
+            + [gemv_swiglu_case(rng, inter, k, rows=8) for inter, k in GEMV_SWIGLU_X8_SHAPES])

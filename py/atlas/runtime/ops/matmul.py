@@ -33,7 +33,8 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GE
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
                           GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
+                          GEMV_X8_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -169,11 +170,18 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
                                          x, w, y, m, n, k, plan.stages)
 
 
+#: the single-row entries with an 8-row twin (routes.gemv_rows)
+_X8_SINGLE = {GEMV_SINGLE: GEMV_X8_SINGLE, GEMV_SWIGLU_SINGLE: GEMV_SWIGLU_X8_SINGLE}
+
+
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig`."""
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k, kc.routes.gemv_chunks), 0,
-                x, w, y, 1, n, k)
+    """One row on the single-row entry `sig` (its 8-row twin under routes.gemv_rows 8)."""
+    rows = GEMV_ROWS_PER_BLOCK
+    if kc.routes.gemv_rows == 8 and sig in _X8_SINGLE:
+        sig, rows = _X8_SINGLE[sig], 8
+    kc.get(sig)(stream, -(-n // rows), gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, 1,
+                n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,

@@ -352,6 +352,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_CHUNKS=1|2: 16-byte chunks of each row a bf16 CUDA-core GEMV thread loads
   (ops/matmul.py gemv_threads; unset: 2, gemv_core's kUnroll, every load slot used: 128
   threads at k 2,048 where 1 gives 256 with half of their loads zero-filled). 1 is the A/B.
+* ATLAS_GEMV_ROWS=4|8: weight rows a block of batch 1's bf16 GEMV and gate_up + SwiGLU
+  (gemv_bf16_single / gemv_swiglu_bf16_single, or their `_x8` twins: twice the bytes a block
+  for one launch, reduction and exit, the same bits). Unset: 4.
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -576,6 +579,7 @@ class KernelRoutes:
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
     gemv_chunks: int = 2
+    gemv_rows: int = 4
     gemv_swiglu: bool = True
     gemv_attn_gate: bool = False
     max_shared_carveout: bool | None = None
@@ -597,6 +601,9 @@ class KernelRoutes:
         if ring_stages and ring_stages not in {str(s) for s in GEMV_RING_STAGES}:
             raise ValueError(f"ATLAS_GEMV_RING_STAGES={ring_stages!r} must be one of "
                              f"{GEMV_RING_STAGES} or unset")
+        gemv_rows = env.get("ATLAS_GEMV_ROWS", "").strip() or "4"
+        if gemv_rows not in ("4", "8"):
+            raise ValueError(f"ATLAS_GEMV_ROWS={gemv_rows!r} must be 4, 8 or unset")
         gemv_chunks = env.get("ATLAS_GEMV_CHUNKS", "").strip() or "2"
         if gemv_chunks not in ("1", "2"):
             raise ValueError(f"ATLAS_GEMV_CHUNKS={gemv_chunks!r} must be 1, 2 or unset")
@@ -713,6 +720,7 @@ class KernelRoutes:
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_chunks=int(gemv_chunks),
+                   gemv_rows=int(gemv_rows),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),

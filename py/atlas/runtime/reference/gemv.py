@@ -27,7 +27,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING,
                           GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE,
-                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE)
+                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE,
+                          GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
 from .silu_mul import silu_mul_bf16, swiglu_rows
@@ -52,6 +53,7 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 
 @reference(GEMV)
 @reference(GEMV_SINGLE)
+@reference(GEMV_X8_SINGLE)  # 8-row blocks: the same sums
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
@@ -102,6 +104,7 @@ def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int
 
 
 @reference(GEMV_SWIGLU_SINGLE)
+@reference(GEMV_SWIGLU_X8_SINGLE)
 def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             act: int, m: int, n: int, k: int) -> None:
     swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
