@@ -403,6 +403,23 @@ def test_one_fp8_row_of_logits_takes_the_convert_gemv() -> None:
         matmul_quant.gemv_fp8(KernelCache(dev), 0, x, w, y, 1, out_f32=True)
 
 
+def test_atlas_gemv_rows_8_takes_the_convert_gemvs_8_row_twins() -> None:
+    """ATLAS_GEMV_ROWS=8: one FP8 row's bf16 and SwiGLU products on gemv_fp8_cvt_x8_single /
+    gemv_fp8_cvt_swiglu_x8_single (grid n / 8, the convert GEMV's threads); logits stay on
+    the 4-row f32 entry."""
+    dev = _direct_mock()
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "8",
+                                                 "ATLAS_QUANT_FP8_H2": "0"}))
+    n, k = 6144, 4096
+    w, x, y = _weights(dev, n, k)["fp8"], dev.alloc(2 * k), dev.alloc(4 * n)
+    QuantLinear(w).linear(kc, 0, x, y, 1)
+    QuantLinear(w).linear_swiglu(kc, 0, x, y, 1)
+    QuantLinear(w).linear(kc, 0, x, y, 1, out_f32=True)
+    assert [(r.func, r.grid[0], r.block[0]) for r in dev.drain_launches()] == [
+        ("gemv_fp8_cvt_x8_single", n // 8, 128), ("gemv_fp8_cvt_swiglu_x8_single", n // 8, 128),
+        ("gemv_fp8_cvt_f32_single", n // 4, 128)]
+
+
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
 def test_other_products_keep_their_routes(case: str) -> None:
     dev = MockGpuBackend() if case == "gb10" else _quant_mock()

@@ -201,6 +201,22 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, kCvtBlocksPerSm)
   gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums, StoreSwiglu<>{});
 }
 
+// The convert GEMV's bf16 and SwiGLU products in 8-row blocks (ATLAS_GEMV_ROWS=8, as the bf16
+// GEMV's `_x8` twins: 32 KiB of codes a block at k 4,096 for one launch, reduction and exit;
+// the same bits). 127 registers on sm_90a: two 8-warp or four 4-warp blocks an SM.
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
+    gemv_fp8_cvt_x8_single(const __nv_bfloat16* x, const uint8_t* w, ATLAS_FP8_ARGS) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums, StoreY<8>{});
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
+    gemv_fp8_cvt_swiglu_x8_single(const __nv_bfloat16* x, const uint8_t* w, ATLAS_FP8_ARGS) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), ATLAS_FP8_CVT_FMT, w, y, n, k, partial_sums,
+                      StoreSwiglu<8>{});
+}
+
 // m == 1 on packed half-precision FMAs (gemv_h2.cuh, Fp8H2; ops/matmul_quant.uses_fp8_h2,
 // ATLAS_QUANT_FP8_H2): y bf16, y f32 (a quantized LM head's logits: the bf16-rounded sums
 // widened), and the fused [gate | up] weight's product ending with its SwiGLU (y = act

@@ -200,6 +200,10 @@ GEMV_FP8 = S("gemv_fp8", "gemv_fp8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_SINGLE = S("gemv_fp8", "gemv_fp8_bf16_single", "x:ptr w:ptr " + _FP8_SCALE)
 # ... m == 1 decoded by the hardware E4M3 convert (the batch-1 route, ATLAS_QUANT_FP8_CORE)
 GEMV_FP8_CVT_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_bf16_single", "x:ptr w:ptr " + _FP8_SCALE)
+# ... the bf16 and SwiGLU products in 8-row blocks (ATLAS_GEMV_ROWS=8): the same bits
+GEMV_FP8_CVT_X8_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_x8_single", "x:ptr w:ptr " + _FP8_SCALE)
+GEMV_FP8_CVT_SWIGLU_X8_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_swiglu_x8_single",
+                                  "x:ptr w:ptr " + _FP8_SCALE)
 # ... f32 logits (a quantized LM head: the bf16-rounded sums widened; y f32)
 GEMV_FP8_CVT_F32_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_f32_single", "x:ptr w:ptr " + _FP8_SCALE)
 # ... and the fused [gate | up] product ending with its SwiGLU (y the activation [1, n / 2])

@@ -35,20 +35,21 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
                     logits: bool = False, staged: bool = False,
                     tile_loop: bool | None = None, narrow: int | None = None,
                     core: bool = False, h2: bool = False,
-                    x_spikes: Mapping[int, float] | None = None) -> KernelCase:
+                    x_spikes: Mapping[int, float] | None = None, rows: int = 4) -> KernelCase:
     """`core` (m = 1): the CUDA-core GEMV decoding by the hardware convert
     (gemv_fp8_cvt_bf16_single, routes.quant_fp8_core); `h2` (m = 1): the half-precision-FMA
     GEMV (gemv_fp8_h2_*, routes.quant_fp8_h2; `x_spikes`: x columns set to large or tiny
     values, quant_linear.with_spikes); `mma`: the tensor-core GEMV (module
     gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
     shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
-    narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs."""
+    narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs; `rows` 8 (with
+    `core`): the convert GEMV's 8-row twin (routes.gemv_rows)."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
     loop = f"_n{narrow}" if narrow else "_pipe" if tile_loop is False else ""
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
                     if direct or staged else
                     ("gemv_mma_fp8", "gemv_mma_quant") if mma else
-                    ("gemv_fp8_cvt", "gemv_fp8") if core else
+                    (f"gemv_fp8_cvt{'_x8' if rows == 8 else ''}", "gemv_fp8") if core else
                     ("gemv_fp8 h2", "gemv_fp8") if h2 else ("gemv_fp8", "gemv_fp8"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
@@ -56,7 +57,7 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
         mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
-        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes)
+        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes, rows=rows)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
@@ -102,6 +103,10 @@ def gemv_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
               for layout, n, k in FP8_CORE_SHAPES]
     # its f32 twin (a quantized LM head's logits): vocabulary-like ragged N, the 8B's K, and
     # the per-channel layout
+    # ... in 8-row blocks (ATLAS_GEMV_ROWS=8)
+    cases += [fp8_linear_case(rng, layout, 1, n, k, core=True, rows=8)
+              for layout, n, k in (("block", 6144, 4096), ("block", 4096, 12288),
+                                   ("block", 1001, 1040), ("channel", 515, 3072))]
     cases += [fp8_linear_case(rng, "block", 1, 9001, 4096, core=True, logits=True),
               fp8_linear_case(rng, "channel", 1, 515, 1024, core=True, logits=True)]
     return cases

@@ -42,14 +42,15 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                 e2m1_lut: bool = False, staged: bool = False,
                 tile_loop: bool | None = None, narrow: int | None = None,
                 h2: bool = False, x_spikes: Mapping[int, float] | None = None,
-                core: bool = False) -> KernelCase:
+                core: bool = False, rows: int = 4) -> KernelCase:
     """act = swiglu(x @ dequant(w).T) for a fused [gate | up] weight w [2 inter, k] through
     `matmul_quant.linear_swiglu_quant` (forced onto gemv_quant_direct; `e2m1_lut`: its NVFP4
     byte-table entry point; `staged`: its shared-memory-staged variant; `tile_loop`: forces
     the tile / pipelined loop, None the format's default; `narrow` 1 / 2: a narrow pipelined
     loop; `h2`, m = 1: the format's half-precision-FMA GEMV instead (gemv_nvfp4.cu /
     gemv_fp8.cu gemv_*_h2_swiglu_bf16); `core`, FP8, m = 1: the convert GEMV's twin
-    (gemv_fp8_cvt_swiglu_bf16_single, routes.quant_fp8_core_swiglu); `x_spikes`:
+    (gemv_fp8_cvt_swiglu_bf16_single, routes.quant_fp8_core_swiglu; `rows` 8: its 8-row twin,
+    routes.gemv_rows); `x_spikes`:
     x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
@@ -80,7 +81,8 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     nvfp4 = fmt == "nvfp4"
     routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, core and not nvfp4,
                          h2=h2 and nvfp4, fp8_h2=h2 and not nvfp4)
-    routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4)
+    routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4,
+                                 gemv_rows=rows)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -101,7 +103,8 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         rms = float(np.sqrt(np.mean(gate_up * gate_up)))
         act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
-    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else "gemv_fp8_cvt" if core \
+    cvt = "gemv_fp8_cvt" + ("_x8" if rows == 8 else "")
+    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else cvt if core \
         else (f"gemv_qd{'_staged' if staged else ''}_"
               f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
     module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 or core else "gemv_quant_direct"
@@ -372,5 +375,9 @@ FP8_CORE_SWIGLU_SHAPES = [("block", 12288, 4096), ("block", 203, 1040), ("block"
 @kernel_cases("gemv_fp8")
 def gemv_fp8_cvt_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
     """gemv_fp8_cvt_swiglu_bf16_single over FP8_CORE_SWIGLU_SHAPES."""
-    return [swiglu_case(rng, layout, 1, inter, k, core=True)
-            for layout, inter, k in FP8_CORE_SWIGLU_SHAPES]
+    return ([swiglu_case(rng, layout, 1, inter, k, core=True)
+             for layout, inter, k in FP8_CORE_SWIGLU_SHAPES]
+            # ... in 8-row blocks (ATLAS_GEMV_ROWS=8): Qwen3-8B's, scale blocks straddling
+            # gate and up, a second pass over K, an inter that leaves the last block short
+            + [swiglu_case(rng, "block", 1, inter, k, core=True, rows=8)
+               for inter, k in ((12288, 4096), (200, 1024), (100, 12288), (203, 1040))])

@@ -82,7 +82,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       e2m1_lut: bool = False, staged: bool = False,
                       tile_loop: bool | None = None, narrow: int | None = None,
                       fp8_core: bool = False, h2: bool = False, fp8_h2: bool = False,
-                      x_spikes: Mapping[int, float] | None = None) -> KernelCase:
+                      x_spikes: Mapping[int, float] | None = None, rows: int = 4) -> KernelCase:
     """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2` /
     `fp8_h2`: one NVFP4 / FP8 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2 /
     quant_fp8_h2, logits included);
@@ -101,7 +101,9 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     if silu and not matmul_quant.silu_fused(wbytes, n, k, m, mma):
         inputs["act"] = np.zeros((m, k), np.uint16)
 
-    routes = case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2)
+    routes = dataclasses.replace(
+        case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2),
+        gemv_rows=rows)  # 8: the batch-1 CUDA-core GEMVs' 8-row twins
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

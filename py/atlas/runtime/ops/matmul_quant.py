@@ -27,7 +27,8 @@ import numpy as np
 from ...core.quant import Fp8ScaleMap
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_FP8_CVT_SINGLE,
-                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
+                          GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_CVT_SWIGLU_X8_SINGLE,
+                          GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
@@ -194,9 +195,13 @@ def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: Dev
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
         if swiglu and w.n % 2:
             raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
-        sig = (GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else
-               GEMV_FP8_CVT_F32_SINGLE if out_f32 else GEMV_FP8_CVT_SINGLE)
-        kc.get(sig)(stream, -(-w.n // GEMV_ROWS_PER_BLOCK), gemv_fp8_threads(w.k, 2), 0, x,
+        # routes.gemv_rows 8: the bf16 and SwiGLU products on their 8-row twins
+        rows = 8 if kc.routes.gemv_rows == 8 and not out_f32 else GEMV_ROWS_PER_BLOCK
+        sig = (GEMV_FP8_CVT_F32_SINGLE if out_f32 else
+               (GEMV_FP8_CVT_SWIGLU_X8_SINGLE if swiglu else GEMV_FP8_CVT_X8_SINGLE)
+               if rows == 8 else
+               GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else GEMV_FP8_CVT_SINGLE)
+        kc.get(sig)(stream, -(-w.n // rows), gemv_fp8_threads(w.k, 2), 0, x,
                     w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
         return
     if swiglu:

@@ -22,7 +22,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE,
-                          GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_H2,
+                          GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE,
+                          GEMV_FP8_CVT_SWIGLU_X8_SINGLE, GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
                           GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
@@ -65,6 +66,7 @@ def _linear(mem: HostMemory, xf: np.ndarray, w: int, scale: int, y: int, m: int,
 @reference(GEMV_FP8)
 @reference(GEMV_FP8_SINGLE)
 @reference(GEMV_FP8_CVT_SINGLE)  # ... decoded by the hardware convert (exact either way)
+@reference(GEMV_FP8_CVT_X8_SINGLE)  # ... in 8-row blocks
 @reference(GEMV_MMA_FP8)  # gemv_mma_quant.cu: the same product for 1..64 rows
 @reference(GEMV_MMA_FP8_SMALL)
 @reference(GEMV_QD_FP8)  # gemv_quant_direct.cu: the same product for 1..8 rows
@@ -97,6 +99,7 @@ def gemv_fp8_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale
 
 @reference(GEMV_QD_FP8_SWIGLU)
 @reference(GEMV_FP8_CVT_SWIGLU_SINGLE)  # gemv_fp8.cu: one row on the convert GEMV
+@reference(GEMV_FP8_CVT_SWIGLU_X8_SINGLE)  # ... in 8-row blocks
 @reference(GEMV_QS_FP8_SWIGLU)
 @reference(GEMV_QD_FP8_N1_SWIGLU)
 @reference(GEMV_QD_FP8_N2_SWIGLU)
