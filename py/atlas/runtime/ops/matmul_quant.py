@@ -179,6 +179,13 @@ def _check_rows(name: str, m: int) -> None:
         raise ValueError(f"{name}: m={m} must be in 1..{GEMV_MAX_M}")
 
 
+#: the convert GEMV's entry points by (product, weight rows a block): 8-row twins of the bf16
+#: and SwiGLU products under routes.gemv_rows 8 (ATLAS_GEMV_ROWS)
+_FP8_CVT = {("bf16", 4): GEMV_FP8_CVT_SINGLE, ("swiglu", 4): GEMV_FP8_CVT_SWIGLU_SINGLE,
+            ("f32", 4): GEMV_FP8_CVT_F32_SINGLE, ("bf16", 8): GEMV_FP8_CVT_X8_SINGLE,
+            ("swiglu", 8): GEMV_FP8_CVT_SWIGLU_X8_SINGLE}
+
+
 def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
              m: int, single: bool | None = None, cvt: bool = False,
              swiglu: bool = False, out_f32: bool = False) -> None:
@@ -195,14 +202,11 @@ def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: Dev
             raise ValueError(f"gemv_fp8: the convert entry point takes m=1, got m={m}")
         if swiglu and w.n % 2:
             raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
-        # routes.gemv_rows 8: the bf16 and SwiGLU products on their 8-row twins
-        rows = 8 if kc.routes.gemv_rows == 8 and not out_f32 else GEMV_ROWS_PER_BLOCK
-        sig = (GEMV_FP8_CVT_F32_SINGLE if out_f32 else
-               (GEMV_FP8_CVT_SWIGLU_X8_SINGLE if swiglu else GEMV_FP8_CVT_X8_SINGLE)
-               if rows == 8 else
-               GEMV_FP8_CVT_SWIGLU_SINGLE if swiglu else GEMV_FP8_CVT_SINGLE)
-        kc.get(sig)(stream, -(-w.n // rows), gemv_fp8_threads(w.k, 2), 0, x,
-                    w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
+        product = "swiglu" if swiglu else "f32" if out_f32 else "bf16"
+        rows = 8 if kc.routes.gemv_rows == 8 and (product, 8) in _FP8_CVT else \
+            GEMV_ROWS_PER_BLOCK
+        kc.get(_FP8_CVT[product, rows])(stream, -(-w.n // rows), gemv_fp8_threads(w.k, 2), 0,
+                                        x, w.codes, w.scales, y, m, w.n, w.k, *w.map_args)
         return
     if swiglu:
         raise ValueError("gemv_fp8: only the convert entry point ends with the SwiGLU")
