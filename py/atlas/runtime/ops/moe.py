@@ -81,7 +81,7 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
-from .matmul import GEMV_MAX_THREADS
+from .matmul import gemv_threads
 
 #: rows of one grouped-GEMM M-tile (moe_grouped.cu kTileM)
 MOE_TILE_M = 64
@@ -517,12 +517,13 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
 
 def gate_up_gemv_threads(kc: KernelCache, hidden: int) -> int:
     """Threads of a GEMV-shaped gate/up block: ATLAS_MOE_GATE_UP_GEMV_THREADS, else enough
-    warps for GATE_UP_GEMV_UNROLL chunks of a row each (32..256). At hidden 2048 that is 128
-    threads with 8 loads in flight each (4 rows x 2 chunks) where gemv_threads' 256 had 4:
-    the same 16 KB a block, twice the blocks (and bytes in flight) an SM, half the waves."""
+    warps for GATE_UP_GEMV_UNROLL chunks of a row each (32..256, matmul.gemv_threads' rule).
+    At hidden 2048 that is 128 threads with 8 loads in flight each (4 rows x 2 chunks) where
+    one chunk a thread (256 threads) had 4: the same 16 KB a block, twice the blocks (and
+    bytes in flight) an SM, half the waves."""
     if kc.routes.moe_gate_up_gemv_threads:
         return kc.routes.moe_gate_up_gemv_threads
-    return min(GEMV_MAX_THREADS, max(32, -(-hidden // (8 * GATE_UP_GEMV_UNROLL * 32)) * 32))
+    return gemv_threads(hidden, GATE_UP_GEMV_UNROLL)
 
 
 def _require_routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> None:
