@@ -658,29 +658,27 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
 
-// The rope-fused entry points' parameters (ops/attention_long.py, kernel_abi
-// _DECODE_LONG_ROPE) and what they hand decode_attn_long_rope_entry (num_seqs is the grid's).
-#define ATLAS_LONG_ROPE_PARAMS                                                                 \
-  const __nv_bfloat16 *qkv, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,                  \
-      const __nv_bfloat16 *q_norm_w, const __nv_bfloat16 *k_norm_w, const float *cos_sin,    \
-      const int *positions, const int *slots, const int *block_tables, const int *kv_lens,   \
-      float *part_o, float *part_ml, unsigned *counters, __nv_bfloat16 *out,                 \
-      uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,  \
-      uint32_t max_blocks, uint32_t num_splits, float scale, float eps
-#define ATLAS_LONG_ROPE_FORWARD                                                                \
-  qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables, kv_lens, \
-      part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks, num_splits,   \
-      scale, eps, long_smem
-
 // Batched decode of one token per sequence with the q/k norm, RoPE and K/V append of
 // qk_norm_rope_kv_bf16 done by the blocks (D 64 / 128, the classic qkv layout: full rotation,
 // plain or no norm weights; ops/attention.py decode_attention_rope): waits for the qkv
 // projection on entry, no reads before it, and norms and rotates each row from global memory.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_wait_bf16(ATLAS_LONG_ROPE_PARAMS) {
+    decode_attn_long_rope_wait_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                    const int* positions, const int* slots,
+                                    const int* block_tables, const int* kv_lens,
+                                    float* part_o, float* part_ml, unsigned* counters,
+                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                    uint32_t max_blocks, uint32_t num_splits, float scale,
+                                    float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
-  decode_attn_long_rope_entry<false>(ATLAS_LONG_ROPE_FORWARD);
+  decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                     num_splits, scale, eps, long_smem);
 }
 
 // RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
@@ -691,10 +689,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // rotations then read only shared memory. The outputs are the waiting entry's bits (the same
 // rope_core.cuh arithmetic on the same values, the same loop).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_staged_bf16(ATLAS_LONG_ROPE_PARAMS) {
+    decode_attn_long_rope_staged_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                      __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                      const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                      const int* positions, const int* slots,
+                                      const int* block_tables, const int* kv_lens,
+                                      float* part_o, float* part_ml, unsigned* counters,
+                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                      uint32_t max_blocks, uint32_t num_splits, float scale,
+                                      float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
-  decode_attn_long_rope_entry<true>(ATLAS_LONG_ROPE_FORWARD);
+  decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                    positions, slots, block_tables, kv_lens, part_o, part_ml,
+                                    counters, out, hq, hkv, head_dim, block_size, max_blocks,
+                                    num_splits, scale, eps, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
@@ -703,10 +713,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // of their weights before their wait, and at batch 1 that flood (16.8 MB on Qwen3-30B-A3B)
 // otherwise lands while this kernel's K/V and L2 trips are in flight. The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_late_bf16(ATLAS_LONG_ROPE_PARAMS) {
+    decode_attn_long_rope_late_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                    __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                    const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                    const int* positions, const int* slots,
+                                    const int* block_tables, const int* kv_lens,
+                                    float* part_o, float* part_ml, unsigned* counters,
+                                    __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                    uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                    uint32_t max_blocks, uint32_t num_splits, float scale,
+                                    float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
-  decode_attn_long_rope_entry<true, true>(ATLAS_LONG_ROPE_FORWARD);
+  decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
+                                          positions, slots, block_tables, kv_lens, part_o,
+                                          part_ml, counters, out, hq, hkv, head_dim,
+                                          block_size, max_blocks, num_splits, scale, eps,
+                                          long_smem);
 }
 
 // RopeEarly (one sequence, ATLAS_DECODE_ATTN_LONG_EARLY; ops/attention_long.py
@@ -724,15 +747,40 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // SplitMerge its splits are whole 64-key tiles (early_split_rule). _late: the trigger of
 // decode_attn_long_rope_late_bf16 (after the K/V tiles landed).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_bf16(ATLAS_LONG_ROPE_PARAMS) {
+    decode_attn_long_rope_early_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                     __nv_bfloat16* v_cache, const __nv_bfloat16* q_norm_w,
+                                     const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                     const int* positions, const int* slots,
+                                     const int* block_tables, const int* kv_lens,
+                                     float* part_o, float* part_ml, unsigned* counters,
+                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                     uint32_t max_blocks, uint32_t num_splits, float scale,
+                                     float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, false, true>(ATLAS_LONG_ROPE_FORWARD);
+  decode_attn_long_rope_entry<true, false, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_late_bf16(ATLAS_LONG_ROPE_PARAMS) {
+    decode_attn_long_rope_early_late_bf16(const __nv_bfloat16* qkv, __nv_bfloat16* k_cache,
+                                          __nv_bfloat16* v_cache,
+                                          const __nv_bfloat16* q_norm_w,
+                                          const __nv_bfloat16* k_norm_w, const float* cos_sin,
+                                          const int* positions, const int* slots,
+                                          const int* block_tables, const int* kv_lens,
+                                          float* part_o, float* part_ml, unsigned* counters,
+                                          __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                          uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+                                          uint32_t max_blocks, uint32_t num_splits,
+                                          float scale, float eps) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, true, true>(ATLAS_LONG_ROPE_FORWARD);
+  decode_attn_long_rope_entry<true, true, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -741,29 +789,58 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 // the loop, after the wait); QReady: the rows normed and rotated; Merged: past the split
 // merge's ticket (the last block: past the merge too). The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_trace_bf16(ATLAS_LONG_ROPE_PARAMS, unsigned long long* trace) {
+    decode_attn_long_rope_early_trace_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, false, true, PhaseTrace>(ATLAS_LONG_ROPE_FORWARD, trace);
+  decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem, trace);
 }
 
 // The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
 // attention_long.py LATE_TRIGGER_MIN_O_BYTES and more: Qwen3-30B-A3B, Qwen3-8B): the stamps of
 // decode_attn_long_rope_early_trace_bf16. The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_early_late_trace_bf16(ATLAS_LONG_ROPE_PARAMS,
-                                                unsigned long long* trace) {
+    decode_attn_long_rope_early_late_trace_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, true, true, PhaseTrace>(ATLAS_LONG_ROPE_FORWARD, trace);
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem, trace);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
 // stamps of decode_attn_long_rope_early_trace_bf16, taken after the entry's wait (its `start`
 // is the wait's return; no `waited` stamp). The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    decode_attn_long_rope_staged_trace_bf16(ATLAS_LONG_ROPE_PARAMS, unsigned long long* trace) {
+    decode_attn_long_rope_staged_trace_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
-  decode_attn_long_rope_entry<true, false, false, PhaseTrace>(ATLAS_LONG_ROPE_FORWARD, trace);
+  decode_attn_long_rope_entry<true, false, false, PhaseTrace>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, long_smem, trace);
 }
 
 
