@@ -34,10 +34,10 @@ projections that write the residual stream (o_proj, down_proj) get twice that st
 in trained models, the layers rather than the token embedding dominate the residual;
 otherwise a tied-embedding model mostly repeats its last input token. Embeddings and
 lm_head draw from N(0, (1.6 / sqrt(hidden))^2), giving logits with a std near 1.6.
-RMSNorm weights are 1 + N(0, 0.1^2). Mixture-of-experts weights follow the same rule per
-expert (fan_in is the last dimension of the stacked [E, out, in] expert tensors); the router
-and the shared-expert gate are plain projections, so router logits have a std near 1 and
-every expert is chosen by some tokens.
+RMSNorm weights are 1 + N(0, 0.1^2), q/k/v biases N(0, 0.1^2). Mixture-of-experts weights
+follow the same rule per expert (fan_in is the last dimension of the stacked [E, out, in]
+expert tensors); the router and the shared-expert gate are plain projections, so router
+logits have a std near 1 and every expert is chosen by some tokens.
 
 MoE checkpoints are written in both expert layouts found in the wild: `EXPERTS_FUSED`
 configs with transformers 5's stacked `mlp.experts.gate_up_proj` / `down_proj` tensors
@@ -102,6 +102,11 @@ _QWEN2_MOE = {**_COMMON, "architectures": ["Qwen2MoeForCausalLM"], "model_type":
               "bos_token_id": 151643, "eos_token_id": 151643, "sliding_window": None,
               "use_sliding_window": False, "rope_scaling": None, "qkv_bias": False,
               "output_router_logits": False, "router_aux_loss_coef": 0.001}
+_QWEN2 = {**_COMMON, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+          "bos_token_id": 151643, "eos_token_id": 151645, "sliding_window": 131072,
+          "use_sliding_window": False, "rope_scaling": None}
+_MISTRAL = {**_COMMON, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
+            "bos_token_id": 1, "eos_token_id": 2, "sliding_window": None, "rope_scaling": None}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
 #: the published Qwen/Qwen3-30B-A3B config
 _QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
@@ -118,6 +123,17 @@ def _qwen3_dense(hidden: int, inter: int, layers: int, heads: int, tied: bool) -
             "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
             "max_window_layers": layers, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
             "tie_word_embeddings": tied}
+
+
+def _qwen2_dense(hidden: int, inter: int, layers: int, heads: int, kv_heads: int, vocab: int,
+                 tied: bool) -> dict[str, Any]:
+    """A published Qwen2.5 config: q/k/v biases, head_dim = hidden / heads, rope base 1e6,
+    the sliding window off (use_sliding_window false, as published)."""
+    return {**_QWEN2, "hidden_size": hidden, "intermediate_size": inter,
+            "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads, "vocab_size": vocab,
+            "max_position_embeddings": 32768, "max_window_layers": layers,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": tied}
 
 
 def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
@@ -158,6 +174,21 @@ CONFIGS: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 256, "max_window_layers": 2,
                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
                    "tie_word_embeddings": False},
+    # Qwen2 (Qwen2.5): q/k/v biases, tied embeddings (as the 0.5B-3B sizes), a GQA group of
+    # 7 (Qwen2.5-7B's), head_dim 64 given explicitly with hidden 192 (7 * 64 = 448 != 192).
+    "tiny-qwen2": {**_QWEN2, **_TINY_SPECIAL_IDS, "hidden_size": 192, "intermediate_size": 320,
+                   "num_hidden_layers": 2, "num_attention_heads": 7,
+                   "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 512,
+                   "max_position_embeddings": 256, "max_window_layers": 2,
+                   "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                   "tie_word_embeddings": True},
+    # Mistral (v0.3 / Nemo style): no sliding window, untied, a GQA group of 3, head_dim 64
+    # given explicitly (6 * 64 = 384 != hidden 160, as Mistral-Nemo's 128 != 5120 / 32).
+    "tiny-mistral": {**_MISTRAL, **_TINY_SPECIAL_IDS, "hidden_size": 160,
+                     "intermediate_size": 224, "num_hidden_layers": 2,
+                     "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 64,
+                     "vocab_size": 512, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+                     "rope_theta": 1000000.0, "tie_word_embeddings": False},
     # Qwen3-MoE: 16 experts, top-3 (not a power of two), stacked expert tensors; layer 1
     # is dense through mlp_only_layers, with an intermediate size of its own.
     "tiny-qwen3-moe": {**_QWEN3_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
@@ -205,6 +236,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "llama-3.2-1b": _llama3_dense(2048, 8192, 16, 32, 64, tied=True, factor=32.0),
     "llama-3.2-3b": _llama3_dense(3072, 8192, 28, 24, 128, tied=True, factor=32.0),
     "llama-3.1-8b": _llama3_dense(4096, 14336, 32, 32, 128, tied=False, factor=8.0),
+    # Qwen2.5-0.5B / 1.5B / 7B (q/k/v biases; GQA groups of 7, 6 and 7) and
+    # Mistral-7B-Instruct-v0.3 (the 32,768-token vocabulary, no sliding window)
+    "qwen2.5-0.5b": _qwen2_dense(896, 4864, 24, 14, 2, 151936, tied=True),
+    "qwen2.5-1.5b": _qwen2_dense(1536, 8960, 28, 12, 2, 151936, tied=True),
+    "qwen2.5-7b": _qwen2_dense(3584, 18944, 28, 28, 4, 152064, tied=False),
+    "mistral-7b-v0.3": {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
+                        "num_hidden_layers": 32, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768,
+                        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+                        "rope_theta": 1000000.0, "tie_word_embeddings": False},
 }
 
 
@@ -340,8 +381,9 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
-        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-qwen3_5_moe", "tiny-qwen3_next")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen2", "tiny-mistral",
+        "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-qwen3_5_moe",
+        "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 

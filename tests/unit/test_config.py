@@ -26,7 +26,8 @@ def test_llama_config_from_file(tmp_path):
     assert cfg.rope_theta == 100000.0 and cfg.rope_scaling is None
     assert cfg.tie_word_embeddings and cfg.dtype == "bfloat16"
     assert cfg.bos_token_id == 1 and cfg.eos_token_ids == (2,) and cfg.eos_token_id == 2
-    assert not cfg.has_qk_norm and not cfg.attention_bias and cfg.hidden_act == "silu"
+    assert not cfg.has_qk_norm and not cfg.qkv_bias and not cfg.o_bias
+    assert cfg.hidden_act == "silu"
     assert cfg.source.endswith("config.json")
 
 
@@ -109,3 +110,19 @@ def test_sliding_window_only_when_enabled():
     qwen = SMOLLM2 | {"sliding_window": 32768, "use_sliding_window": False}
     assert ModelConfig.from_dict(qwen).sliding_window is None
     assert ModelConfig.from_dict(SMOLLM2 | {"sliding_window": 4096}).sliding_window == 4096
+
+
+def test_qwen2_always_has_qkv_biases_and_llama_bias_covers_o_proj():
+    qwen2 = ModelConfig.from_dict(SMOLLM2 | {"model_type": "qwen2"})
+    assert qwen2.qkv_bias and not qwen2.o_bias
+    llama = ModelConfig.from_dict(SMOLLM2 | {"attention_bias": True})
+    assert llama.qkv_bias and llama.o_bias
+
+
+def test_context_limit_is_the_shorter_of_positions_and_window():
+    assert ModelConfig.from_dict(SMOLLM2).context_limit == (8192, "max_position_embeddings")
+    windowed = ModelConfig.from_dict(SMOLLM2 | {"sliding_window": 4096})
+    assert windowed.context_limit == (4096, "sliding_window")
+    unbounded = ModelConfig.from_dict({k: v for k, v in SMOLLM2.items()
+                                       if k != "max_position_embeddings"})
+    assert unbounded.context_limit is None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from atlas.core.config import ConfigError
-from atlas.model.load import load_runner
+from atlas.model.load import StartupError, load_runner
 from atlas.model.loaders.dense import UnsupportedModelError
 from atlas.runtime.kv_cache import KvCacheBudgetError
 from atlas.runtime.weights import WeightError, WeightStore, write_safetensors
@@ -48,6 +48,7 @@ def test_wrong_shape_names_the_tensor(tmp_path):
 
 @pytest.mark.parametrize("fixture, name", [
     ("tiny-qwen3", "model.layers.0.self_attn.k_norm.weight"),
+    ("tiny-qwen2", "model.layers.1.self_attn.v_proj.bias"),
     ("tiny-qwen2-moe", "model.layers.1.mlp.experts.4.down_proj.weight")])
 def test_missing_tensor_names_it(tmp_path, fixture, name):
     model = _copy(tmp_path, FIXTURE.parent / fixture)
@@ -129,3 +130,16 @@ def test_both_expert_layouts_load_the_same_weights(tmp_path):
     fused = _load(fused_dir)
     assert np.array_equal(per_expert.read_logits(1), fused.read_logits(1))
     assert np.isfinite(fused.read_logits(1)).all()
+
+
+def test_a_sliding_window_bounds_the_context(tmp_path):
+    """A windowed model is served up to its window (attention then never slides): the default
+    length stops there and a longer --max-seq-len is refused naming the window."""
+    model = _copy(tmp_path, FIXTURE.parent / "tiny-mistral")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {"sliding_window": 48}))
+    with pytest.raises(StartupError, match="--max-seq-len 64 exceeds the model's "
+                                           "sliding_window 48"):
+        _load(model)
+    runner = load_runner(model, backend="host", max_batch_size=2, max_prefill_tokens=32)
+    assert runner.limits.max_seq_len == 48

@@ -38,13 +38,21 @@ def test_llama_tied_plan_has_no_lm_head_or_qk_norm():
     assert exp["model.layers.0.self_attn.k_proj.weight"] == (DType.BF16, (128, 256))
 
 
+def test_qwen2_plan_adds_one_bias_buffer_per_layer_in_qkv_order():
+    c = cfg(model_type="qwen2")
+    plan = loader_for_config(c).plan(c)
+    bias = [s for s in plan.slots if s.buffer == "l1.qkv_bias"]
+    assert [(s.name.split(".")[-2], s.shape, s.offset) for s in bias] == [
+        ("q_proj", (512,), 0), ("k_proj", (256,), 1024), ("v_proj", (256,), 1536)]
+    assert not any("q_norm" in n or "o_proj.bias" in n for n in plan.expected())
+
+
 @pytest.mark.parametrize("over, message", [
     (dict(model_type="mamba"), "unsupported model_type 'mamba'"),
     (dict(head_dim=96), "head_dim=96 is not supported"),
-    (dict(attention_bias=True), "attention_bias=true"),
+    (dict(attention_bias=True), r"attention_bias=true \(a bias on o_proj\)"),
     (dict(hidden_act="gelu"), "hidden_act='gelu'"),
     (dict(num_key_value_heads=3), "not a multiple"),
-    (dict(sliding_window=1024, use_sliding_window=True), "sliding_window=1024"),
 ])
 def test_unsupported_configs_name_the_problem(over, message):
     with pytest.raises(UnsupportedModelError, match=message):

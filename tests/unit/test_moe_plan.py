@@ -35,7 +35,7 @@ def test_qwen3_30b_a3b_config():
     assert m.norm_topk_prob and m.scoring == "softmax" and not m.score_bias
     assert m.shared_intermediate_size == 0 and m.routed_scaling_factor == 1.0
     assert all(m.is_sparse(i) for i in range(48))
-    assert c.has_qk_norm and not c.attention_bias
+    assert c.has_qk_norm and not c.qkv_bias
     assert dense_mlp_width(c) == 768  # no dense layer, no shared expert: no 6144-wide scratch
 
 
@@ -74,10 +74,14 @@ def test_bad_moe_fields_name_field_and_file(over, message):
 
 def test_qwen2_moe_has_qkv_bias_unless_told_otherwise():
     c = cfg(model_type="qwen2_moe")
-    assert c.attention_bias and not c.has_qk_norm
-    with pytest.raises(UnsupportedModelError, match="attention_bias=true"):
-        loader_for_config(c).plan(c)
-    assert not cfg(model_type="qwen2_moe", qkv_bias=False).attention_bias
+    assert c.qkv_bias and not c.o_bias and not c.has_qk_norm
+    exp = loader_for_config(c).plan(c).expected()
+    q_rows = c.num_attention_heads * c.head_dim
+    assert exp["model.layers.0.self_attn.q_proj.bias"] == (DType.BF16, (q_rows,))
+    unbiased = cfg(model_type="qwen2_moe", qkv_bias=False)
+    assert not unbiased.qkv_bias
+    assert not any(n.endswith(".bias") for n in loader_for_config(unbiased).plan(
+        unbiased).expected())
 
 
 def _expert_names(layer: int, experts: int) -> set[str]:

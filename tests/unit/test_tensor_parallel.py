@@ -4,6 +4,7 @@ splits each tensor on the right axis, and a split the model cannot take is refus
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 
@@ -50,6 +51,20 @@ def test_shard_plan_splits_rows_and_columns() -> None:
             rows, cols = sharded.slices[name]
             np.testing.assert_array_equal(store.read_slice(name, rows, cols),
                                           store.read(name)[rows, cols])
+
+
+def test_shard_plan_splits_the_qkv_biases_with_their_rows() -> None:
+    """A Qwen2 rank holds the biases of its own q and KV heads, in [q | k | v] order."""
+    cfg = ModelConfig.from_hf(FIXTURES / "tiny-mistral")  # 6 q heads, 2 KV heads of dim 64
+    cfg = dataclasses.replace(cfg, model_type="qwen2", qkv_bias=True)
+    plan = loader_for_config(cfg).plan(cfg)
+    p = "model.layers.1.self_attn."
+    for rank in range(2):
+        sharded = shard_plan(plan, rank, 2)
+        bias = [s for s in sharded.plan.slots if s.buffer == "l1.qkv_bias"]
+        assert [(s.name, s.shape) for s in bias] == [
+            (p + "q_proj.bias", (192,)), (p + "k_proj.bias", (64,)), (p + "v_proj.bias", (64,))]
+        assert sharded.slices[p + "k_proj.bias"][0] == slice(64 * rank, 64 * (rank + 1))
 
 
 def test_indivisible_kv_heads_are_refused() -> None:

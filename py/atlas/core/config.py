@@ -25,9 +25,10 @@ HYBRID_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_next"})
 #: the text model's own model_type inside a multimodal wrapper -> the family name
 _TEXT_MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
 LAYER_TYPES = ("full_attention", "linear_attention")
-#: model types whose q/k/v projections carry a bias unless `qkv_bias` says otherwise (HF
-#: Qwen2-MoE default: qkv_bias = true)
-QKV_BIAS_MODEL_TYPES = frozenset({"qwen2_moe"})
+#: model types whose q/k/v projections carry a bias: always (HF Qwen2Attention: bias=True),
+#: or unless `qkv_bias` says otherwise (HF Qwen2-MoE default: qkv_bias = true)
+QKV_BIAS_MODEL_TYPES = frozenset({"qwen2"})
+QKV_BIAS_FLAG_MODEL_TYPES = frozenset({"qwen2_moe"})
 #: config keys that name the routed-expert count, by family (Qwen, Mixtral/MiniMax, DeepSeek)
 NUM_EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 ROUTER_SCORINGS = ("softmax", "sigmoid")
@@ -227,7 +228,10 @@ class ModelConfig:
     dtype: str | None
     bos_token_id: int | None
     eos_token_ids: tuple[int, ...]
-    attention_bias: bool
+    #: biases on the q/k/v projections (Qwen2, Qwen2-MoE; Llama-style `attention_bias`)
+    qkv_bias: bool
+    #: a bias on o_proj (Llama-style `attention_bias` sets both)
+    o_bias: bool
     mlp_bias: bool
     hidden_act: str
     sliding_window: int | None = None
@@ -258,6 +262,15 @@ class ModelConfig:
     def rotary_dim(self) -> int:
         """Leading dims of each head that rotate (all of them unless partial rotary)."""
         return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def context_limit(self) -> tuple[int, str] | None:
+        """The longest sequence served exactly and the config field that sets it:
+        max_position_embeddings, or a shorter sliding attention window (a window that never
+        slides is full attention, so a windowed model is served up to its window)."""
+        limits = [(v, k) for v, k in ((self.max_position_embeddings, "max_position_embeddings"),
+                                      (self.sliding_window, "sliding_window")) if v]
+        return min(limits) if limits else None
 
     @property
     def eos_token_id(self) -> int | None:
@@ -310,6 +323,7 @@ class ModelConfig:
             head_dim = hidden // heads
         rope_theta, rope_scaling = _rope(f)
         dtype = f.str_("torch_dtype") or f.str_("dtype")
+        attention_bias = f.bool_("attention_bias", False)
         canonical = canonical_model_type(model_type)
         hybrid = canonical in HYBRID_MODEL_TYPES
         layers = f.int_("num_hidden_layers")
@@ -337,8 +351,9 @@ class ModelConfig:
             dtype=dtype,
             bos_token_id=(f.token_ids("bos_token_id") or (None,))[0],
             eos_token_ids=f.token_ids("eos_token_id"),
-            attention_bias=(f.bool_("attention_bias", False)
-                            or (canonical in QKV_BIAS_MODEL_TYPES and f.bool_("qkv_bias", True))),
+            qkv_bias=(attention_bias or canonical in QKV_BIAS_MODEL_TYPES
+                      or (canonical in QKV_BIAS_FLAG_MODEL_TYPES and f.bool_("qkv_bias", True))),
+            o_bias=attention_bias,
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
             sliding_window=_sliding_window(f),
@@ -424,8 +439,8 @@ def _sliding_window(f: _Fields) -> int | None:
     """The attention window, or None for full attention.
 
     Qwen configs carry a `sliding_window` size even when `use_sliding_window` is false; a
-    loader that implements only full attention must reject a non-None value rather than
-    silently attend too far.
+    window in force bounds the context served (ModelConfig.context_limit), so attention never
+    reaches past it.
     """
     if not f.bool_("use_sliding_window", True):
         return None

@@ -174,11 +174,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if vision:
         _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
                      len(vision))
+    limit = cfg.context_limit
     if max_seq_len is None:
-        max_seq_len = min(cfg.max_position_embeddings or 4096, 8192)
-    if cfg.max_position_embeddings and max_seq_len > cfg.max_position_embeddings:
-        raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's "
-                           f"max_position_embeddings {cfg.max_position_embeddings}")
+        max_seq_len = min(limit[0] if limit else 4096, 8192)
+    if limit and max_seq_len > limit[0]:
+        raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's {limit[1]} "
+                           f"{limit[0]}")
     kind = resolve_kind(backend)
     dev = make_backend(kind, ordinal=world.cuda_device if kind == "cuda" else 0)
     comm = connect_world(world, dev)
@@ -335,7 +336,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
             v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i),
             kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
-            kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16)
+            kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16,
+            qkv_bias=ptr.get(f"l{i}.qkv_bias", 0))
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table

@@ -18,8 +18,8 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import (attention, attention_verify, decode_persistent, embedding, gating,
-                           kv_quant, matmul, norm, rope)
+from ..runtime.ops import (attention, attention_verify, bias, decode_persistent, embedding,
+                           gating, kv_quant, matmul, norm, rope)
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -159,6 +159,8 @@ class LayerWeights:
     kv_scales: DevicePtr = 0
     #: the format of a quantized layer's pools (DType.FP8E4M3 or DType.E2M1 for NVFP4)
     kv_dtype: DType = DType.BF16
+    #: bf16 [qkv_width] q/k/v biases added to the qkv projection (Qwen2 family); 0: none
+    qkv_bias: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +255,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     """The per-layer pointers of the persistent batch-1 decode kernel (ops/decode_persistent
     LAYER_POINTERS), or None where the model is not one it covers: a single-device dense
     model with bf16 projections of the classic layout (q heads head_dim apart, the whole
-    head rotating, plain norm weights) and bf16 KV caches."""
+    head rotating, plain norm weights, no biases) and bf16 KV caches."""
     d = dims
     if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None
             or (d.rotary_dim or d.head_dim) != d.head_dim
@@ -265,7 +267,8 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     rows = []
     for lw in layers:
         mlp = lw.mlp
-        if not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales:
+        if (not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales
+                or lw.qkv_bias):
             return None
         projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
         if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
@@ -371,8 +374,7 @@ class DenseDecoderModel:
                                plan.num_seqs, plan.max_q_len)
                 res.pending = True
             else:
-                assert lw.qkv is not None
-                self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
+                self._qkv_projection(s, b, lw, t, res)
                 self._attention_after_qkv(s, b, lw, t, plan, res)
             if isinstance(lw.mlp, DenseMlp):
                 # gate_up ends with its SwiGLU into act where the weight's route allows (a
@@ -451,9 +453,21 @@ class DenseDecoderModel:
                    plan: AttentionPlan) -> None:
         """A layer's attention over b.normed: the qkv projection, then the rest, into
         b.delta."""
-        assert lw.qkv is not None
-        lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        self._qkv_projection(s, b, lw, t)
         self._attention_after_qkv(s, b, lw, t, plan)
+
+    def _qkv_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
+                        res: Residual | None = None) -> None:
+        """b.qkv = the layer's q/k/v projection of b.normed (`res`: of the input norm of the
+        residual stream, made first), plus the family's q/k/v biases: every attention route
+        after it reads biased rows."""
+        assert lw.qkv is not None
+        if res is None:
+            lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        else:
+            self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
+        if lw.qkv_bias:
+            bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, self.dims.qkv_width)
 
     def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan, res: Residual | None = None) -> None:

@@ -38,6 +38,7 @@ from .loaders.dense import UnsupportedModelError, WeightPlan
 
 #: checkpoint tensor suffix -> which axis is split ("rows" = output features)
 _ROW_SPLIT = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+              "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
               "mlp.gate_proj.weight", "mlp.up_proj.weight", "lm_head.weight")
 _COL_SPLIT = ("self_attn.o_proj.weight", "mlp.down_proj.weight")
 _REPLICATED = ("input_layernorm.weight", "post_attention_layernorm.weight",

@@ -50,6 +50,8 @@ GATED_RMSNORM = S("gated_rmsnorm", "gated_rmsnorm_bf16",
 SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 # the same values, letting the down projection launch before its PDL wait (ops/early_trigger.py)
 SILU_MUL_EARLY = S("silu_mul", "silu_mul_early_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
+# x [rows, n] += bias [n] in place, in f32 with one bf16 rounding (bias_add.cu)
+BIAS_ADD = S("bias_add", "bias_add_bf16", "x:ptr bias:ptr rows:u32 n:u32")
 EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
 # argmax splits a row over blocks: partials is scratch (8 bytes per block, ops.argmax sizes
 # it); counters u32 [rows] must be zero before a launch and are left zero after it.

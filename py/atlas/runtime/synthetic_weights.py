@@ -12,8 +12,9 @@ benchmark scripts); a model served from it answers gibberish by construction.
 The distribution is tools/make_fixtures.py's (which imports `init_std` from here, so the
 two cannot drift): linear weights N(0, 1 / fan_in), twice that std for the projections that
 write the residual stream, embeddings and LM head N(0, (1.6 / sqrt(hidden))^2), RMSNorm
-weights 1 + N(0, 0.1^2); float32 tensors (a router's score-correction bias) are zeros, as
-transformers initializes them. Each tensor's values are a pure function of (seed, name).
+weights 1 + N(0, 0.1^2), q/k/v biases N(0, 0.1^2); float32 tensors (a router's score-
+correction bias) are zeros, as transformers initializes them. Each tensor's values are a
+pure function of (seed, name).
 A config.json with a `quantization_config` gets quantized weights instead (FP8 / NVFP4 codes
 and scales of the same standard deviations: runtime/synthetic_quant.py).
 """
@@ -39,6 +40,10 @@ RESIDUAL_WRITE_GAIN = 2.0
 RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj")
 EMBEDDING_NAMES = ("embed_tokens.weight", "lm_head.weight")
 NORM_STD = 0.1
+#: the Qwen2 family's q/k/v projection biases, N(0, 0.1^2): without them a tiny model's
+#: logits move visibly (cosine ~0.8), and larger ones (0.2+) make its greedy text repeat
+BIAS_NAMES = ("q_proj.bias", "k_proj.bias", "v_proj.bias")
+BIAS_STD = 0.1
 #: a hybrid model's Gated-DeltaNet per-head scalars, (mean, std) of their normal draw: decay
 #: A = exp(A_log) around 0.1 (state kept over tens of tokens, like make_fixtures'
 #: hybrid_param) and dt_bias 1 + noise
@@ -53,9 +58,11 @@ def init_std(name: str, shape: Sequence[int], hidden: int) -> float | None:
     fan_in is the last dimension: [out, in] matrices and stacked experts [E, out, in] alike.
     """
     if len(shape) == 1:
+        if name.endswith(BIAS_NAMES):
+            return BIAS_STD
         if not name.endswith("norm.weight"):
-            raise ValueError(f"unexpected 1-D parameter {name}: these architectures have no "
-                             "biases")
+            raise ValueError(f"unexpected 1-D parameter {name}: neither an RMSNorm weight nor "
+                             "a q/k/v bias")
         return None
     if name.endswith(EMBEDDING_NAMES):
         return 1.6 / math.sqrt(hidden)

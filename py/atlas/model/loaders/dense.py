@@ -81,7 +81,8 @@ class WeightPlan:
 
 
 class DenseDecoderLoader:
-    """Llama-family decoder: embedding, N x (attention + SwiGLU MLP), final norm, LM head."""
+    """Llama-family decoder: embedding, N x (attention + SwiGLU MLP), final norm, LM head;
+    also Mistral (the same layers) and Qwen2 (plus q/k/v biases, `ModelConfig.qkv_bias`)."""
 
     family = "llama"
     has_qk_norm = False
@@ -97,12 +98,10 @@ class DenseDecoderLoader:
             raise UnsupportedModelError(
                 f"num_attention_heads={cfg.num_attention_heads} is not a multiple of "
                 f"num_key_value_heads={cfg.num_key_value_heads}")
-        for flag in ("attention_bias", "mlp_bias"):
-            if getattr(cfg, flag, False):
-                raise UnsupportedModelError(f"{flag}=true is not supported for {cfg.model_type}")
-        if cfg.sliding_window is not None:
-            raise UnsupportedModelError(
-                f"sliding_window={cfg.sliding_window} is not supported (full attention only)")
+        for flag, what in (("o_bias", "attention_bias=true (a bias on o_proj)"),
+                           ("mlp_bias", "mlp_bias=true")):
+            if getattr(cfg, flag):
+                raise UnsupportedModelError(f"{what} is not supported for {cfg.model_type}")
         act = cfg.hidden_act
         if act != "silu":
             raise UnsupportedModelError(f"hidden_act={act!r} is not supported (only 'silu')")
@@ -126,6 +125,10 @@ class DenseDecoderLoader:
             add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
                                            (p + "self_attn.k_proj.weight", kv_rows),
                                            (p + "self_attn.v_proj.weight", kv_rows)], h)
+            if cfg.qkv_bias:  # bf16 whatever the weights' format, added after the product
+                plan.add(f"l{i}.qkv_bias", [(p + "self_attn.q_proj.bias", (q_rows,)),
+                                            (p + "self_attn.k_proj.bias", (kv_rows,)),
+                                            (p + "self_attn.v_proj.bias", (kv_rows,))])
             add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
             self.plan_mlp(plan, cfg, i, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
