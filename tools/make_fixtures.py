@@ -107,6 +107,9 @@ _QWEN2 = {**_COMMON, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
           "use_sliding_window": False, "rope_scaling": None}
 _MISTRAL = {**_COMMON, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
             "bos_token_id": 1, "eos_token_id": 2, "sliding_window": None, "rope_scaling": None}
+_MIXTRAL = {**_MISTRAL, "architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+            "output_router_logits": False, "router_aux_loss_coef": 0.02,
+            "router_jitter_noise": 0.0}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
 #: the published Qwen/Qwen3-30B-A3B config
 _QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
@@ -189,6 +192,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
                      "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 64,
                      "vocab_size": 512, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
                      "rope_theta": 1000000.0, "tie_word_embeddings": False},
+    # Mixtral: every layer routed, 6 experts of intermediate_size 96, top-2 renormalized,
+    # experts as published (block_sparse_moe.experts.{e}.w1 / w3 / w2), head_dim 64 given
+    # explicitly (4 * 64 = 256 != hidden 128)
+    "tiny-mixtral": {**_MIXTRAL, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                     "intermediate_size": 96, "num_local_experts": 6, "num_experts_per_tok": 2,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "head_dim": 64, "vocab_size": 512, "max_position_embeddings": 256,
+                     "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
+                     "tie_word_embeddings": False},
     # Qwen3-MoE: 16 experts, top-3 (not a power of two), stacked expert tensors; layer 1
     # is dense through mlp_only_layers, with an intermediate size of its own.
     "tiny-qwen3-moe": {**_QWEN3_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
@@ -241,6 +253,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b": _qwen2_dense(896, 4864, 24, 14, 2, 151936, tied=True),
     "qwen2.5-1.5b": _qwen2_dense(1536, 8960, 28, 12, 2, 151936, tied=True),
     "qwen2.5-7b": _qwen2_dense(3584, 18944, 28, 28, 4, 152064, tied=False),
+    # Mixtral-8x7B (synthetic weights only: 93 GB in bf16)
+    "mixtral-8x7b": {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
+                     "num_local_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                     "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+                     "rope_theta": 1000000.0, "tie_word_embeddings": False},
     "mistral-7b-v0.3": {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
                         "num_hidden_layers": 32, "num_attention_heads": 32,
                         "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768,
@@ -382,8 +400,8 @@ class GoldenPlan:
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen2", "tiny-mistral",
-        "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-qwen3_5_moe",
-        "tiny-qwen3_next")
+        "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral",
+        "tiny-qwen3_5_moe", "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 

@@ -1,7 +1,7 @@
 """Quantized mixture-of-experts checkpoints end to end on the CPU reference backend.
 
 The tiny MoE fixtures (transformers 5's fused expert layout, or per-expert tensors:
-tiny-qwen2-moe, tiny-qwen3_next) are
+tiny-qwen2-moe, tiny-qwen3_next, tiny-mixtral's w1/w3/w2) are
 quantized by `quantize_checkpoint` (experts written per expert, as ModelOpt and
 llm-compressor publish them; the shared expert's projections quantized, its gate, the
 router and Gated-DeltaNet projections kept bf16) and must match the bf16 engine on the
@@ -50,6 +50,8 @@ def _compare(qdir: Path, tmp_path: Path, decode: list[int]) -> dict:
                                             ("tiny-qwen3-moe", "fp8-block"),
                                             ("tiny-qwen3-moe", "fp8-tensor"),
                                             ("tiny-qwen2-moe", "nvfp4"),
+                                            ("tiny-mixtral", "fp8-block"),
+                                            ("tiny-mixtral", "nvfp4"),
                                             ("tiny-qwen3_next", "nvfp4")])
 def test_quantized_moe_matches_its_dequantized_weights(fixture: str, scheme: str,
                                                        tmp_path: Path) -> None:

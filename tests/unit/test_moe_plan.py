@@ -151,3 +151,45 @@ def test_moe_model_types_have_a_kernel_leaf(model_type, model):
     repo = Path(__file__).resolve().parents[2]
     served = select_model(repo, "hopper", model_type, 128, "bf16")
     assert served.model == model and served.target.model == "common"
+
+
+def _mixtral(**over) -> ModelConfig:
+    """A Mixtral-8x7B-shaped config (smaller): experts `intermediate_size` wide, no
+    `moe_intermediate_size` or `norm_topk_prob` keys."""
+    fields = {k: v for k, v in SMALL.items() if k not in (
+        "moe_intermediate_size", "num_experts", "norm_topk_prob", "decoder_sparse_step",
+        "mlp_only_layers", "use_sliding_window")}
+    return ModelConfig.from_dict(dict(fields, model_type="mixtral", num_local_experts=8, **over),
+                                 source="m/config.json")
+
+
+def test_mixtral_config_routes_every_layer_through_renormalized_experts():
+    c = _mixtral()
+    m = c.moe
+    assert (m.num_experts, m.top_k, m.intermediate_size) == (8, 2, 384)
+    assert m.norm_topk_prob and m.scoring == "softmax" and m.shared_intermediate_size == 0
+    assert all(m.is_sparse(i) for i in range(c.num_hidden_layers))
+
+
+def test_mixtral_plan_reads_the_published_or_the_fused_expert_names():
+    c = _mixtral()
+    p = "model.layers.1."
+    published = {f"{p}block_sparse_moe.experts.{x}.{w}.weight" for x in range(8)
+                 for w in ("w1", "w2", "w3")}
+    plan = loader_for_config(c).plan(c, published)
+    gate_up = [s.name for s in plan.slots if s.buffer == "l1.experts_gate_up"]
+    assert gate_up[:3] == [f"{p}block_sparse_moe.experts.0.w1.weight",
+                           f"{p}block_sparse_moe.experts.0.w3.weight",
+                           f"{p}block_sparse_moe.experts.1.w1.weight"]
+    assert plan.expected()[f"{p}block_sparse_moe.gate.weight"] == (DType.BF16, (8, 256))
+    fused = loader_for_config(c).plan(c, {f"{p}mlp.experts.gate_up_proj"})
+    assert [s.name for s in fused.slots if s.buffer == "l1.experts_gate_up"] == [
+        f"{p}mlp.experts.gate_up_proj"]
+
+
+def test_mixtral_expert_count_mismatch_names_the_w1_tensors():
+    c = _mixtral()
+    names = {f"model.layers.0.block_sparse_moe.experts.{x}.w1.weight" for x in range(9)}
+    with pytest.raises(MoeLoaderError, match=r"block_sparse_moe\.experts\.8\.\* but "
+                                             r"num_experts = 8"):
+        loader_for_config(c).plan(c, names)

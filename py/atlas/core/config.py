@@ -6,8 +6,8 @@ implicit default; a missing or mistyped one is a `ConfigError` naming the field 
 file. The only defaults are the ones Hugging Face itself documents (num_key_value_heads
 falls back to num_attention_heads, head_dim to hidden_size // num_attention_heads, the
 bias flags and tie_word_embeddings to False; for mixture-of-experts configs
-decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False, softmax
-scoring and routed_scaling_factor to 1).
+decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False (Mixtral and
+Qwen3.5-MoE always renormalize), softmax scoring and routed_scaling_factor to 1).
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ ROUTER_SCORINGS = ("softmax", "sigmoid")
 #: Qwen3NextConfig: norm_topk_prob = True), and those whose router always does (Qwen3.5-MoE's
 #: has no switch)
 NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next"})
-NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe"})
+NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral"})
+#: families whose experts are `intermediate_size` wide (no `moe_intermediate_size`: every
+#: layer is sparse, Mixtral)
+EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral"})
 #: families whose every layer routes through experts: config.json has no dense
 #: `intermediate_size` (it falls back to moe_intermediate_size and sizes nothing)
 ALL_SPARSE_MODEL_TYPES = frozenset({"qwen3_5_moe"})
@@ -168,7 +171,8 @@ class MoeConfig:
         scale = f.data.get("routed_scaling_factor")
         return cls(
             num_experts=num_experts, top_k=top_k,
-            intermediate_size=f.int_("moe_intermediate_size"),
+            intermediate_size=f.int_("intermediate_size" if model_type in
+                                     EXPERT_WIDTH_IS_INTERMEDIATE else "moe_intermediate_size"),
             norm_topk_prob=(model_type in NORM_TOPK_ALWAYS
                             or f.bool_("norm_topk_prob", model_type in NORM_TOPK_BY_DEFAULT)),
             decoder_sparse_step=f.int_("decoder_sparse_step", default=1),

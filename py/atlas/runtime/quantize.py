@@ -54,7 +54,8 @@ FP8_BLOCK = 128
 
 T = TypeVar("T")
 _LAYER = r"^model\.(?:language_model\.)?layers\.\d+\."
-_QUANTIZED = re.compile(_LAYER + r".*_proj\.weight$")
+#: a decoder layer's linear weights: `*_proj` (and Mixtral's experts, `experts.{e}.w1|w2|w3`)
+_QUANTIZED = re.compile(_LAYER + r".*(?:_proj|\.experts\.\d+\.w[123])\.weight$")
 #: transformers 5's fused experts: (prefix `...mlp.experts.`, which projection)
 _FUSED_EXPERTS = re.compile("(" + _LAYER + r"(?:.*\.)?mlp\.experts\.)(gate_up_proj|down_proj)$")
 #: routers, shared-expert gates and (hybrid models) the Gated-DeltaNet projections stay bf16:
@@ -80,7 +81,7 @@ def is_quantized_name(name: str, shape: tuple[int, ...]) -> bool:
             and shape[0] % 16 == 0 and shape[1] % 16 == 0)
 
 
-_EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
+_EXPERT = re.compile(r"\.(?:mlp|block_sparse_moe)\.experts\.\d+\.")
 
 
 def _kernels_take(scheme: str, name: str, shape: tuple[int, ...]) -> bool:

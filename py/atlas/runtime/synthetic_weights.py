@@ -37,7 +37,7 @@ from .weights import LoadReport, ProgressFn, TensorInfo, WeightError, st_dtype_n
 #: std multiplier for the projections that write the residual stream
 RESIDUAL_WRITE_GAIN = 2.0
 #: names of the projections that write the residual stream (per-expert or stacked)
-RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj")
+RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj", ".w2.weight")
 EMBEDDING_NAMES = ("embed_tokens.weight", "lm_head.weight")
 NORM_STD = 0.1
 #: the Qwen2 family's q/k/v projection biases, N(0, 0.1^2): without them a tiny model's

@@ -26,6 +26,7 @@ not know is an error, not silently ignored.
 from __future__ import annotations
 
 from collections.abc import Container
+from dataclasses import dataclass
 
 from ...core.config import ModelConfig, MoeConfig
 from ...core.dtype import DType
@@ -40,6 +41,23 @@ SHARED_GATE_ROWS = 16
 
 class MoeLoaderError(WeightError):
     """The checkpoint's experts disagree with the config (count or layout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertNames:
+    """How a checkpoint names a sparse layer's tensors: the MoE block under the layer
+    (`block`: its router is `gate.weight`, expert x's projections `experts.{x}.<proj>.weight`
+    in the per-expert layout), and the gate, up and down projections' names."""
+
+    block: str = "mlp."
+    gate: str = "gate_proj"
+    up: str = "up_proj"
+    down: str = "down_proj"
+
+
+QWEN_EXPERTS = ExpertNames()
+#: Mixtral as published: `block_sparse_moe.experts.{x}.w1` (gate), `w3` (up), `w2` (down)
+MIXTRAL_EXPERTS = ExpertNames("block_sparse_moe.", "w1", "w3", "w2")
 
 
 def _moe(cfg: ModelConfig) -> MoeConfig:
@@ -64,7 +82,12 @@ class MoeDecoderLoader(DenseDecoderLoader):
         if not _moe(cfg).is_sparse(layer):
             super().plan_mlp(plan, cfg, layer, names)
             return
-        add_moe_mlp(plan, cfg, layer, f"model.layers.{layer}.mlp.", names)
+        spelling = self.expert_names(layer, names)
+        add_moe_mlp(plan, cfg, layer, f"model.layers.{layer}.{spelling.block}", names, spelling)
+
+    def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
+        """The spelling of layer `layer`'s MoE tensors in this checkpoint."""
+        return QWEN_EXPERTS
 
 
 def check_moe_config(cfg: ModelConfig) -> None:
@@ -77,9 +100,10 @@ def check_moe_config(cfg: ModelConfig) -> None:
 
 
 def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
-                names: Container[str]) -> None:
+                names: Container[str], spelling: ExpertNames = QWEN_EXPERTS) -> None:
     """Sparse layer `layer`'s router, packed experts and shared expert, from the checkpoint
-    tensors under `p` (its `...mlp.` prefix), in whichever expert layout `names` holds."""
+    tensors under `p` (its MoE block's prefix), in whichever expert layout `names` holds;
+    `spelling` names the per-expert projections."""
     moe = _moe(cfg)
     h, inter, e = cfg.hidden_size, moe.intermediate_size, moe.num_experts
     b = f"l{layer}."
@@ -95,8 +119,8 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
         plan.add(b + "experts_down", [(p + "experts.down_proj", (e, h, inter))])
         experts = "bf16"
     else:
-        _check_expert_count(cfg, layer, p, names)
-        experts = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer,
+        _check_expert_count(cfg, layer, p, names, spelling)
+        experts = _add_per_expert(plan, b, p + "experts.", e, inter, h, layer, spelling,
                                   shared if si == inter else None)
     if shared is not None:
         if experts == "bf16" and any(stored_format(plan, part) != "bf16" for part in shared):
@@ -116,15 +140,16 @@ SharedParts = tuple[list[tuple[str, int]], list[tuple[str, int]]]
 
 
 def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int,
-                    layer: int, shared: SharedParts | None = None) -> str:
+                    layer: int, spelling: ExpertNames, shared: SharedParts | None = None
+                    ) -> str:
     """The per-expert layout's two packed projections, bf16 or (both) quantized as the
     checkpoint stores them: 'bf16', 'quantized' (linears of `experts` parts), or 'folded'
     when `shared` (a shared expert as wide as a routed one: its gate/up and down parts) is
     stored in the same format and becomes expert e of the quantized matrices (ops/moe_quant.py
     folds_shared: its decode slot runs in the experts' launches)."""
-    gate_up = [part for x in range(e) for part in ((f"{q}{x}.gate_proj.weight", inter),
-                                                   (f"{q}{x}.up_proj.weight", inter))]
-    down = [(f"{q}{x}.down_proj.weight", h) for x in range(e)]
+    gate_up = [part for x in range(e) for part in ((f"{q}{x}.{spelling.gate}.weight", inter),
+                                                   (f"{q}{x}.{spelling.up}.weight", inter))]
+    down = [(f"{q}{x}.{spelling.down}.weight", h) for x in range(e)]
     formats = {stored_format(plan, gate_up), stored_format(plan, down)}
     if formats == {"bf16"}:
         plan.add(b + "experts_gate_up", [(name, (rows, h)) for name, rows in gate_up])
@@ -132,8 +157,8 @@ def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int
         return "bf16"
     if "bf16" in formats:
         raise MoeLoaderError(f"layer {layer}: experts' gate/up and down projections must be "
-                             f"stored alike ({q}0.gate_proj / down_proj: one bf16, one "
-                             f"{plan.quant.format})")
+                             f"stored alike ({q}0.{spelling.gate} / {spelling.down}: one "
+                             f"bf16, one {plan.quant.format})")
     fold = shared is not None and all(stored_format(plan, part) != "bf16" for part in shared)
     if fold:
         assert shared is not None
@@ -143,8 +168,8 @@ def _add_per_expert(plan: WeightPlan, b: str, q: str, e: int, inter: int, h: int
     return "folded" if fold else "quantized"
 
 
-def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
-                        names: Container[str]) -> None:
+def _check_expert_count(cfg: ModelConfig, layer: int, p: str, names: Container[str],
+                        spelling: ExpertNames) -> None:
     """One-tensor-per-expert layout: the checkpoint's expert count must be the config's.
 
     More experts than configured would be silently ignored, fewer would surface as a list of
@@ -155,8 +180,8 @@ def _check_expert_count(cfg: ModelConfig, layer: int, p: str,
     q = p + "experts."
 
     def has(x: int) -> bool:
-        return any(f"{q}{x}.{proj}.{codes}" in names for proj in ("gate_proj", "up_proj",
-                                                                   "down_proj")
+        return any(f"{q}{x}.{proj}.{codes}" in names
+                   for proj in (spelling.gate, spelling.up, spelling.down)
                    for codes in ("weight", "weight_packed"))  # bf16 / FP8 / ModelOpt, CT NVFP4
 
     if has(e):
@@ -173,3 +198,15 @@ class Qwen3MoeLoader(MoeDecoderLoader):
 
     family = "qwen3_moe"
     has_qk_norm = True
+
+
+class MixtralLoader(MoeDecoderLoader):
+    """Mixtral: Llama attention, every layer's MLP routed (softmax top-k, renormalized) through
+    experts under `block_sparse_moe` as published, or transformers 5's fused layout under
+    `mlp` (`save_pretrained(save_original_format=False)`)."""
+
+    family = "mixtral"
+
+    def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
+        fused = f"model.layers.{layer}.mlp.experts.gate_up_proj"
+        return QWEN_EXPERTS if fused in names else MIXTRAL_EXPERTS
