@@ -84,6 +84,9 @@ def test_malformed_json(guarded):
     ("logprobs", 3, "logprobs"),
     ("top_logprobs", 2, "top_logprobs"),          # without logprobs=true
     ("top_logprobs", 21, "top_logprobs"),
+    ("ignore_eos", "yes", "ignore_eos"),
+    ("min_tokens", -1, "min_tokens"),
+    ("min_tokens", 10**6, "min_tokens"),          # more than max_tokens
 ])
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,

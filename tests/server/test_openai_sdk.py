@@ -62,6 +62,32 @@ def test_stop_string_cuts_and_is_not_emitted(client):
     assert "".join(c.choices[0].delta.content or "" for c in stream) == "The capital of "
 
 
+def test_ignore_eos_runs_to_max_tokens_without_showing_eos(client):
+    """vLLM's `ignore_eos` (benchmark clients send it): the scripted answer ends in EOS,
+    which no longer ends the output; the EOS tokens drawn after it are not text."""
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    resp = client.chat.completions.create(model="tiny", messages=messages, max_tokens=20,
+                                          extra_body={"ignore_eos": True})
+    assert resp.choices[0].message.content == "The capital of France is Paris."
+    assert resp.choices[0].finish_reason == "length" and resp.usage.completion_tokens == 20
+    done = client.completions.create(model="tiny", prompt="What is the capital of France?",
+                                     max_tokens=20, extra_body={"ignore_eos": True})
+    assert done.choices[0].finish_reason == "length" and done.usage.completion_tokens == 20
+
+
+def test_stop_strings_wait_for_min_tokens(client, server):
+    """A stop string inside the first `min_tokens` tokens' text does not end the output."""
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    past = len(server.tokenizer.encode("The capital of France"))
+    resp = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50,
+                                          stop=["France"], extra_body={"min_tokens": past})
+    assert resp.choices[0].message.content == "The capital of France is Paris."
+    assert resp.choices[0].finish_reason == "stop"
+    early = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50,
+                                           stop=["France"], extra_body={"min_tokens": 1})
+    assert early.choices[0].message.content == "The capital of "
+
+
 def test_completions_plain_and_streamed(client, server):
     prompt = "The capital of France"
     resp = client.completions.create(model="tiny", prompt=prompt, max_tokens=8)

@@ -34,6 +34,9 @@ class EngineRequest:
     grammar: GrammarRequest | None = None
     #: report each generated token's logprob and this many alternatives (None: no logprobs)
     logprobs: int | None = None
+    #: output tokens drawn before a stop token may be: until then `stop_token_ids` are
+    #: masked out of the draws (engine/stop_ban.py)
+    min_tokens: int = 0
 
 
 class FinishReason:

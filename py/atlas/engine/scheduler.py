@@ -43,6 +43,7 @@ from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
 from .speculative import Speculator
+from .stop_ban import banning
 
 
 #: Tokens a step may hold while sequences decode (the server's --max-mixed-step-tokens).
@@ -302,6 +303,7 @@ class Scheduler:
         spec = self.speculator
         if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
                 or seq.sampling.grammar is not None   # drafts would need masks per row
+                or _bans_stops(seq)
                 or seq.request.logprobs is not None):  # and logprobs rows per draft
             return []
         room = min(k, budget,
@@ -342,6 +344,10 @@ class Scheduler:
                                  "token from the step before, and never drafts")
         completes = end == seq.num_tokens
         grammar = seq.sampling.grammar if completes else None
+        token_mask = (grammar.fill_mask if grammar is not None and grammar.constrains_next
+                      else None)
+        if completes and _bans_stops(seq):
+            token_mask = banning(seq.request.stop_token_ids, token_mask)
         restore, seq.state_restore = seq.state_restore, None
         plan.seqs.append(seq)
         plan.emits.append(completes)
@@ -353,8 +359,7 @@ class Scheduler:
             block_table=seq.block_table,   # the live list: read during execute, never copied
             sampling=seq.sampling.params,
             sample=completes and not seq.sampling.forced_next,
-            token_mask=grammar.fill_mask if grammar is not None and grammar.constrains_next
-            else None,
+            token_mask=token_mask,
             rng_position=len(seq.output_ids) + seq.num_pending,
             history=seq.penalty_history() if seq.needs_history else None,
             num_draft=len(drafts or ()),
@@ -425,6 +430,13 @@ def _decodes_first(plan: StepPlan) -> None:
         plan.seqs = [plan.seqs[i] for i in order]
         plan.chunks = [plan.chunks[i] for i in order]
         plan.emits = [plan.emits[i] for i in order]
+
+
+def _bans_stops(seq: Sequence) -> bool:
+    """Whether the token `seq` draws next comes before its request's `min_tokens` (its
+    output index: the known outputs plus the one a step in flight samples)."""
+    return (len(seq.output_ids) + seq.num_pending < seq.request.min_tokens
+            and bool(seq.request.stop_token_ids))
 
 
 def _steps_synchronously(request: EngineRequest) -> bool:

@@ -162,11 +162,16 @@ class Generation:
             tools = parser_class(self.ctx.options.tool_parser)(
                 schemas, max_calls=None if spec.parallel_tool_calls else 1)
         return ResponseStream(tok.decode, context_ids=self.prompt.ids, stops=spec.stop,
-                              hidden_ids=self._stop_ids(), reasoning=reasoning, tools=tools,
-                              forced_prefix=self.prompt.forced_prefix)
+                              hidden_ids=self.ctx.tokenizer.eos_token_ids | self._stop_ids(),
+                              reasoning=reasoning, tools=tools,
+                              forced_prefix=self.prompt.forced_prefix,
+                              min_tokens=spec.min_tokens)
 
     def _stop_ids(self) -> frozenset[int]:
-        return self.ctx.tokenizer.eos_token_ids | frozenset(self.spec.stop_token_ids)
+        """The tokens that end the output: the request's, and the model's EOS tokens unless
+        `ignore_eos` (they are still never shown as text)."""
+        eos = frozenset() if self.spec.ignore_eos else self.ctx.tokenizer.eos_token_ids
+        return eos | frozenset(self.spec.stop_token_ids)
 
     def _make_request(self) -> EngineRequest:
         timeout = self.ctx.options.request_timeout_s
@@ -174,7 +179,7 @@ class Generation:
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
                              thinking=self._thinking_budget(), grammar=self.grammar,
-                             logprobs=self.spec.logprobs)
+                             logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens)
 
     def _grammar(self) -> GrammarRequest | None:
         """The grammar this request's output must follow (response_format, forced tool

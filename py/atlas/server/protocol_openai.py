@@ -2,9 +2,10 @@
 
 Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied",
 as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
-own fields are the common sampling extensions (top_k, min_p, repetition_penalty,
-stop_token_ids, chat_template_kwargs). Fields we know but do not implement (logit_bias,
-echo, suffix, best_of other than n) are 400s naming the field.
+own fields are the common sampling extensions of vLLM's server (top_k, min_p,
+repetition_penalty, stop_token_ids, ignore_eos, min_tokens, chat_template_kwargs), which
+benchmark clients send. Fields we know but do not implement (logit_bias, echo, suffix, best_of
+other than n) are 400s naming the field.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
 frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
@@ -30,7 +31,8 @@ _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty"
                     "frequency_penalty", "repetition_penalty", "seed"}
 _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
-    "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier"}
+    "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
+    "min_tokens"}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
     "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt"}
@@ -111,6 +113,15 @@ def _chat_logprobs(f: Fields) -> int | None:
             raise invalid("top_logprobs needs logprobs=true", "top_logprobs")
         return None
     return top or 0
+
+
+def _min_tokens(f: Fields, max_tokens: int | None) -> int:
+    """`min_tokens` (vLLM's): at most max_tokens, when that is given."""
+    least = f.integer("min_tokens", 0, lo=0)
+    if max_tokens is not None and least > max_tokens:
+        raise invalid(f"min_tokens ({least}) must not exceed max_tokens ({max_tokens})",
+                      "min_tokens")
+    return least
 
 
 def _stop_token_ids(f: Fields) -> list[int]:
@@ -265,7 +276,8 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
         add_generation_prompt=f.boolean("add_generation_prompt", True),
         response_format=parse_response_format(f.raw("response_format")),
-        logprobs=_chat_logprobs(f), n=_choices(f),
+        logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
+        min_tokens=_min_tokens(f, max_tokens),
     )
 
 
@@ -322,12 +334,14 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         raise invalid("best_of must equal n: this server returns every choice it generates "
                       "and does not rank extra ones", "best_of")
     stream = f.boolean("stream", False)
+    max_tokens = f.integer("max_tokens", 16, lo=1)
     return GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults),
-        max_tokens=f.integer("max_tokens", 16, lo=1), prompt=_prompt(f.raw("prompt")),
+        max_tokens=max_tokens, prompt=_prompt(f.raw("prompt")),
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
         stream=stream, include_usage=_stream_options(f, stream),
-        logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n)
+        logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
+        ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -51,6 +51,10 @@ class GenerationSpec:
     logprobs: int | None = None
     #: independent choices to generate for the one prompt
     n: int = 1
+    #: vLLM's extensions: the model's EOS tokens do not end the output (`ignore_eos`); no
+    #: stop token may be drawn nor stop string end it before `min_tokens` output tokens
+    ignore_eos: bool = False
+    min_tokens: int = 0
 
 
 #: sampling fields a model's generation_config.json may set (Hugging Face names = ours)

@@ -39,15 +39,17 @@ class ResponseStream:
     def __init__(self, decode: Decode, *, context_ids: Sequence[int] = (),
                  stops: Sequence[str] = (), hidden_ids: Collection[int] = (),
                  reasoning: ReasoningParser | None = None, tools: ToolParser | None = None,
-                 forced_prefix: str = "") -> None:
+                 forced_prefix: str = "", min_tokens: int = 0) -> None:
         """`hidden_ids` (stop token ids) are never decoded; `forced_prefix` is assistant
-        text the prompt already committed to (a forced tool-call opening)."""
+        text the prompt already committed to (a forced tool-call opening); stop strings are
+        looked for in the text of the tokens after the first `min_tokens`."""
         self._detok = IncrementalDetokenizer(decode, context_ids)
         self._stops = StopStringMatcher(stops)
         self._hidden = frozenset(hidden_ids)
         self._reasoning = reasoning
         self._tools = tools
         self._prefix = forced_prefix
+        self._unstoppable = min_tokens  # tokens still to pass before stop strings apply
 
     @property
     def matched_stop(self) -> str | None:
@@ -58,9 +60,14 @@ class ResponseStream:
         return self._tools.calls if self._tools is not None else []
 
     def push(self, token_ids: Sequence[int]) -> StreamDelta:
+        early, late = token_ids[:self._unstoppable], token_ids[self._unstoppable:]
+        self._unstoppable -= len(early)
+        text = self._decode(early) + self._stops.feed(self._decode(late))
+        return self._route(text, final=False)
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
         visible = [t for t in token_ids if t not in self._hidden]
-        text = self._detok.feed(visible) if visible else ""
-        return self._route(self._stops.feed(text), final=False)
+        return self._detok.feed(visible) if visible else ""
 
     def finish(self) -> StreamDelta:
         """End of generation: flush every stage's held-back text."""

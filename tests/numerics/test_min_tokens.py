@@ -1,0 +1,54 @@
+"""`min_tokens` on the CPU reference backend: a stop token is masked out of the draws before
+the request's first `min_tokens` output tokens (the model's own choice there is replaced by
+its best other token, exactly), and ends the output as usual after them."""
+
+from pathlib import Path
+
+import numpy as np
+
+from atlas.core.sampling import GREEDY
+from atlas.engine.llm_engine import LLMEngine
+from atlas.engine.request import EngineRequest, FinishReason
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+from atlas.runtime.kv_cache import BlockAllocator
+
+MODEL = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
+PROMPT = [5, 9, 200, 17, 33, 61]
+
+
+def _runner():
+    return load_runner(MODEL, backend="host", max_seq_len=64, max_batch_size=2,
+                       max_prefill_tokens=32)
+
+
+def _greedy_logits(runner, tokens: list[int]) -> np.ndarray:
+    """The logits after prompt + tokens, one full prefill (no engine, no masks)."""
+    seq = PROMPT + tokens
+    pool = BlockAllocator(runner.num_kv_blocks)
+    runner.execute([SeqChunk(0, seq, 0, pool.allocate(4), GREEDY, history=PenaltyHistory(seq))])
+    logits = runner.read_logits(1)[0].copy()
+    runner.release(0)
+    return logits
+
+
+def test_a_stop_token_waits_for_min_tokens_then_ends_the_output():
+    runner = _runner()
+    engine = LLMEngine(runner, max_prefill_tokens=32)
+    free = engine.generate([EngineRequest(PROMPT, GREEDY, 8)])[0].token_ids
+    stop = free[1]   # greedy's second token: a plain run stops there
+    banned = frozenset({stop})
+    plain = engine.generate([EngineRequest(PROMPT, GREEDY, 8, stop_token_ids=banned)])[0]
+    assert plain.token_ids == free[:2] and plain.finish_reason == FinishReason.STOP
+
+    (held,) = engine.generate([EngineRequest(PROMPT, GREEDY, 8, stop_token_ids=banned,
+                                             min_tokens=4)])
+    out = held.token_ids
+    assert out[0] == free[0] and stop not in out[:4], out
+    # the second draw is the model's best token other than the stop token
+    logits = _greedy_logits(runner, out[:1])
+    logits[stop] = -np.inf
+    assert out[1] == int(np.argmax(logits))
+    # after min_tokens the stop token ends the output again (or the budget does)
+    assert (held.finish_reason == FinishReason.STOP and out[-1] == stop and len(out) > 4) or (
+        held.finish_reason == FinishReason.LENGTH and len(out) == 8), (out, held.finish_reason)
