@@ -177,6 +177,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
                    "max_position_embeddings": 256, "max_window_layers": 2,
                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
                    "tie_word_embeddings": False},
+    # Qwen3 with YaRN (Qwen3's recommended long-context rope_scaling, factor 4) over 16
+    # original positions, so the ramp and the attention factor (1.139) act on every prompt.
+    "tiny-qwen3-yarn": {**_QWEN3, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                        "intermediate_size": 384, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
+                        "vocab_size": 512, "max_position_embeddings": 256,
+                        "max_window_layers": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                        "tie_word_embeddings": False, "rope_scaling": {
+                            "rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 16}},
     # Qwen2 (Qwen2.5): q/k/v biases, tied embeddings (as the 0.5B-3B sizes), a GQA group of
     # 7 (Qwen2.5-7B's), head_dim 64 given explicitly with hidden 192 (7 * 64 = 448 != 192).
     "tiny-qwen2": {**_QWEN2, **_TINY_SPECIAL_IDS, "hidden_size": 192, "intermediate_size": 320,
@@ -399,9 +409,9 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
-TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen2", "tiny-mistral",
-        "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral",
-        "tiny-qwen3_5_moe", "tiny-qwen3_next")
+TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
+        "tiny-mistral", "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe", "tiny-qwen2-moe",
+        "tiny-mixtral", "tiny-qwen3_5_moe", "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 

@@ -1,11 +1,12 @@
-"""Rotary tables: frequencies, llama3 scaling, and refusal of unknown scaling types."""
+"""Rotary tables: frequencies, llama3 and YaRN scaling, and refusal of unknown scaling types."""
 
 import math
 
 import numpy as np
 import pytest
 
-from atlas.model.rope import RopeConfigError, cos_sin_table, inverse_frequencies
+from atlas.model.rope import (RopeConfigError, attention_factor, cos_sin_table,
+                              inverse_frequencies)
 
 
 def test_default_frequencies_and_table():
@@ -39,7 +40,32 @@ def test_llama3_scaling_bands():
 def test_linear_scaling_and_unknown_types():
     lin = inverse_frequencies(16, 10000.0, {"rope_type": "linear", "factor": 4.0})
     np.testing.assert_allclose(lin, inverse_frequencies(16, 10000.0, None) / 4, rtol=1e-6)
-    with pytest.raises(RopeConfigError, match="'yarn' is not supported"):
+    with pytest.raises(RopeConfigError, match="'longrope' is not supported"):
+        inverse_frequencies(16, 10000.0, {"rope_type": "longrope", "factor": 4.0})
+    with pytest.raises(RopeConfigError, match="missing 'original_max_position_embeddings'"):
         inverse_frequencies(16, 10000.0, {"rope_type": "yarn", "factor": 4.0})
     with pytest.raises(RopeConfigError, match="missing 'low_freq_factor'"):
         inverse_frequencies(16, 10000.0, {"rope_type": "llama3", "factor": 8.0})
+
+
+def test_yarn_keeps_fast_dims_interpolates_slow_ones_and_scales_the_table():
+    """Qwen3's long-context setting: dims rotating more than beta_fast (32) times within the
+    original 32,768 positions keep their frequency, those under beta_slow (1) are divided by
+    the factor, a linear ramp between; cos and sin carry 0.1 ln(4) + 1."""
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    base = inverse_frequencies(128, 1e6, None).astype(np.float64)
+    yarn = inverse_frequencies(128, 1e6, scaling).astype(np.float64)
+    rotations = 32768 * base / (2 * math.pi)
+    fast, slow = rotations > 40, rotations < 0.9   # clear of the ramp's floor/ceil ends
+    assert fast.any() and slow.any() and (~fast & ~slow).any()
+    np.testing.assert_allclose(yarn[fast], base[fast], rtol=1e-6)
+    np.testing.assert_allclose(yarn[slow], base[slow] / 4, rtol=1e-6)
+    assert (yarn <= base * (1 + 1e-6)).all() and (yarn >= base / 4 * (1 - 1e-6)).all()
+    scale = 0.1 * math.log(4) + 1
+    assert attention_factor(scaling) == pytest.approx(scale)
+    table = cos_sin_table(128, 1e6, scaling, 3)
+    np.testing.assert_allclose(table[0, :64], scale, rtol=1e-7)
+    # DeepSeek-V3's spelling: mscale over mscale_all_dim, or a given attention_factor
+    assert attention_factor(scaling | {"mscale": 1.0, "mscale_all_dim": 1.0}) == 1.0
+    assert attention_factor(scaling | {"attention_factor": 0.5}) == 0.5
+    assert attention_factor({"rope_type": "llama3", "factor": 8.0}) == 1.0
