@@ -126,3 +126,9 @@ def test_context_limit_is_the_shorter_of_positions_and_window():
     unbounded = ModelConfig.from_dict({k: v for k, v in SMOLLM2.items()
                                        if k != "max_position_embeddings"})
     assert unbounded.context_limit is None
+
+
+def test_yarn_extends_the_context_to_its_original_positions_times_factor():
+    qwen3 = SMOLLM2 | {"max_position_embeddings": 40960, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+    assert ModelConfig.from_dict(qwen3).context_limit == (131072, "rope_scaling (yarn)")

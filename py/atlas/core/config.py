@@ -270,10 +270,17 @@ class ModelConfig:
     @property
     def context_limit(self) -> tuple[int, str] | None:
         """The longest sequence served exactly and the config field that sets it:
-        max_position_embeddings, or a shorter sliding attention window (a window that never
-        slides is full attention, so a windowed model is served up to its window)."""
-        limits = [(v, k) for v, k in ((self.max_position_embeddings, "max_position_embeddings"),
-                                      (self.sliding_window, "sliding_window")) if v]
+        max_position_embeddings (with YaRN, the original positions times its factor, as
+        vLLM derives it: Qwen3's long-context recipe adds rope_scaling and leaves
+        max_position_embeddings as it was), or a shorter sliding attention window (a window
+        that never slides is full attention, so a windowed model is served up to its
+        window)."""
+        positions = (self.max_position_embeddings, "max_position_embeddings")
+        scaling = self.rope_scaling or {}
+        if scaling.get("rope_type") == "yarn" and scaling.get("original_max_position_embeddings"):
+            positions = (int(scaling["original_max_position_embeddings"]
+                             * float(scaling.get("factor") or 1.0)), "rope_scaling (yarn)")
+        limits = [(v, k) for v, k in (positions, (self.sliding_window, "sliding_window")) if v]
         return min(limits) if limits else None
 
     @property
