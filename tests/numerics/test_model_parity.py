@@ -1,7 +1,7 @@
 """End-to-end numerics on the CPU reference backend.
 
-Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral
-checkpoints (tests/fixtures, made by tools/make_fixtures.py with transformers) must
+Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
+phi3 (fused tensors, partial rotary) checkpoints (tests/fixtures, made by tools/make_fixtures.py with transformers) must
 reproduce transformers' last-position logits (cosine >= 0.999) and its 16 greedy tokens
 exactly; the embedded default model must answer the capital-of-France question correctly.
 """
@@ -21,7 +21,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-llama3-rope",
-                                  "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral"])
+                                  "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3"])
 def test_fixture_matches_transformers(name):
     golden = dict(np.load(FIXTURES / name / "golden.npz"))
     r = compare_with_golden(FIXTURES / name, golden, backend="host")

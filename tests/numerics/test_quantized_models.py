@@ -45,11 +45,13 @@ def _assert_matches_dequantized(qdir: Path, tmp_path: Path) -> None:
 
 # tiny-qwen3 fuses parts of 512/256/256 and 384/384 rows (128-row block scales concatenate);
 # tiny-llama's gate|up parts are 192 rows, so its block scales are re-laid on 64-row blocks;
-# tiny-qwen2's q/k/v biases stay bf16 beside its quantized projections
+# tiny-qwen2's q/k/v biases stay bf16 beside its quantized projections; tiny-phi3's fused
+# qkv_proj / gate_up_proj are one part each
 @pytest.mark.parametrize("fixture,scheme", [("tiny-qwen3", "fp8-block"),
                                             ("tiny-qwen3", "fp8-tensor"),
                                             ("tiny-llama", "fp8-block"),
                                             ("tiny-qwen2", "fp8-block"),
+                                            ("tiny-phi3", "fp8-block"),
                                             ("tiny-qwen3", "nvfp4"), ("tiny-llama", "nvfp4"),
                                             ("tiny-qwen2", "nvfp4")])
 def test_quantized_checkpoint_matches_its_dequantized_weights(fixture: str, scheme: str,

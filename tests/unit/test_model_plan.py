@@ -47,6 +47,14 @@ def test_qwen2_plan_adds_one_bias_buffer_per_layer_in_qkv_order():
     assert not any("q_norm" in n or "o_proj.bias" in n for n in plan.expected())
 
 
+def test_phi3_plan_reads_the_fused_tensors_as_one_part_each():
+    c = cfg(model_type="phi3")
+    plan = loader_for_config(c).plan(c)
+    assert [(s.name, s.shape) for s in plan.slots if s.buffer in ("l0.qkv", "l0.gate_up")] == [
+        ("model.layers.0.self_attn.qkv_proj.weight", (1024, 256)),
+        ("model.layers.0.mlp.gate_up_proj.weight", (1024, 256))]
+
+
 @pytest.mark.parametrize("over, message", [
     (dict(model_type="mamba"), "unsupported model_type 'mamba'"),
     (dict(head_dim=96), "head_dim=96 is not supported"),

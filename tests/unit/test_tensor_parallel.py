@@ -67,6 +67,15 @@ def test_shard_plan_splits_the_qkv_biases_with_their_rows() -> None:
         assert sharded.slices[p + "k_proj.bias"][0] == slice(64 * rank, 64 * (rank + 1))
 
 
+def test_fused_phi3_projections_are_refused_naming_the_tensor() -> None:
+    """Phi-3's one qkv_proj tensor holds q, k and v: a plain row split would give a rank the
+    wrong heads, so the split is refused rather than guessed."""
+    cfg = ModelConfig.from_hf(FIXTURES / "tiny-phi3")
+    with pytest.raises(UnsupportedModelError, match=r"split model\.layers\.0\.self_attn\."
+                                                    r"qkv_proj\.weight"):
+        shard_plan(loader_for_config(cfg).plan(cfg), 0, 2)
+
+
 def test_indivisible_kv_heads_are_refused() -> None:
     cfg = ModelConfig.from_hf(FIXTURES / "tiny-qwen3")  # 2 KV heads
     check_tensor_parallel(cfg, 2)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..core.config import ModelConfig
-from .loaders.dense import DenseDecoderLoader, Qwen3Loader, UnsupportedModelError
+from .loaders.dense import DenseDecoderLoader, Phi3Loader, Qwen3Loader, UnsupportedModelError
 from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
 from .loaders.moe import MixtralLoader, MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe",
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen2_moe",
                          "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next")
 
 
@@ -17,6 +17,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return DenseDecoderLoader()
         case "qwen3":
             return Qwen3Loader()
+        case "phi3":
+            return Phi3Loader()
         case "mixtral":
             return MixtralLoader()
         case "qwen2_moe":

@@ -122,9 +122,7 @@ class DenseDecoderLoader:
         plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."
-            add_linear(plan, f"l{i}.qkv", [(p + "self_attn.q_proj.weight", q_rows),
-                                           (p + "self_attn.k_proj.weight", kv_rows),
-                                           (p + "self_attn.v_proj.weight", kv_rows)], h)
+            add_linear(plan, f"l{i}.qkv", self.qkv_parts(p, q_rows, kv_rows), h)
             if cfg.qkv_bias:  # bf16 whatever the weights' format, added after the product
                 plan.add(f"l{i}.qkv_bias", [(p + "self_attn.q_proj.bias", (q_rows,)),
                                             (p + "self_attn.k_proj.bias", (kv_rows,)),
@@ -141,6 +139,11 @@ class DenseDecoderLoader:
             # a linear: bf16, or quantized where the checkpoint stores it so
             add_linear(plan, "lm_head", [("lm_head.weight", vocab)], h)
         return plan
+
+    def qkv_parts(self, p: str, q_rows: int, kv_rows: int) -> list[tuple[str, int]]:
+        """The checkpoint tensors of layer prefix `p`'s fused [q | k | v] projection."""
+        return [(p + "self_attn.q_proj.weight", q_rows), (p + "self_attn.k_proj.weight", kv_rows),
+                (p + "self_attn.v_proj.weight", kv_rows)]
 
     def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
                  names: Container[str]) -> None:
@@ -169,3 +172,19 @@ class Qwen3Loader(DenseDecoderLoader):
 
     family = "qwen3"
     has_qk_norm = True
+
+
+class Phi3Loader(DenseDecoderLoader):
+    """Phi-3 / Phi-4: the Llama layers with q/k/v stored as one `qkv_proj` and gate/up as one
+    `gate_up_proj` (already the fused [q | k | v] and [gate | up] rows the kernels read)."""
+
+    family = "phi3"
+
+    def qkv_parts(self, p: str, q_rows: int, kv_rows: int) -> list[tuple[str, int]]:
+        return [(p + "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows)]
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        p, h, inter = f"model.layers.{layer}.mlp.", cfg.hidden_size, cfg.intermediate_size
+        add_linear(plan, f"l{layer}.gate_up", [(p + "gate_up_proj.weight", 2 * inter)], h)
+        add_linear(plan, f"l{layer}.down", [(p + "down_proj.weight", h)], inter)
