@@ -1,9 +1,10 @@
 """End-to-end numerics on the CPU reference backend.
 
 Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
-phi3 (fused tensors, partial rotary) checkpoints (tests/fixtures, made by tools/make_fixtures.py with transformers) must
-reproduce transformers' last-position logits (cosine >= 0.999) and its 16 greedy tokens
-exactly; the embedded default model must answer the capital-of-France question correctly.
+phi3 (fused tensors, partial rotary) checkpoints (tests/fixtures, made by
+tools/make_fixtures.py with transformers) must reproduce transformers' last-position logits
+(cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must answer
+the capital-of-France question correctly.
 """
 
 from pathlib import Path
