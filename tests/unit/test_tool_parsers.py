@@ -137,8 +137,27 @@ def test_forced_prefix_opens_a_call_the_parser_completes(name):
     prefix = parser_cls().forced_prefix("f")
     rest = {"hermes": '{"x": 1}}\n</tool_call>',
             "qwen3_coder": "<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
-            "mistral": '{"x": 1}'}[name]
+            "mistral": '{"x": 1}',
+            "llama3_json": '{"x": 1}}'}[name]
     assert run(name, prefix + rest, 3) == ("", [("f", {"x": 1})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_llama3_json_calls_open_the_answer(step):
+    text = ('\n {"name": "get_weather", "parameters": {"location": "Paris"}}; '
+            '{"name": "get_time", "arguments": {"zone": "CET"}}')
+    assert run("llama3_json", text, step) == (
+        "", [("get_weather", {"location": "Paris"}), ("get_time", {"zone": "CET"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_llama3_json_python_tag_and_plain_answers(step):
+    tagged = '<|python_tag|>{"name": "f", "parameters": {"q": "a;b"}}'
+    assert run("llama3_json", tagged, step) == ("", [("f", {"q": "a;b"})])
+    answer = 'Paris is the capital. {"name": "not a call"} stays text.'
+    assert run("llama3_json", answer, step) == (answer, [])
+    data = '{"city": "Paris", "population": 2100000}'   # JSON, but no call in it
+    assert run("llama3_json", data, step) == (data, [])
 
 
 def test_unknown_parser_name_lists_known():

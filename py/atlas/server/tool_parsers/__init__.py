@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import ToolCall, ToolCallDelta, ToolParser, ToolParseResult, ToolSchemas
 from .hermes import HermesToolParser
+from .llama3_json import Llama3JsonToolParser
 from .mistral import MistralToolParser
 from .qwen3_coder import Qwen3CoderToolParser
 
@@ -11,6 +12,7 @@ PARSERS: dict[str, type[ToolParser]] = {
     "hermes": HermesToolParser,
     "qwen3_coder": Qwen3CoderToolParser,
     "mistral": MistralToolParser,
+    "llama3_json": Llama3JsonToolParser,
 }
 
 

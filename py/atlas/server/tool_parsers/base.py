@@ -60,6 +60,9 @@ class ToolParser(abc.ABC):
     """Feed model text; receive content and tool-call deltas. One instance per response."""
 
     start_markers: tuple[str, ...] = ()
+    #: a format whose call may also open the answer without a marker (Llama 3's JSON):
+    #: the answer's first non-space text starting with this is a call body
+    leading_call: str | None = None
 
     def __init__(self, schemas: ToolSchemas | None = None, max_calls: int | None = None) -> None:
         """`max_calls` 1 is OpenAI's parallel_tool_calls=false: later calls are parsed (so
@@ -72,6 +75,8 @@ class ToolParser(abc.ABC):
         self._named = False                # the current call's name was already streamed
         self._streamed_name = ""
         self._after_call = False           # strip whitespace and a closing fence
+        self._at_start = self.leading_call is not None  # no answer text seen yet
+        self._opener = ""                  # the marker that opened the current call
 
     # --- what a format defines -------------------------------------------------------------
 
@@ -138,6 +143,15 @@ class ToolParser(abc.ABC):
 
     def _scan_text(self, out: ToolParseResult, final: bool) -> bool:
         """Move text to `out` up to the next call; True when a call was entered."""
+        if self._at_start:
+            stripped = self._pending.lstrip()
+            if not stripped:
+                return False  # only whitespace so far: the answer has not begun
+            self._at_start = False
+            if self.leading_call is not None and stripped.startswith(self.leading_call):
+                self._pending, self._body, self._opener = stripped, "", ""
+                self._named = False
+                return True
         if self._after_call:
             stripped = self._pending.lstrip()
             if stripped.startswith(_FENCE_CLOSE):
@@ -154,6 +168,7 @@ class ToolParser(abc.ABC):
             before = _strip_open_fence(self._pending[:index])
             out.content += before
             self._body = self.body_start(marker)
+            self._opener = marker
             self._named = False
             self._pending = self._pending[index + len(marker):]
             return True
@@ -176,7 +191,7 @@ class ToolParser(abc.ABC):
             # the name is already on the wire: close the call with empty arguments
             self._emit_calls([ToolCall(self._streamed_name, "{}")], out)
         else:
-            out.content += self.start_markers[0] + body
+            out.content += self._opener + body
 
     @property
     def _full(self) -> bool:
