@@ -163,6 +163,12 @@ _TINY_LLAMA = {**_LLAMA, **_TINY_SPECIAL_IDS, "hidden_size": 256, "intermediate_
                "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "rope_scaling": None,
                "tie_word_embeddings": True}
 
+_TINY_QWEN3 = {**_QWEN3, **_TINY_SPECIAL_IDS, "hidden_size": 128, "intermediate_size": 384,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 128, "vocab_size": 512, "max_position_embeddings": 256,
+               "max_window_layers": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+               "tie_word_embeddings": False}
+
 CONFIGS: dict[str, dict[str, Any]] = {
     # SmolLM2-like: tied embeddings, GQA 4/2, head_dim 64.
     "tiny-llama": _TINY_LLAMA,
@@ -173,22 +179,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
     # Qwen3: q/k RMSNorm, untied lm_head, head_dim 128 independent of hidden / heads
     # (4 * 128 = 512 != 128), as in every Qwen3 size.
-    "tiny-qwen3": {**_QWEN3, **_TINY_SPECIAL_IDS, "hidden_size": 128, "intermediate_size": 384,
-                   "num_hidden_layers": 2, "num_attention_heads": 4,
-                   "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 512,
-                   "max_position_embeddings": 256, "max_window_layers": 2,
-                   "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-                   "tie_word_embeddings": False},
+    "tiny-qwen3": _TINY_QWEN3,
     # Qwen3 with YaRN (Qwen3's recommended long-context rope_scaling, factor 4) over 16
     # original positions, so the ramp and the attention factor (1.139) act on every prompt.
-    "tiny-qwen3-yarn": {**_QWEN3, **_TINY_SPECIAL_IDS, "hidden_size": 128,
-                        "intermediate_size": 384, "num_hidden_layers": 2,
-                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
-                        "vocab_size": 512, "max_position_embeddings": 256,
-                        "max_window_layers": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-                        "tie_word_embeddings": False, "rope_scaling": {
-                            "rope_type": "yarn", "factor": 4.0,
-                            "original_max_position_embeddings": 16}},
+    "tiny-qwen3-yarn": {**_TINY_QWEN3, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}},
     # Qwen2 (Qwen2.5): q/k/v biases, tied embeddings (as the 0.5B-3B sizes), a GQA group of
     # 7 (Qwen2.5-7B's), head_dim 64 given explicitly with hidden 192 (7 * 64 = 448 != 192).
     "tiny-qwen2": {**_QWEN2, **_TINY_SPECIAL_IDS, "hidden_size": 192, "intermediate_size": 320,

@@ -19,3 +19,11 @@ def require_multiple(kernel: str, name: str, value: int, multiple: int) -> None:
 def warp_threads(work_items: int, cap: int) -> int:
     """Threads for `work_items` parallel items: rounded up to whole warps, 32..cap."""
     return min(cap, max(32, -(-work_items // 32) * 32))
+
+
+def row_vector_grid(rows: int, width: int, cap: int) -> tuple[tuple[int, int, int], int]:
+    """Grid and threads of an elementwise kernel over [rows, width] bf16 with one 16-byte
+    vector a thread: grid (rows, ceil(vectors / threads)), up to `cap` threads a block."""
+    vecs = width // 8
+    threads = warp_threads(vecs, cap)
+    return (rows, -(-vecs // threads), 1), threads

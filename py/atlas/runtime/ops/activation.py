@@ -6,7 +6,7 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import SILU_MUL, SILU_MUL_EARLY
 from . import KernelCache
 from .early_trigger import triggers_early
-from ._preconditions import require_aligned, require_multiple, warp_threads
+from ._preconditions import require_aligned, require_multiple, row_vector_grid
 
 SILU_MUL_MAX_THREADS = 256
 
@@ -19,8 +19,6 @@ def silu_mul(kc: KernelCache, stream: Stream, gate_up: DevicePtr, out: DevicePtr
     require_aligned("silu_mul", "out", out, 16)
     if not rows:
         return
-    vecs = inter // 8
-    threads = warp_threads(vecs, SILU_MUL_MAX_THREADS)
+    grid, threads = row_vector_grid(rows, inter, SILU_MUL_MAX_THREADS)
     sig = SILU_MUL_EARLY if triggers_early(kc, "silu", rows) else SILU_MUL
-    kc.get(sig)(stream, (rows, -(-vecs // threads), 1), threads, 0, gate_up, out, rows,
-                     inter)
+    kc.get(sig)(stream, grid, threads, 0, gate_up, out, rows, inter)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import BIAS_ADD
 from . import KernelCache
-from ._preconditions import require_aligned, require_multiple, warp_threads
+from ._preconditions import require_aligned, require_multiple, row_vector_grid
 
 BIAS_ADD_MAX_THREADS = 256
 
@@ -18,6 +18,5 @@ def bias_add(kc: KernelCache, stream: Stream, x: DevicePtr, bias: DevicePtr, row
     require_aligned("bias_add", "bias", bias, 16)
     if not rows:
         return
-    vecs = n // 8
-    threads = warp_threads(vecs, BIAS_ADD_MAX_THREADS)
-    kc.get(BIAS_ADD)(stream, (rows, -(-vecs // threads), 1), threads, 0, x, bias, rows, n)
+    grid, threads = row_vector_grid(rows, n, BIAS_ADD_MAX_THREADS)
+    kc.get(BIAS_ADD)(stream, grid, threads, 0, x, bias, rows, n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import MOE_SHARED_ADD
 from . import KernelCache
-from ._preconditions import require_aligned, require_multiple, warp_threads
+from ._preconditions import require_aligned, require_multiple, row_vector_grid
 
 SHARED_ADD_MAX_THREADS = 256
 
@@ -23,7 +23,6 @@ def shared_add(kc: KernelCache, stream: Stream, routed: DevicePtr, shared: Devic
     require_aligned("moe_shared_add", "gate", gate, 4)
     if not tokens:
         return
-    vecs = hidden // 8
-    threads = warp_threads(vecs, SHARED_ADD_MAX_THREADS)
-    kc.get(MOE_SHARED_ADD)(stream, (tokens, -(-vecs // threads), 1), threads, 0, routed,
-                           shared, gate, out, tokens, hidden, gate_stride)
+    grid, threads = row_vector_grid(tokens, hidden, SHARED_ADD_MAX_THREADS)
+    kc.get(MOE_SHARED_ADD)(stream, grid, threads, 0, routed, shared, gate, out, tokens, hidden,
+                           gate_stride)

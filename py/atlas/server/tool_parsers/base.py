@@ -219,6 +219,15 @@ def _strip_open_fence(text: str) -> str:
     return text
 
 
+_JSON_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
+
+
+def json_call_name(body: str) -> str | None:
+    """The `"name"` string of a JSON call body, as soon as the body holds it whole."""
+    match = _JSON_NAME.search(body)
+    return json.loads(f'"{match.group(1)}"') if match else None
+
+
 def dump_arguments(arguments: Any) -> str:
     """Arguments as the JSON object text OpenAI clients parse (a string is decoded first)."""
     if isinstance(arguments, str):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 
-from .base import ToolCall, ToolParser, dump_arguments
+from .base import ToolCall, ToolParser, dump_arguments, json_call_name
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
-_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 
 
 def _decode_call(text: str) -> list[ToolCall] | None:
@@ -45,8 +43,7 @@ class HermesToolParser(ToolParser):
         return ""
 
     def name_of(self, body: str) -> str | None:
-        match = _NAME.search(body)
-        return json.loads(f'"{match.group(1)}"') if match else None
+        return json_call_name(body)
 
     def complete(self, body: str, final: bool) -> tuple[int, list[ToolCall]] | None:
         # an end marker inside a JSON string is literal text: try each one until the body

@@ -5,12 +5,10 @@ chat templates' custom-tool convention; "arguments" is read too)."""
 from __future__ import annotations
 
 import json
-import re
 
-from .base import ToolCall, ToolParser, dump_arguments
+from .base import ToolCall, ToolParser, dump_arguments, json_call_name
 
 _TAG = "<|python_tag|>"
-_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 _DECODER = json.JSONDecoder()
 
 
@@ -28,8 +26,7 @@ class Llama3JsonToolParser(ToolParser):
         return ""
 
     def name_of(self, body: str) -> str | None:
-        match = _NAME.search(body)
-        return json.loads(f'"{match.group(1)}"') if match else None
+        return json_call_name(body)
 
     def complete(self, body: str, final: bool) -> tuple[int, list[ToolCall]] | None:
         """The calls once the last object is closed and no `;` follows it (known only when

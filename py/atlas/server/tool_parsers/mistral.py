@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import json
-import re
 
-from .base import ToolCall, ToolParser, dump_arguments
+from .base import ToolCall, ToolParser, dump_arguments, json_call_name
 
 _MARKER, _ARGS = "[TOOL_CALLS]", "[ARGS]"
-_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 _DECODER = json.JSONDecoder()
 
 
@@ -22,8 +20,7 @@ class MistralToolParser(ToolParser):
     def name_of(self, body: str) -> str | None:
         if _ARGS in body:
             return body.split(_ARGS, 1)[0].strip() or None
-        match = _NAME.search(body)
-        return json.loads(f'"{match.group(1)}"') if match else None
+        return json_call_name(body)
 
     def complete(self, body: str, final: bool) -> tuple[int, list[ToolCall]] | None:
         if _ARGS in body:
