@@ -141,6 +141,18 @@ def _qwen2_dense(hidden: int, inter: int, layers: int, heads: int, kv_heads: int
             "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": tied}
 
 
+#: the published mistralai/Mistral-7B-Instruct-v0.3 and Mixtral-8x7B-v0.1 configs
+_MISTRAL_7B = {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
+               "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+               "head_dim": 128, "vocab_size": 32768, "max_position_embeddings": 32768,
+               "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "tie_word_embeddings": False}
+_MIXTRAL_8X7B = {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
+                 "num_local_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+                 "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                 "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+                 "rope_theta": 1000000.0, "tie_word_embeddings": False}
+
+
 def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
                   factor: float) -> dict[str, Any]:
     """A published Llama 3.1 / 3.2 config: 8 KV heads, llama3 rope scaling of `factor` over
@@ -268,16 +280,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "qwen2.5-1.5b": _qwen2_dense(1536, 8960, 28, 12, 2, 151936, tied=True),
     "qwen2.5-7b": _qwen2_dense(3584, 18944, 28, 28, 4, 152064, tied=False),
     # Mixtral-8x7B (synthetic weights only: 93 GB in bf16)
-    "mixtral-8x7b": {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
-                     "num_local_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 32,
-                     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
-                     "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
-                     "rope_theta": 1000000.0, "tie_word_embeddings": False},
-    "mistral-7b-v0.3": {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
-                        "num_hidden_layers": 32, "num_attention_heads": 32,
-                        "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768,
-                        "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
-                        "rope_theta": 1000000.0, "tie_word_embeddings": False},
+    "mixtral-8x7b": _MIXTRAL_8X7B,
+    "mistral-7b-v0.3": _MISTRAL_7B,
+    # The same per-layer shapes with fewer layers, for parity with transformers on the GPU
+    # (tools/gpu/run_suite.sh families_parity)
+    "qwen2.5-7b-8l": _qwen2_dense(3584, 18944, 8, 28, 4, 152064, tied=False),
+    "mistral-7b-v0.3-8l": {**_MISTRAL_7B, "num_hidden_layers": 8},
+    "mixtral-8x7b-4l": {**_MIXTRAL_8X7B, "num_hidden_layers": 4},
 }
 
 

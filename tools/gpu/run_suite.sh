@@ -102,10 +102,12 @@ CKPT="${ATLAS_CKPT_DIR:-/tmp/atlas_ckpt}"
 export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 
 stage_tiny_parity() {
-  "$PY" tools/gpu/model_parity.py --backend cuda --model tests/fixtures/tiny-llama \
-    --model tests/fixtures/tiny-qwen3 --model tests/fixtures/tiny-llama3-rope \
-    --model tests/fixtures/tiny-qwen3_5 --model tests/fixtures/tiny-qwen3_5_moe \
-    --model tests/fixtures/tiny-qwen3_next --out "$RESULTS/parity_tiny.json"
+  local name args=()
+  for name in tiny-llama tiny-qwen3 tiny-llama3-rope tiny-qwen3-yarn tiny-qwen2 tiny-mistral \
+              tiny-phi3 tiny-mixtral tiny-qwen3_5 tiny-qwen3_5_moe tiny-qwen3_next; do
+    args+=(--model "tests/fixtures/$name")
+  done
+  "$PY" tools/gpu/model_parity.py --backend cuda "${args[@]}" --out "$RESULTS/parity_tiny.json"
 }
 
 # A random-weight checkpoint in a real config, with transformers goldens, made on this GPU.
@@ -723,6 +725,29 @@ stage_decode_profiles() {
       ATLAS_PDL=$pdl "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
         --out "$RESULTS/profile_decode_${name}_pdl$pdl.json" || rc=1
     done
+  done
+  return $rc
+}
+
+# The families added in session 31 on the GPU: bias_add's check cases, parity with
+# transformers at their published per-layer shapes (Qwen2.5-7B and Mistral-7B 8 layers,
+# Mixtral-8x7B 4 layers: each checkpoint removed after its check), then batch-1 profiles of
+# the full-size published configs from synthetic weights (issue 15's bar of 75% of copy for
+# every dense shape; Mixtral-8x7B's 22.5 GB a token on the MoE kernels).
+stage_families() {
+  local rc=0 name cfg
+  "$PY" tools/gpu/check_kernels.py -m bias_add --out "$RESULTS/check_bias_add.json" || rc=1
+  for name in qwen2.5-7b-8l mistral-7b-v0.3-8l mixtral-8x7b-4l; do
+    make_checkpoint "$name" || { rc=1; continue; }
+    "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" --tail \
+      --out "$RESULTS/parity_$name.json" || rc=1
+    rm -rf "${CKPT:?}/$name"
+  done
+  for name in qwen2.5-0.5b qwen2.5-1.5b qwen2.5-7b mistral-7b-v0.3 mixtral-8x7b; do
+    cfg="$CKPT/$name-synthetic"
+    "$PY" tools/make_fixtures.py --config "$name" --out "$cfg" --config-only || return 1
+    "$PY" tools/gpu/profile_decode.py --model "$cfg" --synthetic-seed 0 \
+      --out "$RESULTS/profile_decode_$name.json" || rc=1
   done
   return $rc
 }
@@ -1556,7 +1581,7 @@ STAGES=(env_check install_wheels build_kernels check_kernels pytest_gpu tiny_par
         throughput_mixed_step decode_gemm_wide_ab headline batch1_ab thru_ab moe_b1_profile
         quant_ab moe_quant_bench thru_b64 spec_profile spec_ring_ab persistent_ab persistent_sweep
         attn_trace verify_attn attn64 attn64_flagship b1lat decode_gemm_tma moe_s8_ab
-        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify quant_core)
+        attn_s9 spec_s9 quant_narrow moe_s9_ab s10_ab s11_verify quant_core families)
 
 # ---- runner -------------------------------------------------------------------------------
 
