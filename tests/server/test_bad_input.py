@@ -87,6 +87,9 @@ def test_malformed_json(guarded):
     ("ignore_eos", "yes", "ignore_eos"),
     ("min_tokens", -1, "min_tokens"),
     ("min_tokens", 10**6, "min_tokens"),          # more than max_tokens
+    ("logit_bias", {"5": 50}, "logit_bias"),       # neither a ban nor a selection
+    ("logit_bias", {"five": -100}, "logit_bias"),
+    ("logit_bias", {"99999999": -100}, "logit_bias"),   # not in the vocabulary
 ])
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,

@@ -88,6 +88,24 @@ def test_stop_strings_wait_for_min_tokens(client, server):
     assert early.choices[0].message.content == "The capital of "
 
 
+def test_logit_bias_reaches_the_sampler_as_a_mask(client, server):
+    """-100 bans and 100 selects (the engine's token masks; tests/numerics/test_token_masks.py
+    checks the draws): every sampled step of the request carries a mask that says so."""
+    import numpy as np
+
+    before = len(server.executor.steps)
+    resp = client.completions.create(model="tiny", prompt="The capital of France", max_tokens=3,
+                                     logit_bias={"7": -100, "11": 100, "12": 100})
+    assert resp.choices[0].finish_reason == "length"
+    masks = [st.token_mask for step in server.executor.steps[before:] for st in step
+             if st.sample]
+    assert len(masks) == 3 and all(m is not None for m in masks)
+    row = np.zeros((1, 32), np.uint32)
+    masks[0](row, 0)
+    assert np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist() == [
+        11, 12]
+
+
 def test_completions_plain_and_streamed(client, server):
     prompt = "The capital of France"
     resp = client.completions.create(model="tiny", prompt=prompt, max_tokens=8)

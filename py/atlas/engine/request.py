@@ -35,8 +35,12 @@ class EngineRequest:
     #: report each generated token's logprob and this many alternatives (None: no logprobs)
     logprobs: int | None = None
     #: output tokens drawn before a stop token may be: until then `stop_token_ids` are
-    #: masked out of the draws (engine/stop_ban.py)
+    #: masked out of the draws (engine/token_masks.py)
     min_tokens: int = 0
+    #: OpenAI's logit_bias at -100 and 100: tokens never drawn, and (when not None) the only
+    #: tokens drawn (engine/token_masks.py)
+    banned_tokens: frozenset[int] = frozenset()
+    allowed_tokens: frozenset[int] | None = None
 
 
 class FinishReason:

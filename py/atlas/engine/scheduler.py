@@ -43,7 +43,7 @@ from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
 from .speculative import Speculator
-from .stop_ban import banning
+from .token_masks import restricting
 
 
 #: Tokens a step may hold while sequences decode (the server's --max-mixed-step-tokens).
@@ -303,7 +303,7 @@ class Scheduler:
         spec = self.speculator
         if (spec is None or not spec.applies_to(seq) or seq.sampling.forced_next
                 or seq.sampling.grammar is not None   # drafts would need masks per row
-                or _bans_stops(seq)
+                or _bans_stops(seq) or _restricts(seq.request)
                 or seq.request.logprobs is not None):  # and logprobs rows per draft
             return []
         room = min(k, budget,
@@ -346,8 +346,11 @@ class Scheduler:
         grammar = seq.sampling.grammar if completes else None
         token_mask = (grammar.fill_mask if grammar is not None and grammar.constrains_next
                       else None)
-        if completes and _bans_stops(seq):
-            token_mask = banning(seq.request.stop_token_ids, token_mask)
+        if completes and (_bans_stops(seq) or _restricts(seq.request)):
+            banned = seq.request.banned_tokens
+            if _bans_stops(seq):
+                banned = banned | seq.request.stop_token_ids
+            token_mask = restricting(token_mask, banned, seq.request.allowed_tokens)
         restore, seq.state_restore = seq.state_restore, None
         plan.seqs.append(seq)
         plan.emits.append(completes)
@@ -437,6 +440,11 @@ def _bans_stops(seq: Sequence) -> bool:
     output index: the known outputs plus the one a step in flight samples)."""
     return (len(seq.output_ids) + seq.num_pending < seq.request.min_tokens
             and bool(seq.request.stop_token_ids))
+
+
+def _restricts(request: EngineRequest) -> bool:
+    """Whether every draw of the request is masked (its logit_bias)."""
+    return bool(request.banned_tokens) or request.allowed_tokens is not None
 
 
 def _steps_synchronously(request: EngineRequest) -> bool:

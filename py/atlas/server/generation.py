@@ -179,7 +179,19 @@ class Generation:
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
                              thinking=self._thinking_budget(), grammar=self.grammar,
-                             logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens)
+                             logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens,
+                             **self._logit_masks())
+
+    def _logit_masks(self) -> dict[str, frozenset[int] | None]:
+        """`logit_bias` as the engine's token masks: -100 bans a token, 100 makes the
+        100-biased tokens the only ones drawn; an id outside the vocabulary is a 400."""
+        bias = self.spec.logit_bias
+        bad = [t for t in bias if not self.ctx.tokenizer.is_valid_id(t)]
+        if bad:
+            raise invalid(f"logit_bias token ids out of vocabulary: {bad[:5]}", "logit_bias")
+        chosen = frozenset(t for t, b in bias.items() if b > 0)
+        return {"banned_tokens": frozenset(t for t, b in bias.items() if b < 0),
+                "allowed_tokens": chosen or None}
 
     def _grammar(self) -> GrammarRequest | None:
         """The grammar this request's output must follow (response_format, forced tool

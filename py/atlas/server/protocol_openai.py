@@ -4,8 +4,9 @@ Unknown top-level fields are rejected with 400 "Unrecognized request argument su
 as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
 own fields are the common sampling extensions of vLLM's server (top_k, min_p,
 repetition_penalty, stop_token_ids, ignore_eos, min_tokens, chat_template_kwargs), which
-benchmark clients send. Fields we know but do not implement (logit_bias, echo, suffix, best_of
-other than n) are 400s naming the field.
+benchmark clients send. `logit_bias` is taken at the two values OpenAI documents as a ban (-100)
+and an exclusive selection (100), as token masks; other values, and fields we know but do
+not implement (echo, suffix, best_of other than n), are 400s naming the field.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
 frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
@@ -75,8 +76,6 @@ MAX_CHOICES = 16
 
 
 def _reject_unsupported(f: Fields) -> None:
-    if f.obj("logit_bias", {}):
-        raise invalid("logit_bias is not supported by this server", "logit_bias")
     f.boolean("store")
     f.string("user")
     f.string("service_tier")
@@ -113,6 +112,21 @@ def _chat_logprobs(f: Fields) -> int | None:
             raise invalid("top_logprobs needs logprobs=true", "top_logprobs")
         return None
     return top or 0
+
+
+def _logit_bias(f: Fields) -> dict[int, int]:
+    """`logit_bias` {"token id": bias}: -100 (never drawn) and 100 (the 100-biased tokens are
+    the only ones drawn) are what this server applies, as token masks."""
+    out: dict[int, int] = {}
+    for key, value in f.obj("logit_bias", {}).items():
+        if not (isinstance(key, str) and key.isdigit()):
+            raise invalid(f"logit_bias keys must be token ids, got {key!r}", "logit_bias")
+        if isinstance(value, bool) or value not in (-100, 100):
+            raise invalid(f"logit_bias[{key}]={value!r}: this server applies -100 (ban the "
+                          "token) and 100 (choose among the 100-biased tokens) only",
+                          "logit_bias")
+        out[int(key)] = int(value)
+    return out
 
 
 def _min_tokens(f: Fields, max_tokens: int | None) -> int:
@@ -277,7 +291,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         add_generation_prompt=f.boolean("add_generation_prompt", True),
         response_format=parse_response_format(f.raw("response_format")),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
-        min_tokens=_min_tokens(f, max_tokens),
+        min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
     )
 
 
@@ -341,7 +355,8 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
         stream=stream, include_usage=_stream_options(f, stream),
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
-        ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens))
+        ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
+        logit_bias=_logit_bias(f))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""`min_tokens` on the CPU reference backend: a stop token is masked out of the draws before
-the request's first `min_tokens` output tokens (the model's own choice there is replaced by
-its best other token, exactly), and ends the output as usual after them."""
+"""Token masks beyond grammars on the CPU reference backend (engine/token_masks.py): a stop
+token masked out of the draws before the request's first `min_tokens` output tokens, and
+logit_bias's bans (-100) and exclusive selection (100). A masked draw is the model's best
+allowed token, exactly."""
 
 from pathlib import Path
 
@@ -52,3 +53,21 @@ def test_a_stop_token_waits_for_min_tokens_then_ends_the_output():
     # after min_tokens the stop token ends the output again (or the budget does)
     assert (held.finish_reason == FinishReason.STOP and out[-1] == stop and len(out) > 4) or (
         held.finish_reason == FinishReason.LENGTH and len(out) == 8), (out, held.finish_reason)
+
+
+def test_logit_bias_bans_and_exclusive_selection():
+    runner = _runner()
+    engine = LLMEngine(runner, max_prefill_tokens=32)
+    free = engine.generate([EngineRequest(PROMPT, GREEDY, 6)])[0].token_ids
+    (banned,) = engine.generate([EngineRequest(PROMPT, GREEDY, 6,
+                                               banned_tokens=frozenset({free[0]}))])
+    assert free[0] not in banned.token_ids
+    logits = _greedy_logits(runner, [])
+    logits[free[0]] = -np.inf
+    assert banned.token_ids[0] == int(np.argmax(logits))
+    # 100 on two tokens the model ranks low: every draw is one of them, the better first
+    ranked = np.argsort(_greedy_logits(runner, []))
+    pair = frozenset(int(t) for t in ranked[:2])
+    (chosen,) = engine.generate([EngineRequest(PROMPT, GREEDY, 6, allowed_tokens=pair)])
+    assert set(chosen.token_ids) <= pair and chosen.token_ids[0] == int(ranked[1])
+    assert len(chosen.token_ids) == 6 and chosen.finish_reason == FinishReason.LENGTH
