@@ -42,10 +42,11 @@ def test_persistent_decode_matches_transformers(name, monkeypatch):
     assert r["greedy_match"] == r["greedy_total"], r
 
 
-def test_batched_decode_matches_solo_runs():
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3"])
+def test_batched_decode_matches_solo_runs(name):
     """Three prompts decoded together give exactly what each gives alone (graph buckets,
-    padding rows and per-row block tables must not mix sequences)."""
-    model = FIXTURES / "tiny-qwen3"
+    padding rows and per-row block tables must not mix sequences; a bias row per token)."""
+    model = FIXTURES / name
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
     engine = LLMEngine(runner, max_prefill_tokens=32)
@@ -58,8 +59,9 @@ def test_batched_decode_matches_solo_runs():
     assert blocks.num_available == blocks.num_blocks
 
 
-def test_chunked_prefill_equals_one_shot():
-    model = FIXTURES / "tiny-llama"
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-qwen3-yarn"])
+def test_chunked_prefill_equals_one_shot(name):
+    model = FIXTURES / name
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,
                          max_prefill_tokens=32)
     req = EngineRequest(list(range(3, 40)), GREEDY, 8)
