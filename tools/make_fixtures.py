@@ -112,6 +112,9 @@ _MIXTRAL = {**_MISTRAL, "architectures": ["MixtralForCausalLM"], "model_type": "
             "router_jitter_noise": 0.0}
 _PHI3 = {**_COMMON, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
          "embd_pdrop": 0.0, "resid_pdrop": 0.0, "sliding_window": None, "rope_scaling": None}
+_SMOLLM3 = {**_COMMON, "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
+            "use_sliding_window": False, "sliding_window": None, "rope_scaling": None,
+            "mlp_bias": False}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
 #: the published Qwen/Qwen3-30B-A3B config
 _QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
@@ -227,6 +230,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
                   "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 256,
                   "original_max_position_embeddings": 256, "partial_rotary_factor": 0.75,
                   "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False},
+    # SmolLM3: Llama layers, every layer whose no_rope_layers entry is 0 without rotary
+    # embedding (NoPE; the middle one of three here), tied embeddings
+    "tiny-smollm3": {**_SMOLLM3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 192,
+                     "intermediate_size": 176, "num_hidden_layers": 3, "head_dim": 64,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+                     "max_position_embeddings": 256, "no_rope_layers": [1, 0, 1],
+                     "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": True},
     # Qwen3-MoE: 16 experts, top-3 (not a power of two), stacked expert tensors; layer 1
     # is dense through mlp_only_layers, with an intermediate size of its own.
     "tiny-qwen3-moe": {**_QWEN3_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
@@ -423,8 +433,8 @@ class GoldenPlan:
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
-        "tiny-mistral", "tiny-phi3", "tiny-qwen3_5", "tiny-qwen3_5-mtp", "tiny-qwen3-moe",
-        "tiny-qwen2-moe", "tiny-mixtral", "tiny-qwen3_5_moe", "tiny-qwen3_next")
+        "tiny-mistral", "tiny-phi3", "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
+        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-qwen3_5_moe", "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 

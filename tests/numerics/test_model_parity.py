@@ -1,7 +1,7 @@
 """End-to-end numerics on the CPU reference backend.
 
 Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
-phi3 (fused tensors, partial rotary) checkpoints (tests/fixtures, made by
+phi3 (fused tensors, partial rotary) / smollm3 (a NoPE layer) checkpoints (tests/fixtures, made by
 tools/make_fixtures.py with transformers) must reproduce transformers' last-position logits
 (cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must answer
 the capital-of-France question correctly.
@@ -22,7 +22,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-llama3-rope",
-                                  "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3"])
+                                  "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3",
+                                  "tiny-smollm3"])
 def test_fixture_matches_transformers(name):
     golden = dict(np.load(FIXTURES / name / "golden.npz"))
     r = compare_with_golden(FIXTURES / name, golden, backend="host")
@@ -42,7 +43,7 @@ def test_persistent_decode_matches_transformers(name, monkeypatch):
     assert r["greedy_match"] == r["greedy_total"], r
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3"])
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3", "tiny-smollm3"])
 def test_batched_decode_matches_solo_runs(name):
     """Three prompts decoded together give exactly what each gives alone (graph buckets,
     padding rows and per-row block tables must not mix sequences; a bias row per token)."""

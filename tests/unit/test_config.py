@@ -132,3 +132,13 @@ def test_yarn_extends_the_context_to_its_original_positions_times_factor():
     qwen3 = SMOLLM2 | {"max_position_embeddings": 40960, "rope_scaling": {
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
     assert ModelConfig.from_dict(qwen3).context_limit == (131072, "rope_scaling (yarn)")
+
+
+def test_nope_layers_from_the_list_or_smollm3s_interval():
+    smollm3 = SMOLLM2 | {"model_type": "smollm3", "num_hidden_layers": 8}
+    assert ModelConfig.from_dict(smollm3).nope_layers == (3, 7)   # every 4th by default
+    listed = smollm3 | {"no_rope_layers": [1, 0, 1, 1, 1, 1, 0, 1]}
+    assert ModelConfig.from_dict(listed).nope_layers == (1, 6)
+    assert ModelConfig.from_dict(SMOLLM2).nope_layers == ()     # llama: rope everywhere
+    with pytest.raises(ConfigError, match="no_rope_layers"):
+        ModelConfig.from_dict(smollm3 | {"no_rope_layers": [1, 0]})

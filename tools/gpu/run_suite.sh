@@ -104,7 +104,7 @@ export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/
 stage_tiny_parity() {
   local name args=()
   for name in tiny-llama tiny-qwen3 tiny-llama3-rope tiny-qwen3-yarn tiny-qwen2 tiny-mistral \
-              tiny-phi3 tiny-mixtral tiny-qwen3_5 tiny-qwen3_5_moe tiny-qwen3_next; do
+              tiny-phi3 tiny-smollm3 tiny-mixtral tiny-qwen3_5 tiny-qwen3_5_moe tiny-qwen3_next; do
     args+=(--model "tests/fixtures/$name")
   done
   "$PY" tools/gpu/model_parity.py --backend cuda "${args[@]}" --out "$RESULTS/parity_tiny.json"

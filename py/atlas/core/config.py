@@ -37,6 +37,9 @@ ROUTER_SCORINGS = ("softmax", "sigmoid")
 #: has no switch)
 NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next"})
 NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral"})
+#: families with NoPE layers (no rotary embedding) every `no_rope_layer_interval` layers unless
+#: `no_rope_layers` lists them
+NOPE_INTERVAL_MODEL_TYPES = frozenset({"smollm3"})
 #: families whose experts are `intermediate_size` wide (no `moe_intermediate_size`: every
 #: layer is sparse, Mixtral)
 EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral"})
@@ -251,6 +254,9 @@ class ModelConfig:
     #: multi-token-prediction layers under `mtp.*` (Qwen3.5 `mtp_num_hidden_layers`,
     #: Qwen3-Next `num_nextn_predict_layers`); 0: none
     mtp_layers: int = 0
+    #: layers whose attention applies no rotary embedding (SmolLM3's NoPE layers:
+    #: `no_rope_layers`, 1 = rope, 0 = none; by default every `no_rope_layer_interval`-th)
+    nope_layers: tuple[int, ...] = ()
     source: str = "<dict>"
 
     @property
@@ -374,8 +380,25 @@ class ModelConfig:
             partial_rotary_factor=_partial_rotary(f),
             multimodal_wrapper=text_config is not None,
             mtp_layers=_mtp_layers(f) if hybrid else 0,
+            nope_layers=_nope_layers(f, layers, canonical),
             source=source,
         )
+
+
+def _nope_layers(f: _Fields, layers: int, model_type: str) -> tuple[int, ...]:
+    """The layers without rotary embedding: `no_rope_layers` (one 0/1 a layer, 1 = rope),
+    else SmolLM3's default of every `no_rope_layer_interval`-th layer (4)."""
+    value = f.data.get("no_rope_layers")
+    if value is None:
+        if model_type not in NOPE_INTERVAL_MODEL_TYPES:
+            return ()
+        interval = f.int_("no_rope_layer_interval", default=4)
+        return tuple(i for i in range(layers) if (i + 1) % interval == 0)
+    if (not isinstance(value, list) or len(value) != layers
+            or any(v not in (0, 1) or isinstance(v, bool) for v in value)):
+        raise f.error("no_rope_layers", f"must list 0 or 1 per layer ({layers} layers), "
+                      f"got {value!r}")
+    return tuple(i for i, rope in enumerate(value) if not rope)
 
 
 def _mtp_layers(f: _Fields) -> int:

@@ -7,13 +7,13 @@ from .loaders.dense import DenseDecoderLoader, Phi3Loader, Qwen3Loader, Unsuppor
 from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
 from .loaders.moe import MixtralLoader, MoeDecoderLoader, Qwen3MoeLoader
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen2_moe",
-                         "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "mixtral",
+                         "qwen2_moe", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
     match cfg.model_type:
-        case "llama" | "mistral" | "qwen2":
+        case "llama" | "mistral" | "qwen2" | "smollm3":
             return DenseDecoderLoader()
         case "qwen3":
             return Qwen3Loader()

@@ -55,7 +55,7 @@ from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_lay
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
-from .rope import cos_sin_table
+from .rope import cos_sin_table, identity_cos_sin
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers, step_layout
 
 QUANT = "bf16"
@@ -248,6 +248,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     MoeBuffers.reserve(arena, cfg, limits.max_tokens)
     rotary_dim = cfg.rotary_dim
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
+    if cfg.nope_layers:  # their identity table: cos 1, sin 0 at every position
+        arena.reserve("cos_sin_nope", DType.FP32, (max_seq_len, rotary_dim))
     vocab_local = dims.vocab // tp_size
     if tp_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
@@ -274,6 +276,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     dev.memset(arena["attn_counters"], 0, arena.slice("attn_counters").nbytes)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
+    if cfg.nope_layers:
+        dev.copy_h2d(arena["cos_sin_nope"], identity_cos_sin(rotary_dim, max_seq_len))
     # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)
     attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
     kv_index = {layer: n for n, layer in enumerate(attn_layers)}
@@ -337,7 +341,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i),
             kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
             kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16,
-            qkv_bias=ptr.get(f"l{i}.qkv_bias", 0))
+            qkv_bias=ptr.get(f"l{i}.qkv_bias", 0),
+            cos_sin=arena["cos_sin_nope"] if i in cfg.nope_layers else 0)
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table

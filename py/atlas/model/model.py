@@ -161,6 +161,9 @@ class LayerWeights:
     kv_dtype: DType = DType.BF16
     #: bf16 [qkv_width] q/k/v biases added to the qkv projection (Qwen2 family); 0: none
     qkv_bias: DevicePtr = 0
+    #: this layer's cos/sin table when not the model's: a NoPE layer's identity table
+    #: (cos 1, sin 0: every rotary kernel then leaves q and k exactly as they are)
+    cos_sin: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +258,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     """The per-layer pointers of the persistent batch-1 decode kernel (ops/decode_persistent
     LAYER_POINTERS), or None where the model is not one it covers: a single-device dense
     model with bf16 projections of the classic layout (q heads head_dim apart, the whole
-    head rotating, plain norm weights, no biases) and bf16 KV caches."""
+    head rotating in every layer, plain norm weights, no biases) and bf16 KV caches."""
     d = dims
     if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None
             or (d.rotary_dim or d.head_dim) != d.head_dim
@@ -268,7 +271,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     for lw in layers:
         mlp = lw.mlp
         if (not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales
-                or lw.qkv_bias):
+                or lw.qkv_bias or lw.cos_sin):
             return None
         projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
         if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
@@ -474,6 +477,7 @@ class DenseDecoderModel:
         """Attention after the qkv projection (b.qkv): q/k norm, RoPE, KV append, attention,
         the output gate of hybrid families, o_proj into delta (`res`: marked pending)."""
         d, kc = self.dims, self.kc
+        cos_sin = lw.cos_sin or self.cos_sin
         if lw.kv_scales:
             self._attention_quantized(s, b, lw, t, plan)
             self._output_projection(s, b, lw, t, res)
@@ -485,7 +489,7 @@ class DenseDecoderModel:
             # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
             # blocks compute the keys earlier rows of its sequence append: verification)
             attention.decode_attention_rope(
-                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
@@ -503,20 +507,20 @@ class DenseDecoderModel:
                              min_chunk=kc.routes.decode_attn_verify_min_keys)
         if verify and self._verify_clustered(plan.step_keys):  # fused, a cluster a kv head
             attention_verify.decode_attention_verify_cluster(
-                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.attn, rows, d.heads,
                 d.kv_heads, d.head_dim, self.block_size, self.max_blocks, self.scale, d.eps,
                 rows_per_block=plan.step_keys)
         elif verify and self._verify_rope_fused():  # with q/k norm, RoPE and K/V append
             attention_verify.decode_attention_verify_rope(
-                kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, self.cos_sin,
+                kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
                 **verify_launch)
         else:
             rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm,
-                                 lw.k_norm, self.cos_sin, b.positions, b.slots, t, d.heads,
+                                 lw.k_norm, cos_sin, b.positions, b.slots, t, d.heads,
                                  d.kv_heads, d.head_dim, self.block_size, d.eps,
                                  q_pitch=d.q_pitch, rotary_dim=rotary_dim,
                                  norm_offset=d.norm_offset)
@@ -549,9 +553,10 @@ class DenseDecoderModel:
         b.attn."""
         d, kc, st, dt = self.dims, self.kc, self.kv_stage, lw.kv_dtype
         assert st is not None
+        cos_sin = lw.cos_sin or self.cos_sin
         half = 2 * d.kv_heads * st.rows * d.head_dim        # bytes of the K half
         rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, st.stage, st.stage + half, lw.q_norm,
-                             lw.k_norm, self.cos_sin, b.positions, st.slots, t, d.heads,
+                             lw.k_norm, cos_sin, b.positions, st.slots, t, d.heads,
                              d.kv_heads, d.head_dim, st.rows, d.eps, q_pitch=d.q_pitch,
                              rotary_dim=d.rotary_dim or d.head_dim, norm_offset=d.norm_offset)
         kv_quant.kv_append(kc, s, dt, st.stage, st.rows, b.slots, lw.kv_scales, lw.k_cache,

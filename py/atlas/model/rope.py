@@ -121,3 +121,12 @@ def cos_sin_table(head_dim: int, theta: float, scaling: Mapping[str, Any] | None
     table = np.concatenate([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
     scale = attention_factor(scaling)
     return table if scale == 1.0 else (table * np.float32(scale)).astype(np.float32)
+
+
+def identity_cos_sin(head_dim: int, max_positions: int) -> np.ndarray:
+    """The table of a layer without rotary embedding (SmolLM3's NoPE layers): cos 1 and sin 0
+    at every position, so q * cos + rotate_half(q) * sin is q itself, bit for bit, in every
+    rotary kernel (a product by 1 or 0 and a sum with a zero are exact)."""
+    table = np.zeros((max_positions, head_dim), np.float32)
+    table[:, :head_dim // 2] = 1.0
+    return table
