@@ -61,10 +61,12 @@ def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
 
 
-def ask(client, seed: int, max_tokens: int = 300, **kw):
+def ask(client, seed: int, max_tokens: int = 300, extra: dict | None = None, **kw):
+    """A chat request, thinking off, with `extra` body fields (vLLM's extensions)."""
     return client.chat.completions.create(
         model="tiny", messages=[{"role": "user", "content": "Give me data."}],
-        temperature=1.0, seed=seed, max_tokens=max_tokens, extra_body=NO_THINKING, **kw)
+        temperature=1.0, seed=seed, max_tokens=max_tokens,
+        extra_body={**NO_THINKING, **(extra or {})}, **kw)
 
 
 @pytest.mark.parametrize("name", ["sentiment", "geo_point", "shape_anyof"])
@@ -168,6 +170,32 @@ def test_anthropic_tool_choice_any_and_tool(server):
         for use in uses:
             tool = next(t for t in tools if t["name"] == use.name)
             jsonschema.validate(use.input, tool["input_schema"])
+
+
+def test_vllm_guided_choice_regex_grammar_and_json(client):
+    """vLLM's guided-decoding fields on the same engine: a random model's output is exactly
+    one of the choices, matches the regex whole, follows the EBNF, or validates."""
+    import re
+
+    choices = ["positive", "negative", "neutral"]
+    for seed in (1, 2, 3):
+        resp = ask(client, seed, max_tokens=20, extra={"guided_choice": choices})
+        assert resp.choices[0].message.content in choices
+    pattern = r"[A-Z][a-z]{2,5}-[0-9]{3}"
+    resp = ask(client, 4, max_tokens=20, extra={"structured_outputs": {"regex": pattern}})
+    assert re.fullmatch(pattern, resp.choices[0].message.content)
+    ebnf = 'root ::= "(" digit ("+" digit)* ")"\ndigit ::= [0-9]'
+    text = client.completions.create(model="tiny", prompt="Sum:", max_tokens=12, temperature=1,
+                                     seed=5, extra_body={"guided_grammar": ebnf}).choices[0].text
+    assert re.fullmatch(r"\([0-9](\+[0-9])*\)", text), text
+    resp = ask(client, 6, extra={"guided_json": WEATHER})
+    jsonschema.validate(json.loads(resp.choices[0].message.content), WEATHER)
+
+
+def test_two_output_constraints_are_a_400(client):
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(client, 0, response_format={"type": "json_object"}, extra={"guided_regex": "a+"})
+    assert "one output constraint" in err.value.body["message"]
 
 
 def test_a_schema_the_engine_cannot_enforce_is_a_400(client):

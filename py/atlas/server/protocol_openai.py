@@ -4,7 +4,9 @@ Unknown top-level fields are rejected with 400 "Unrecognized request argument su
 as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
 own fields are the common sampling extensions of vLLM's server (top_k, min_p,
 repetition_penalty, stop_token_ids, ignore_eos, min_tokens, chat_template_kwargs), which
-benchmark clients send. `logit_bias` is taken at the two values OpenAI documents as a ban (-100)
+benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
+`_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
+`response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100)
 and an exclusive selection (100), as token masks; other values, and fields we know but do
 not implement (echo, suffix, best_of other than n), are 400s naming the field.
 
@@ -33,7 +35,8 @@ _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty"
 _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
-    "min_tokens"}
+    "min_tokens", "structured_outputs", *(f"guided_{kind}" for kind in ("json", "regex",
+                                                                      "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
     "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt"}
@@ -289,10 +292,52 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         enable_thinking=enable_thinking,
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
         add_generation_prompt=f.boolean("add_generation_prompt", True),
-        response_format=parse_response_format(f.raw("response_format")),
+        response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
     )
+
+
+#: vLLM's guided-decoding keys (`structured_outputs.<key>`, or `guided_<key>` at the top
+#: level) -> ResponseFormat type
+_GUIDED = {"json": "json_schema", "regex": "regex", "choice": "choice", "grammar": "grammar"}
+
+
+def _output_format(f: Fields, response_format: ResponseFormat | None) -> ResponseFormat | None:
+    """`response_format`, or the one guided-decoding constraint the request gives instead;
+    two constraints at once are a 400."""
+    given = [(f"guided_{key}", key, f.raw(f"guided_{key}")) for key in _GUIDED
+             if f.raw(f"guided_{key}") is not None]
+    nested = f.obj("structured_outputs")
+    if nested is not None:
+        unknown = sorted(set(nested) - set(_GUIDED))
+        if unknown:
+            raise invalid(f"structured_outputs.{unknown[0]} is not supported (one of "
+                          f"{', '.join(_GUIDED)})", "structured_outputs")
+        given += [(f"structured_outputs.{key}", key, value) for key, value in nested.items()
+                  if value is not None]
+    if not given:
+        return response_format
+    if len(given) > 1 or response_format is not None:
+        names = [name for name, _, _ in given] + (["response_format"] if response_format
+                                                  else [])
+        raise invalid(f"one output constraint per request, got {', '.join(names)}", names[0])
+    (name, key, value), = given
+    if key == "json":
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise invalid(f"{name} must be a JSON schema", name) from None
+        if not isinstance(value, (dict, bool)):
+            raise invalid(f"{name} must be a JSON schema", name)
+    elif key == "choice":
+        if not (isinstance(value, list) and value
+                and all(isinstance(c, str) and c for c in value)):
+            raise invalid(f"{name} must be a non-empty array of non-empty strings", name)
+    elif not (isinstance(value, str) and value):
+        raise invalid(f"{name} must be a non-empty string", name)
+    return ResponseFormat(_GUIDED[key], value)
 
 
 def parse_response_format(raw: Any) -> ResponseFormat | None:
@@ -356,7 +401,7 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         stream=stream, include_usage=_stream_options(f, stream),
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
-        logit_bias=_logit_bias(f))
+        logit_bias=_logit_bias(f), response_format=_output_format(f, None))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..engine.grammar_state import GrammarRequest
 from ..grammar import CompiledGrammar, GrammarCompiler, GrammarError, Vocabulary
+from ..grammar.ir import Grammar, Lit, alt
 from ..grammar.tool_calls import tool_call_grammar
 from .errors import invalid
 from .reasoning import THINK_CLOSE, THINK_OPEN
@@ -32,7 +33,10 @@ _TOOL_MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]")
 
 @dataclass(frozen=True, slots=True)
 class ResponseFormat:
-    """`response_format`: json_object, or json_schema with its schema and `strict`."""
+    """What the output must follow: `response_format`'s json_object, or json_schema with its
+    schema and `strict`; vLLM's guided decoding adds "regex" (schema: the pattern),
+    "grammar" (schema: EBNF text, its rule `root` first) and "choice" (schema: the strings,
+    one of which is the whole output)."""
 
     type: str
     schema: Any = None
@@ -76,6 +80,13 @@ class StructuredOutputs:
                 return None
             if rf.type == "json_object":
                 return self.compiler.compile_json_object()
+            if rf.type == "regex":
+                return self.compiler.compile_regex(rf.schema)
+            if rf.type == "grammar":
+                return self.compiler.compile_ebnf(rf.schema)
+            if rf.type == "choice":
+                return self.compiler.compile_grammar(_choice_grammar(rf.schema),
+                                                     json.dumps(["choice", rf.schema]))
             return self.compiler.compile_json_schema(rf.schema, strict=rf.strict)
         except GrammarError as exc:
             param = "tools" if spec.tool_choice.forces_call else "response_format"
@@ -100,3 +111,10 @@ class StructuredOutputs:
         return GrammarRequest(grammar, think_close_id=close,
                               think_open_id=self.tokenizer.token_id(THINK_OPEN),
                               starts_inside_thinking=prompt_opens_thinking)
+
+
+def _choice_grammar(choices: list[str]) -> Grammar:
+    """The output is exactly one of `choices`."""
+    grammar = Grammar()
+    grammar.add("root", alt(*(Lit(c) for c in choices)))
+    return grammar
