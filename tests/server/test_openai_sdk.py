@@ -75,6 +75,15 @@ def test_ignore_eos_runs_to_max_tokens_without_showing_eos(client):
     assert done.choices[0].finish_reason == "length" and done.usage.completion_tokens == 20
 
 
+def test_include_stop_str_in_output_keeps_the_matched_stop(client):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    resp = client.chat.completions.create(model="tiny", messages=messages, max_tokens=50,
+                                          stop=["France"],
+                                          extra_body={"include_stop_str_in_output": True})
+    assert resp.choices[0].message.content == "The capital of France"
+    assert resp.choices[0].finish_reason == "stop"
+
+
 def test_stop_strings_wait_for_min_tokens(client, server):
     """A stop string inside the first `min_tokens` tokens' text does not end the output."""
     messages = [{"role": "user", "content": "What is the capital of France?"}]

@@ -165,7 +165,7 @@ class Generation:
                               hidden_ids=self.ctx.tokenizer.eos_token_ids | self._stop_ids(),
                               reasoning=reasoning, tools=tools,
                               forced_prefix=self.prompt.forced_prefix,
-                              min_tokens=spec.min_tokens)
+                              min_tokens=spec.min_tokens, keep_stop=spec.include_stop_str)
 
     def _stop_ids(self) -> frozenset[int]:
         """The tokens that end the output: the request's, and the model's EOS tokens unless

@@ -3,8 +3,8 @@
 Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied",
 as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
 own fields are the common sampling extensions of vLLM's server (top_k, min_p,
-repetition_penalty, stop_token_ids, ignore_eos, min_tokens, chat_template_kwargs), which
-benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
+repetition_penalty, stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output,
+chat_template_kwargs), which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
 `response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100)
 and an exclusive selection (100), as token masks; other values, and fields we know but do
@@ -35,8 +35,8 @@ _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty"
 _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
-    "min_tokens", "structured_outputs", *(f"guided_{kind}" for kind in ("json", "regex",
-                                                                      "choice", "grammar"))}
+    "min_tokens", "include_stop_str_in_output", "structured_outputs",
+    *(f"guided_{kind}" for kind in ("json", "regex", "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
     "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt"}
@@ -295,6 +295,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
+        include_stop_str=f.boolean("include_stop_str_in_output", False),
     )
 
 
@@ -401,7 +402,8 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         stream=stream, include_usage=_stream_options(f, stream),
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
-        logit_bias=_logit_bias(f), response_format=_output_format(f, None))
+        logit_bias=_logit_bias(f), response_format=_output_format(f, None),
+        include_stop_str=f.boolean("include_stop_str_in_output", False))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -55,6 +55,8 @@ class GenerationSpec:
     #: stop token may be drawn nor stop string end it before `min_tokens` output tokens
     ignore_eos: bool = False
     min_tokens: int = 0
+    #: vLLM's include_stop_str_in_output: a matched stop string stays in the text
+    include_stop_str: bool = False
     #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
     logit_bias: dict[int, int] = field(default_factory=dict)
 

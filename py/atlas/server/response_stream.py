@@ -39,12 +39,14 @@ class ResponseStream:
     def __init__(self, decode: Decode, *, context_ids: Sequence[int] = (),
                  stops: Sequence[str] = (), hidden_ids: Collection[int] = (),
                  reasoning: ReasoningParser | None = None, tools: ToolParser | None = None,
-                 forced_prefix: str = "", min_tokens: int = 0) -> None:
+                 forced_prefix: str = "", min_tokens: int = 0,
+                 keep_stop: bool = False) -> None:
         """`hidden_ids` (stop token ids) are never decoded; `forced_prefix` is assistant
         text the prompt already committed to (a forced tool-call opening); stop strings are
-        looked for in the text of the tokens after the first `min_tokens`."""
+        looked for in the text of the tokens after the first `min_tokens`, and a matched one
+        is part of the text with `keep_stop`."""
         self._detok = IncrementalDetokenizer(decode, context_ids)
-        self._stops = StopStringMatcher(stops)
+        self._stops = StopStringMatcher(stops, keep_stop)
         self._hidden = frozenset(hidden_ids)
         self._reasoning = reasoning
         self._tools = tools

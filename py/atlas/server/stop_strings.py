@@ -14,8 +14,11 @@ class StopStringMatcher:
     (generation stops, the stop string itself is not emitted, as OpenAI does) or diverges.
     """
 
-    def __init__(self, stops: Sequence[str]) -> None:
+    def __init__(self, stops: Sequence[str], keep_stop: bool = False) -> None:
+        """`keep_stop`: the matched stop string ends the emitted text (vLLM's
+        include_stop_str_in_output) instead of being cut with what follows it."""
         self._stops = [s for s in stops if s]
+        self._keep = keep_stop
         self._pending = ""
         self.matched: str | None = None
 
@@ -28,7 +31,8 @@ class StopStringMatcher:
         hit = find_first(self._pending, self._stops)
         if hit is not None:
             index, self.matched = hit
-            out, self._pending = self._pending[:index], ""
+            end = index + len(self.matched) if self._keep else index
+            out, self._pending = self._pending[:end], ""
             return out
         keep = partial_marker_len(self._pending, self._stops)
         cut = len(self._pending) - keep
