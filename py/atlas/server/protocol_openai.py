@@ -1,14 +1,14 @@
 """OpenAI request validation and response shapes (chat completions and completions).
 
-Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied",
-as the OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's
-own fields are the common sampling extensions of vLLM's server (top_k, min_p,
-repetition_penalty, stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output,
-chat_template_kwargs), which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
+Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied", as the
+OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's own fields
+are the common sampling extensions of vLLM's server (top_k, min_p, repetition_penalty,
+stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output, chat_template_kwargs),
+which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
-`response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100)
-and an exclusive selection (100), as token masks; other values, and fields we know but do
-not implement (echo, suffix, best_of other than n), are 400s naming the field.
+`response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100) and
+an exclusive selection (100), as token masks; other values, and fields we know but do not
+implement (echo, suffix, best_of other than n), are 400s naming the field.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
 frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
