@@ -115,6 +115,31 @@ def test_logit_bias_reaches_the_sampler_as_a_mask(client, server):
         11, 12]
 
 
+def test_completions_batch_prompts_and_echo(client, server):
+    """A legacy completion with an array of prompts: choice p * n + i answers prompt p, as
+    each prompt alone would; usage counts every prompt; echo starts each text with its
+    prompt, streamed too; echo with logprobs is a 400."""
+    prompts = ["The capital of France", "Tell me a story."]
+    alone = [client.completions.create(model="tiny", prompt=p, max_tokens=6).choices[0].text
+             for p in prompts]
+    both = client.completions.create(model="tiny", prompt=prompts, max_tokens=6, n=2)
+    assert [c.index for c in both.choices] == [0, 1, 2, 3]
+    assert [c.text for c in both.choices] == [alone[0], alone[0], alone[1], alone[1]]
+    assert both.usage.prompt_tokens == sum(len(server.tokenizer.encode(p, True))
+                                           for p in prompts)
+    echo = client.completions.create(model="tiny", prompt=prompts, max_tokens=6, echo=True)
+    assert [c.text for c in echo.choices] == [p + a for p, a in zip(prompts, alone)]
+    streamed = ["", ""]
+    for chunk in client.completions.create(model="tiny", prompt=prompts, max_tokens=6,
+                                           echo=True, stream=True):
+        for c in chunk.choices:
+            streamed[c.index] += c.text
+    assert streamed == [c.text for c in echo.choices]
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, echo=True,
+                                  logprobs=1)
+
+
 def test_completions_plain_and_streamed(client, server):
     prompt = "The capital of France"
     resp = client.completions.create(model="tiny", prompt=prompt, max_tokens=8)

@@ -99,8 +99,13 @@ def test_completion_prompt_forms():
     assert parse_completion_request({"model": "m", "prompt": "x"}).max_tokens == 16
     assert parse_completion_request({"model": "m", "prompt": [1, 2, 3]}).prompt == [1, 2, 3]
     assert parse_completion_request({"model": "m", "prompt": ["only"]}).prompt == "only"
-    bad(parse_completion_request, {"model": "m", "prompt": ["a", "b"]}, "prompt")
-    bad(parse_completion_request, {"model": "m", "prompt": "x", "echo": True}, "echo")
+    batch = parse_completion_request({"model": "m", "prompt": ["a", [4, 5], "b"]})
+    assert (batch.prompt, batch.more_prompts) == ("a", [[4, 5], "b"])
+    assert parse_completion_request({"model": "m", "prompt": "x", "echo": True}).echo
+    bad(parse_completion_request, {"model": "m", "prompt": "x", "echo": True, "logprobs": 1},
+        "echo")
+    bad(parse_completion_request, {"model": "m", "prompt": ["a", 5]}, "prompt")
+    bad(parse_completion_request, {"model": "m", "prompt": ["a"] * 65}, "prompt")
     bad(parse_completion_request, {"model": "m"}, "prompt")
 
 

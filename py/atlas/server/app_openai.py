@@ -4,13 +4,14 @@ choices (see choices.py) and token logprobs (see logprobs.py)."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from aiohttp import web
 
 from . import protocol_openai as proto
-from .app import api_route, begin_generation, finishing, json_response, open_sse, send_sse
+from .app import (api_route, begin_generation, finishing, json_response, open_sse, send_sse,
+                  start_generation)
 from .choices import Choices
 from .context import ServerContext
 from .errors import engine_failure
@@ -158,24 +159,32 @@ async def _stream_chat(request: web.Request, choices: Choices, rid: str, created
 async def completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_completion_request)
     rid, created, model = proto.new_id("cmpl-"), proto.now_s(), spec.model
-    choices = Choices(gen, spec.n)
+    more = [start_generation(replace(spec, prompt=p, more_prompts=[]), ctx, key, gen.started)
+            for p in spec.more_prompts]
+    choices = Choices(gen, spec.n, more)
+    # echo: each choice's text starts with its prompt's
+    echoed = [g.prompt.text if spec.echo else "" for g in choices.gens]
     lp = LogprobFormatter(ctx.tokenizer) if spec.logprobs is not None else None
     with _finishing_all(ctx, key, choices):
         if not spec.stream:
             out = [proto.completion_choice(
-                index=i, text=got.content, finish_reason=_finish_reason(outcome.finish_reason),
+                index=i, text=echoed[i] + got.content,
+                finish_reason=_finish_reason(outcome.finish_reason),
                 logprobs=lp.completion(got.logprobs, 0) if lp is not None else None)
                 for i, (got, outcome) in enumerate(zip(await _collect(choices),
                                                        choices.outcomes))]
             return json_response(proto.completion(rid=rid, model=model, created=created,
                                                   choices=out, usage=_usage(choices)))
         resp = await open_sse(request)
-        offsets = [0] * spec.n
+        offsets = [0] * len(choices.gens)
 
         async def send(choice: dict[str, Any]) -> None:
             await send_sse(resp, proto.completion(rid=rid, model=model, created=created,
                                                   choices=[choice]))
 
+        for i, text in enumerate(echoed):
+            if text:
+                await send(proto.completion_choice(index=i, text=text, finish_reason=None))
         async for i, delta in choices.events():
             if delta is None:
                 await _send_choice_end(resp, choices, i, lambda finish: proto.completion(

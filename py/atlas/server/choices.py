@@ -1,15 +1,16 @@
-"""The `n` choices of one request, generated side by side and merged into one event stream.
+"""The choices of one request, generated side by side and merged into one event stream:
+`n` for its prompt, or `n` for each of a legacy completion's prompts (choice p * n + i).
 
-Choice 0 starts first; the others start once the engine holds the prompt's KV (choice 0's
-first output), so admission finds the prompt's full blocks in the prefix cache and the
-choices share them instead of prefilling the prompt n times. Pure asyncio over
+A prompt's choice 0 starts first; its others start once the engine holds the prompt's KV
+(choice 0's first output), so admission finds the prompt's full blocks in the prefix cache
+and the choices share them instead of prefilling the prompt n times. Pure asyncio over
 `Generation`s; the OpenAI handlers shape the events.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 from .generation import Generation, Outcome
 from .response_stream import StreamDelta
@@ -19,32 +20,36 @@ ChoiceEvent = tuple[int, StreamDelta | None]
 
 
 class Choices:
-    """`first` and its n - 1 siblings; iterate `events()` once."""
+    """`first` and its n - 1 siblings, then each of `more` (other prompts of the request)
+    and its n - 1; iterate `events()` once."""
 
-    def __init__(self, first: Generation, n: int) -> None:
-        self.gens = [first] + [first.sibling(i) for i in range(1, n)]
+    def __init__(self, first: Generation, n: int, more: Sequence[Generation] = ()) -> None:
+        self.firsts = [first, *more]
+        #: every choice in index order, and the choice 0 of its prompt
+        self.gens = [g if i == 0 else g.sibling(i) for g in self.firsts for i in range(n)]
+        self._leads = [g for g in self.firsts for _ in range(n)]
 
     @property
     def outcomes(self) -> list[Outcome]:
         return [g.outcome for g in self.gens]
 
     def usage_counts(self) -> tuple[int, int, int]:
-        """(prompt, completion, cached) tokens: the prompt once, every choice's output."""
-        first = self.gens[0].outcome
-        return (first.prompt_tokens, sum(o.completion_tokens for o in self.outcomes),
-                first.cached_tokens)
+        """(prompt, completion, cached) tokens: each prompt once, every choice's output."""
+        firsts = [g.outcome for g in self.firsts]
+        return (sum(o.prompt_tokens for o in firsts),
+                sum(o.completion_tokens for o in self.outcomes),
+                sum(o.cached_tokens for o in firsts))
 
     async def events(self) -> AsyncIterator[ChoiceEvent]:
         queue: asyncio.Queue[ChoiceEvent | BaseException] = asyncio.Queue()
-        first = self.gens[0]
 
-        async def pump(gen: Generation) -> None:
+        async def pump(index: int, gen: Generation, first: Generation) -> None:
             try:
                 if gen is not first:
                     await first.prefilled.wait()
                 async for delta in gen.deltas():
-                    queue.put_nowait((gen.index, delta))
-                queue.put_nowait((gen.index, None))
+                    queue.put_nowait((index, delta))
+                queue.put_nowait((index, None))
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # re-raised in the consumer, which owns the response
@@ -52,7 +57,8 @@ class Choices:
             finally:
                 first.prefilled.set()   # a failed first choice must not strand the others
 
-        tasks = [asyncio.create_task(pump(g)) for g in self.gens]
+        tasks = [asyncio.create_task(pump(i, g, lead))
+                 for i, (g, lead) in enumerate(zip(self.gens, self._leads))]
         try:
             for _ in range(len(self.gens)):
                 while True:

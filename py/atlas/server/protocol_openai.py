@@ -8,7 +8,7 @@ which benchmark clients send, and its guided decoding (`guided_json` / `_regex` 
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
 `response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100) and
 an exclusive selection (100), as token masks; other values, and fields we know but do not
-implement (echo, suffix, best_of other than n), are 400s naming the field.
+implement (echo with logprobs, suffix, best_of other than n), are 400s naming the field.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
 frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
@@ -367,17 +367,23 @@ def parse_response_format(raw: Any) -> ResponseFormat | None:
 
 # --- completions -----------------------------------------------------------------------------
 
-def _prompt(raw: Any) -> str | list[int]:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, list) and raw:
-        if all(isinstance(t, int) and not isinstance(t, bool) for t in raw):
-            return raw
-        if len(raw) == 1 and isinstance(raw[0], (str, list)):
-            return _prompt(raw[0])
-        raise invalid("only one prompt per request is supported (a string or token ids)",
-                      "prompt")
-    raise invalid("prompt must be a non-empty string or array of token ids", "prompt")
+#: prompts one legacy completion request may batch (each with its `n` choices)
+MAX_PROMPTS = 64
+
+
+def _prompts(raw: Any) -> list[str | list[int]]:
+    """`prompt`: a string, token ids, or an array of either (a batch of prompts)."""
+    if isinstance(raw, str) or (isinstance(raw, list) and raw and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in raw)):
+        return [raw]
+    if isinstance(raw, list) and raw and all(
+            isinstance(p, str) or (isinstance(p, list) and p and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in p)) for p in raw):
+        if len(raw) > MAX_PROMPTS:
+            raise invalid(f"at most {MAX_PROMPTS} prompts a request, got {len(raw)}", "prompt")
+        return list(raw)
+    raise invalid("prompt must be a non-empty string or array of token ids, or an array of "
+                  "them", "prompt")
 
 
 def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParams()
@@ -385,8 +391,10 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
     f, body = _common(body, COMPLETION_FIELDS)
     if f.raw("prompt") is None:
         raise invalid("prompt is required", "prompt")
-    if f.boolean("echo", False):
-        raise invalid("echo is not supported by this server", "echo")
+    echo = f.boolean("echo", False)
+    if echo and f.raw("logprobs") is not None:
+        raise invalid("echo with logprobs needs the prompt's logprobs, which this server does "
+                      "not compute", "echo")
     if f.string("suffix"):
         raise invalid("suffix is not supported by this server", "suffix")
     n = _choices(f)
@@ -395,9 +403,10 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
                       "and does not rank extra ones", "best_of")
     stream = f.boolean("stream", False)
     max_tokens = f.integer("max_tokens", 16, lo=1)
+    first, *more = _prompts(f.raw("prompt"))
     return GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults),
-        max_tokens=max_tokens, prompt=_prompt(f.raw("prompt")),
+        max_tokens=max_tokens, prompt=first, more_prompts=more, echo=echo,
         stop=string_list(f.raw("stop"), "stop"), stop_token_ids=_stop_token_ids(f),
         stream=stream, include_usage=_stream_options(f, stream),
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,

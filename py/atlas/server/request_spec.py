@@ -35,6 +35,10 @@ class GenerationSpec:
     max_tokens: int | None
     messages: list[dict[str, Any]] | None = None     # chat (OpenAI message shape)
     prompt: str | list[int] | None = None            # raw completion
+    #: a legacy completion's further prompts (each with its `n` choices, after `prompt`'s)
+    more_prompts: list[str | list[int]] = field(default_factory=list)
+    #: a legacy completion's text starts with its prompt
+    echo: bool = False
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     tools: list[dict[str, Any]] | None = None        # OpenAI {"type": "function", ...}
