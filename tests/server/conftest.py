@@ -36,6 +36,8 @@ def server(model_dir):
         (tok.encode(" weather"), tok.encode(script_text)),
         (tok.encode(" think"), tok.encode(THINKING_SCRIPT)),
         (tok.encode(" capital"), tok.encode("The capital of France is Paris.")),
+        # a special token inside the answer (skip_special_tokens)
+        (tok.encode(" special"), tok.encode("Before<|im_start|>after")),
     ])
     srv = ServerThread(model_dir, executor).start()
     yield srv

@@ -140,6 +140,20 @@ def test_completions_batch_prompts_and_echo(client, server):
                                   logprobs=1)
 
 
+def test_skip_special_tokens_and_truncate_prompt_tokens(client, server):
+    """vLLM's text options: special tokens' text is left out unless skip_special_tokens is
+    false; truncate_prompt_tokens keeps the prompt's last tokens."""
+    prompt = "Say something special"
+    shown = client.completions.create(model="tiny", prompt=prompt, max_tokens=30)
+    kept = client.completions.create(model="tiny", prompt=prompt, max_tokens=30,
+                                     extra_body={"skip_special_tokens": False})
+    assert (shown.choices[0].text, kept.choices[0].text) == ("Beforeafter",
+                                                             "Before<|im_start|>after")
+    cut = client.completions.create(model="tiny", prompt="The capital of France", max_tokens=2,
+                                    extra_body={"truncate_prompt_tokens": 2})
+    assert cut.usage.prompt_tokens == 2
+
+
 def test_completions_plain_and_streamed(client, server):
     prompt = "The capital of France"
     resp = client.completions.create(model="tiny", prompt=prompt, max_tokens=8)

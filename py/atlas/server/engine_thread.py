@@ -33,6 +33,8 @@ class EngineThread:
         self._commands: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="atlas-engine", daemon=True)
+        if metrics is not None:  # the counters exist (at zero) before the first step
+            metrics.record_engine_counters(core.counters())
 
     # --- called from any thread ------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import aclosing
+from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import AsyncIterator
 
@@ -123,6 +124,9 @@ class Generation:
         #: the moment sibling choices can find the prompt in the prefix cache
         self.prefilled = asyncio.Event()
         self.prompt = prompt if prompt is not None else render_prompt(spec, ctx)
+        keep = spec.truncate_prompt_tokens
+        if keep is not None and len(self.prompt.ids) > keep:  # vLLM's left truncation
+            self.prompt = replace(self.prompt, ids=self.prompt.ids[-keep:])
         limit = ctx.context_limit
         n = len(self.prompt.ids)
         if n == 0:
@@ -161,7 +165,9 @@ class Generation:
             schemas = {t["function"]["name"]: t["function"]["parameters"] for t in spec.tools}
             tools = parser_class(self.ctx.options.tool_parser)(
                 schemas, max_calls=None if spec.parallel_tool_calls else 1)
-        return ResponseStream(tok.decode, context_ids=self.prompt.ids, stops=spec.stop,
+        decode = tok.decode if spec.skip_special_tokens else partial(
+            tok.decode, skip_special_tokens=False)
+        return ResponseStream(decode, context_ids=self.prompt.ids, stops=spec.stop,
                               hidden_ids=self.ctx.tokenizer.eos_token_ids | self._stop_ids(),
                               reasoning=reasoning, tools=tools,
                               forced_prefix=self.prompt.forced_prefix,

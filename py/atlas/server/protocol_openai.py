@@ -3,7 +3,8 @@
 Unknown top-level fields are rejected with 400 "Unrecognized request argument supplied", as the
 OpenAI API does, so a typo never silently changes nothing. Accepted beyond OpenAI's own fields
 are the common sampling extensions of vLLM's server (top_k, min_p, repetition_penalty,
-stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output, chat_template_kwargs),
+stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output, skip_special_tokens,
+truncate_prompt_tokens, chat_template_kwargs),
 which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
 `response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100) and
@@ -35,7 +36,8 @@ _SAMPLING_FIELDS = {"temperature", "top_p", "top_k", "min_p", "presence_penalty"
 _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
-    "min_tokens", "include_stop_str_in_output", "structured_outputs",
+    "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
+    "structured_outputs",
     *(f"guided_{kind}" for kind in ("json", "regex", "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
@@ -130,6 +132,13 @@ def _logit_bias(f: Fields) -> dict[int, int]:
                           "logit_bias")
         out[int(key)] = int(value)
     return out
+
+
+def _vllm_text_options(f: Fields) -> dict[str, Any]:
+    """vLLM's options on the prompt and the output text, as GenerationSpec fields."""
+    return {"include_stop_str": f.boolean("include_stop_str_in_output", False),
+            "skip_special_tokens": f.boolean("skip_special_tokens", True),
+            "truncate_prompt_tokens": f.integer("truncate_prompt_tokens", None, lo=1)}
 
 
 def _min_tokens(f: Fields, max_tokens: int | None) -> int:
@@ -295,7 +304,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
-        include_stop_str=f.boolean("include_stop_str_in_output", False),
+        **_vllm_text_options(f),
     )
 
 
@@ -412,7 +421,7 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
         logit_bias=_logit_bias(f), response_format=_output_format(f, None),
-        include_stop_str=f.boolean("include_stop_str_in_output", False))
+        **_vllm_text_options(f))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -61,6 +61,10 @@ class GenerationSpec:
     min_tokens: int = 0
     #: vLLM's include_stop_str_in_output: a matched stop string stays in the text
     include_stop_str: bool = False
+    #: vLLM's: special tokens' text left out of the output (the default) or shown; the
+    #: prompt cut to its last `truncate_prompt_tokens` tokens
+    skip_special_tokens: bool = True
+    truncate_prompt_tokens: int | None = None
     #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
     logit_bias: dict[int, int] = field(default_factory=dict)
 
