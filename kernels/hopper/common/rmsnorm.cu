@@ -39,9 +39,9 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
                                             const __nv_bfloat16* __restrict__ delta,
                                             __nv_bfloat16* residual,
                                             const __nv_bfloat16* __restrict__ w,
-                                            __nv_bfloat16* __restrict__ out, uint32_t dim,
-                                            float eps) {
-  const size_t base = static_cast<size_t>(blockIdx.x) * dim;
+                                            __nv_bfloat16* out, uint32_t dim,
+                                            float eps, uint32_t pitch) {
+  const size_t base = static_cast<size_t>(blockIdx.x) * pitch;
   const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
   uint4 packed[kMaxVecs];
   load_vecs(reinterpret_cast<const uint4*>(x + base), nvec, packed);
@@ -94,7 +94,7 @@ rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restric
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps);
+  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps, dim);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -103,7 +103,22 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps);
+  rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps, dim);
+}
+
+// Rows of `dim` starting `pitch` elements apart, normalized in place (x == out) or into
+// rows as far apart: a segment of a wider row, such as the q (or k) part of the fused
+// [q | k | v] projection that MiniMax-M2 normalizes over all its heads at once. Each thread
+// loads its vectors before the block's reduction and stores only after it, so writing over
+// the row read is safe.
+extern "C" __global__ void __launch_bounds__(1024)
+rmsnorm_pitched_bf16(const __nv_bfloat16* x, const __nv_bfloat16* __restrict__ w,
+                     __nv_bfloat16* out, uint32_t rows, uint32_t dim, uint32_t pitch,
+                     float eps) {
+  if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
+  atlas::pdl_enter();
+  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps, pitch);
 }
 
 // residual += delta, out = RMSNorm(residual) * w (kOffset: * (1 + w)). kEarly: the *_early_*
@@ -119,7 +134,7 @@ __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter_early<kEarly>();
-  rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps);
+  rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps, dim);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)

@@ -26,6 +26,10 @@ S = KernelSig.of
 
 # --- normalization -----------------------------------------------------------------------
 RMSNORM = S("rmsnorm", "rmsnorm_bf16", "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# the same over rows of `dim` that start `pitch` elements apart, in place allowed (x == out):
+# a segment of a wider row (MiniMax-M2's q or k part of the fused [q | k | v] projection)
+RMSNORM_PITCHED = S("rmsnorm", "rmsnorm_pitched_bf16",
+                    "x:ptr w:ptr out:ptr rows:u32 dim:u32 pitch:u32 eps:f32")
 ADD_RMSNORM = S("rmsnorm", "add_rmsnorm_bf16",
                 "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 # the same with zero-centred weights (Qwen3.5/Qwen3-Next): out = bf16(r * rsqrt(mean(r^2) +

@@ -76,6 +76,30 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
                       _make_oracle(offset))
 
 
+def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int) -> KernelCase:
+    """rmsnorm_pitched in place over the first `dim` columns of [rows, pitch] rows: the other
+    columns must come back untouched."""
+    w = f32_to_bf16_bits(rng.uniform(0.5, 1.5, dim).astype(np.float32))
+    x = random_bf16(rng, (rows, pitch), 4.0)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        norm.rmsnorm_pitched(KernelCache(backend), stream, p["x"], p["w"], p["x"], rows, dim,
+                             pitch, EPS)
+
+    def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = bf16_bits_to_f32(inputs["x"]).astype(np.float64)
+        out[:, :dim] = normed_f64(out[:, :dim], bf16_bits_to_f32(inputs["w"]).astype(
+            np.float64), EPS)
+        return {"x": out}
+
+    return KernelCase(f"rmsnorm_pitched_{rows}x{dim}_of_{pitch}", "rmsnorm", {"w": w, "x": x},
+                      {"x": OutputSpec(DType.BF16, (rows, pitch))}, run, oracle)
+
+
+#: (rows, dim, pitch): MiniMax-M2's q (48 x 128) and k (8 x 128) parts of its qkv row in
+#: decode and prefill, and a width with a ragged last thread
+PITCHED_SHAPES = [(1, 6144, 8192), (4, 1024, 8192), (300, 6144, 8192), (3, 200, 264)]
+
 #: the (1 + w) variants: Qwen3.5 hidden 2048 / 4096 rows in decode and prefill, odd widths
 OFFSET_SHAPES = [(1, 2048), (3, 72), (300, 2048), (2, 8200)]
 
@@ -87,4 +111,5 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
                for fused in (False, True)]
             # the entries letting the next kernel launch before their wait (the same values)
             + [_case(rng, rows, dim, True, offset, early=True)
-               for rows, dim, offset in ((1, 4096, False), (300, 2048, True), (1, 2048, True))])
+               for rows, dim, offset in ((1, 4096, False), (300, 2048, True), (1, 2048, True))]
+            + [_pitched_case(rng, rows, dim, pitch) for rows, dim, pitch in PITCHED_SHAPES])

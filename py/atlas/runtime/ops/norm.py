@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET)
+                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET, RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple, warp_threads
@@ -57,6 +57,20 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     if rows:
         kc.get(RMSNORM_OFFSET if offset else RMSNORM)(stream, rows, rmsnorm_threads(dim, rows),
                                                       0, x, w, out, rows, dim, eps)
+
+
+def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+                    out: DevicePtr, rows: int, dim: int, pitch: int, eps: float) -> None:
+    """RMSNorm(x) * w over `rows` rows of `dim` bf16 starting `pitch` elements apart (in
+    place when out == x): a part of each row of a wider matrix, as MiniMax-M2 normalizes the
+    q (and the k) part of each fused [q | k | v] row over all its heads."""
+    _check("rmsnorm_pitched", dim, {"x": x, "w": w, "out": out})
+    require_multiple("rmsnorm_pitched", "pitch", pitch, 8)
+    if pitch < dim:
+        raise ValueError(f"rmsnorm_pitched: pitch={pitch} < dim={dim} (rows would overlap)")
+    if rows:
+        kc.get(RMSNORM_PITCHED)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows,
+                                dim, pitch, eps)
 
 
 def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,

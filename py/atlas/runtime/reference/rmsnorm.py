@@ -1,4 +1,5 @@
-"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 (kernels/*/common/rmsnorm.cu).
+"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 / rmsnorm_pitched_bf16
+(kernels/*/common/rmsnorm.cu).
 
 Specification, in transformers' bf16 numerics (LlamaRMSNorm, Qwen3RMSNorm):
     residual = bf16(residual + delta)                    (add_rmsnorm only, in place)
@@ -14,7 +15,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET)
+                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET, RMSNORM_PITCHED)
 from . import HostMemory, reference
 
 
@@ -44,12 +45,28 @@ def _rows(mem: HostMemory, ptr: int, rows: int, dim: int) -> np.ndarray:
     return mem.view(ptr, np.uint16, rows * dim).reshape(rows, dim)
 
 
+def _pitched_rows(mem: HostMemory, ptr: int, rows: int, dim: int, pitch: int) -> np.ndarray:
+    """A writable [rows, dim] view of bf16 rows starting `pitch` elements apart."""
+    flat = mem.view(ptr, np.uint16, (rows - 1) * pitch + dim)
+    return np.lib.stride_tricks.as_strided(flat, (rows, dim), (2 * pitch, 2))
+
+
 @reference(RMSNORM)
 def rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int, rows: int,
                  dim: int, eps: float) -> None:
     xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     _rows(mem, out, rows, dim)[:] = rms_norm_bf16(xf, wf, eps)
+
+
+@reference(RMSNORM_PITCHED)
+def rmsnorm_pitched_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int,
+                         rows: int, dim: int, pitch: int, eps: float) -> None:
+    if not rows:
+        return
+    xf = bf16_bits_to_f32(_pitched_rows(mem, x, rows, dim, pitch))  # a copy: out may be x
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _pitched_rows(mem, out, rows, dim, pitch)[:] = rms_norm_bf16(xf, wf, eps)
 
 
 @reference(ADD_RMSNORM)
