@@ -138,7 +138,9 @@ def test_forced_prefix_opens_a_call_the_parser_completes(name):
     rest = {"hermes": '{"x": 1}}\n</tool_call>',
             "qwen3_coder": "<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
             "mistral": '{"x": 1}',
-            "llama3_json": '{"x": 1}}'}[name]
+            "llama3_json": '{"x": 1}}',
+            "minimax_m2": '<parameter name="x">1</parameter>\n</invoke>\n</minimax:tool_call>'
+            }[name]
     assert run(name, prefix + rest, 3) == ("", [("f", {"x": 1})])
 
 
@@ -158,6 +160,26 @@ def test_llama3_json_python_tag_and_plain_answers(step):
     assert run("llama3_json", answer, step) == (answer, [])
     data = '{"city": "Paris", "population": 2100000}'   # JSON, but no call in it
     assert run("llama3_json", data, step) == (data, [])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_minimax_m2_block_of_two_typed_calls(step):
+    text = ('Let me look.\n<minimax:tool_call>\n<invoke name="get_weather">\n'
+            '<parameter name="location">Paris, FR</parameter>\n'
+            '<parameter name="days">3</parameter>\n</invoke>\n<invoke name=search>\n'
+            '<parameter name="query_tag">["tech", "events"]</parameter>\n</invoke>\n'
+            '</minimax:tool_call>Done.')
+    assert run("minimax_m2", text, step, SCHEMAS) == (
+        "Let me look.\nDone.", [("get_weather", {"location": "Paris, FR", "days": 3}),
+                                ("search", {"query_tag": ["tech", "events"]})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_minimax_m2_unclosed_tags_and_a_stream_ending_in_the_block(step):
+    text = ('<minimax:tool_call>\n<invoke name="f">\n<parameter name="a">1\n'
+            '<parameter name="b">x</invoke>\n<invoke name="g">\n<parameter name="c">[1]')
+    assert run("minimax_m2", text, step) == ("", [("f", {"a": 1, "b": "x"}), ("g", {"c": [1]})])
+    assert run("minimax_m2", "<minimax:tool_call>\n</minimax:tool_call>ok", step) == ("ok", [])
 
 
 def test_unknown_parser_name_lists_known():

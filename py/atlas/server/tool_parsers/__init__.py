@@ -5,6 +5,7 @@ from __future__ import annotations
 from .base import ToolCall, ToolCallDelta, ToolParser, ToolParseResult, ToolSchemas
 from .hermes import HermesToolParser
 from .llama3_json import Llama3JsonToolParser
+from .minimax_m2 import MiniMaxM2ToolParser
 from .mistral import MistralToolParser
 from .qwen3_coder import Qwen3CoderToolParser
 
@@ -13,6 +14,7 @@ PARSERS: dict[str, type[ToolParser]] = {
     "qwen3_coder": Qwen3CoderToolParser,
     "mistral": MistralToolParser,
     "llama3_json": Llama3JsonToolParser,
+    "minimax_m2": MiniMaxM2ToolParser,
 }
 
 

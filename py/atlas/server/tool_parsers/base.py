@@ -219,6 +219,34 @@ def _strip_open_fence(text: str) -> str:
     return text
 
 
+def typed_value(value: str, schema: Mapping[str, Any] | None) -> Any:
+    """An XML-format parameter's text as its JSON-schema type asks: kept as text for
+    "string", else decoded as JSON when it parses (numbers, booleans, arrays, objects)."""
+    if (schema or {}).get("type") == "string":
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def xml_arguments(body: str, pos: int, param: re.Pattern[str], param_end: re.Pattern[str],
+                  properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of an XML-format call: each `param` tag from `pos` on (group 1 its name,
+    quotes allowed) holds the text up to `</parameter>` or, when that is missing, to where
+    `param_end` matches first (the next parameter, the call's end); one newline is trimmed
+    at each end and the value typed by its schema (`typed_value`)."""
+    arguments: dict[str, Any] = {}
+    while (tag := param.search(body, pos)) is not None:
+        end = param_end.search(body, tag.end())
+        stop = end.start() if end else len(body)
+        value = body[tag.end():stop].removeprefix("\n").removesuffix("\n")
+        key = tag.group(1).strip().strip("\"'")
+        arguments[key] = typed_value(value, properties.get(key))
+        pos = end.end() if end is not None and end.group(0) == "</parameter>" else stop
+    return arguments
+
+
 _JSON_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)+)"')
 
 

@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from .base import ToolCall, ToolParser
+from .base import ToolCall, ToolParser, xml_arguments
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _FUNC_OPEN, _FUNC_CLOSE = "<function=", "</function>"
@@ -27,31 +27,13 @@ _PARAM = re.compile(r"<parameter=([^>\n]+)>")
 _PARAM_END = re.compile(r"</parameter>|<parameter=|</function>")
 
 
-def _typed(value: str, schema: Mapping[str, Any] | None) -> Any:
-    kind = (schema or {}).get("type")
-    if kind == "string":
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
 def _decode_function(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall | None:
     match = _NAME.search(body)
     if match is None:
         return None
     name = match.group(1).strip()
     properties = schemas.get(name, {}).get("properties", {})
-    arguments: dict[str, Any] = {}
-    pos = match.end()
-    while (param := _PARAM.search(body, pos)) is not None:
-        end = _PARAM_END.search(body, param.end())
-        stop = end.start() if end else len(body)
-        value = body[param.end():stop].removeprefix("\n").removesuffix("\n")
-        key = param.group(1).strip()
-        arguments[key] = _typed(value, properties.get(key))
-        pos = end.end() if end is not None and end.group(0) == "</parameter>" else stop
+    arguments = xml_arguments(body, match.end(), _PARAM, _PARAM_END, properties)
     return ToolCall(name, json.dumps(arguments, ensure_ascii=False))
 
 
