@@ -85,6 +85,8 @@ from atlas.runtime.synthetic_weights import NORM_STD, init_std  # noqa: E402
 MIN_MARGIN_ULPS = 4
 #: share of distinct tokens a greedy continuation needs to count as non-degenerate
 MIN_DISTINCT_FRACTION = 0.75
+#: std of a sigmoid router's random per-expert score bias (`randomize_score_biases`)
+SCORE_BIAS_STD = 0.05
 #: full-size checkpoints are sharded like the published ones (with an index file)
 MAX_SHARD_SIZE = "4GB"
 
@@ -110,6 +112,10 @@ _MISTRAL = {**_COMMON, "architectures": ["MistralForCausalLM"], "model_type": "m
 _MIXTRAL = {**_MISTRAL, "architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
             "output_router_logits": False, "router_aux_loss_coef": 0.02,
             "router_jitter_noise": 0.0}
+_MINIMAX_M2 = {**_COMMON, "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2",
+               "scoring_func": "sigmoid", "use_routing_bias": True, "use_qk_norm": True,
+               "qk_norm_type": "per_layer", "output_router_logits": False,
+               "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0}
 _PHI3 = {**_COMMON, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
          "embd_pdrop": 0.0, "resid_pdrop": 0.0, "sliding_window": None, "rope_scaling": None}
 _SMOLLM3 = {**_COMMON, "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
@@ -154,6 +160,14 @@ _MIXTRAL_8X7B = {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
                  "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
                  "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
                  "rope_theta": 1000000.0, "tie_word_embeddings": False}
+
+#: the published MiniMaxAI/MiniMax-M2 config (synthetic weights only: 229B parameters)
+_MINIMAX_M2_229B = {**_MINIMAX_M2, "hidden_size": 3072, "intermediate_size": 1536,
+                    "num_local_experts": 256, "num_experts_per_tok": 8, "num_hidden_layers": 62,
+                    "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+                    "rotary_dim": 64, "vocab_size": 200064, "max_position_embeddings": 196608,
+                    "rms_norm_eps": 1e-6, "rope_theta": 5000000.0, "tie_word_embeddings": False,
+                    "bos_token_id": 200034, "eos_token_id": 200020}
 
 
 def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
@@ -223,6 +237,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
                      "head_dim": 64, "vocab_size": 512, "max_position_embeddings": 256,
                      "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
                      "tie_word_embeddings": False},
+    # MiniMax-M2: q/k RMSNorms over the whole projection, half of each head rotating (the
+    # published configs' legacy `rotary_dim`), sigmoid routing over 8 experts top-3 with a
+    # score bias, experts as published (block_sparse_moe.experts.{e}.w1 / w3 / w2)
+    "tiny-minimax-m2": {**_MINIMAX_M2, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                        "intermediate_size": 96, "num_local_experts": 8,
+                        "num_experts_per_tok": 3, "num_hidden_layers": 2,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                        "rotary_dim": 32, "vocab_size": 512, "max_position_embeddings": 256,
+                        "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
+                        "tie_word_embeddings": False},
     # Phi-3 / Phi-4: fused qkv_proj and gate_up_proj tensors; a quarter of each head not
     # rotating (Phi-4-mini's partial_rotary_factor 0.75), a GQA group of 2
     "tiny-phi3": {**_PHI3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 256,
@@ -297,6 +321,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "qwen2.5-7b-8l": _qwen2_dense(3584, 18944, 8, 28, 4, 152064, tied=False),
     "mistral-7b-v0.3-8l": {**_MISTRAL_7B, "num_hidden_layers": 8},
     "mixtral-8x7b-4l": {**_MIXTRAL_8X7B, "num_hidden_layers": 4},
+    "minimax-m2": _MINIMAX_M2_229B,
+    "minimax-m2-2l": {**_MINIMAX_M2_229B, "num_hidden_layers": 2},
+    "minimax-m2-8l": {**_MINIMAX_M2_229B, "num_hidden_layers": 8},
 }
 
 
@@ -434,7 +461,8 @@ TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
         "tiny-mistral", "tiny-phi3", "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
-        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-qwen3_5_moe", "tiny-qwen3_next")
+        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-qwen3_5_moe",
+        "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 
@@ -473,6 +501,20 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
         std = init_std(name, tuple(param.shape), hidden)
         noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
         param.copy_(1.0 + NORM_STD * noise if std is None else std * noise)
+    randomize_score_biases(model, gen)
+
+
+def randomize_score_biases(model: torch.nn.Module, gen: torch.Generator) -> None:
+    """A sigmoid router's per-expert score bias (a buffer, zeros from transformers) becomes
+    float32 N(0, SCORE_BIAS_STD^2), stored float32 as published: about half the spread of
+    the sigmoid scores of logits with std 1, so the bias changes some tokens' selection (a
+    bias left out or applied to the weights shows in the logits) without deciding all."""
+    for module in model.modules():
+        bias = getattr(module, "e_score_correction_bias", None)
+        if isinstance(bias, torch.Tensor) and not isinstance(bias, torch.nn.Parameter):
+            noise = torch.randn(bias.shape, generator=gen, device=bias.device,
+                                dtype=torch.float32)
+            module.e_score_correction_bias = SCORE_BIAS_STD * noise
 
 
 # --------------------------------------------------------------------------------------

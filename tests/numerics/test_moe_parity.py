@@ -4,7 +4,10 @@ Tiny random-weight checkpoints made with transformers (tools/make_fixtures.py):
 `tiny-qwen3-moe` (16 experts, top-3, renormalized, transformers 5's stacked expert tensors,
 one dense layer through mlp_only_layers), `tiny-qwen2-moe` (6 experts, top-2, shared
 expert with its sigmoid gate, one tensor per expert, decoder_sparse_step 2) and
-`tiny-mixtral` (6 experts, top-2 renormalized, Mixtral's published w1/w3/w2 names). Each must
+`tiny-mixtral` (6 experts, top-2 renormalized, Mixtral's published w1/w3/w2 names) and
+`tiny-minimax-m2` (MiniMax-M2: q/k RMSNorms over the whole projection, half of each head
+rotating, sigmoid routing of 8 experts top-3 with a score bias: without the bias the logits
+fall to cosine 0.989 and 1 of 16 greedy tokens). Each must
 reproduce transformers' logits and its 16 greedy tokens; steps that mix sequences, chunk a
 prompt, or cross the decode/grouped expert paths (ops.moe.DECODE_MAX_TOKENS) must not
 change any sequence's tokens.
@@ -25,7 +28,7 @@ from atlas.runtime.kv_cache import BlockAllocator
 from atlas.runtime.ops.moe import DECODE_MAX_TOKENS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-MOE_FIXTURES = ["tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral"]
+MOE_FIXTURES = ["tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2"]
 
 
 @pytest.mark.parametrize("name", MOE_FIXTURES)

@@ -142,3 +142,23 @@ def test_nope_layers_from_the_list_or_smollm3s_interval():
     assert ModelConfig.from_dict(SMOLLM2).nope_layers == ()     # llama: rope everywhere
     with pytest.raises(ConfigError, match="no_rope_layers"):
         ModelConfig.from_dict(smollm3 | {"no_rope_layers": [1, 0]})
+
+
+def test_minimax_m2_family_rules():
+    """The published MiniMax-M2 config's spelling: expert width in intermediate_size, the
+    legacy `rotary_dim`; the router always sigmoid-scored, score-biased and renormalized;
+    q/k norms over the whole projection."""
+    minimax = SMOLLM2 | {"model_type": "minimax_m2", "hidden_size": 3072, "head_dim": 128,
+                         "num_attention_heads": 48, "num_key_value_heads": 8,
+                         "intermediate_size": 1536, "num_local_experts": 256,
+                         "num_experts_per_tok": 8, "rotary_dim": 64}
+    cfg = ModelConfig.from_dict(minimax)
+    assert cfg.rotary_dim == 64 and cfg.partial_rotary_factor == 0.5
+    assert cfg.has_qk_norm and cfg.qk_norm_whole
+    moe = cfg.moe
+    assert moe is not None and moe.intermediate_size == 1536 and moe.num_experts == 256
+    assert (moe.scoring, moe.score_bias, moe.norm_topk_prob) == ("sigmoid", True, True)
+    qwen3 = ModelConfig.from_dict(SMOLLM2 | {"model_type": "qwen3"})
+    assert qwen3.has_qk_norm and not qwen3.qk_norm_whole
+    with pytest.raises(ConfigError, match="rotary_dim"):
+        ModelConfig.from_dict(minimax | {"rotary_dim": 129})

@@ -122,3 +122,12 @@ def test_moe_model_is_pointed_at_expert_parallelism() -> None:
     cfg = ModelConfig.from_hf(FIXTURES / "tiny-qwen3-moe")
     with pytest.raises(UnsupportedModelError, match="--expert-parallel-size 2"):
         check_tensor_parallel(cfg, 2)
+
+
+def test_whole_projection_qk_norm_is_refused_even_with_experts_split() -> None:
+    """MiniMax-M2 normalizes q over all heads: a rank holding some heads cannot; experts
+    alone may be split."""
+    cfg = ModelConfig.from_hf(FIXTURES / "tiny-minimax-m2")
+    with pytest.raises(UnsupportedModelError, match="over all heads"):
+        check_tensor_parallel(cfg, 2, experts_sharded=True)
+    check_tensor_parallel(cfg, 1, experts_sharded=True)

@@ -65,7 +65,8 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
             out["linear_state"] += 2 * batch * linear_state_bytes(la)
         else:
             gate_rows = q_rows if cfg.is_hybrid else 0  # gated attention: [query | gate]
-            out["norms"] += (2 * d if cfg.has_qk_norm else 0) * BF16
+            qk_norm = (q_rows + kv_rows) if cfg.qk_norm_whole else 2 * d
+            out["norms"] += (qk_norm if cfg.has_qk_norm else 0) * BF16
             out["attention"] += ((q_rows + gate_rows + 2 * kv_rows) * h + h * q_rows) * q
             out["kv_cache"] += batch * 2 * context * kv_rows * BF16
         if moe is None or not moe.is_sparse(layer):

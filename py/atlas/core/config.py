@@ -6,8 +6,9 @@ implicit default; a missing or mistyped one is a `ConfigError` naming the field 
 file. The only defaults are the ones Hugging Face itself documents (num_key_value_heads
 falls back to num_attention_heads, head_dim to hidden_size // num_attention_heads, the
 bias flags and tie_word_embeddings to False; for mixture-of-experts configs
-decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False (Mixtral and
-Qwen3.5-MoE always renormalize), softmax scoring and routed_scaling_factor to 1).
+decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False (Mixtral,
+Qwen3.5-MoE and MiniMax-M2 always renormalize), softmax scoring (MiniMax-M2: sigmoid with a
+score bias, always) and routed_scaling_factor to 1).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any, Mapping
 
 #: model types whose attention applies a per-head RMSNorm to q and k before RoPE
 QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next"})
+#: model types whose q and k RMSNorms span the whole projection (all heads of a token at
+#: once, one weight per q or k feature), before the split into heads and RoPE (MiniMax-M2)
+WHOLE_QK_NORM_MODEL_TYPES = frozenset({"minimax_m2"})
 #: hybrid families: Gated-DeltaNet and gated full-attention layers (`layer_types`), RMSNorm
 #: weights stored zero-centred and applied as (1 + w), partial rotary embeddings
 HYBRID_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_next"})
@@ -36,13 +40,16 @@ ROUTER_SCORINGS = ("softmax", "sigmoid")
 #: Qwen3NextConfig: norm_topk_prob = True), and those whose router always does (Qwen3.5-MoE's
 #: has no switch)
 NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next"})
-NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral"})
+NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral", "minimax_m2"})
+#: families whose router always scores by sigmoid and selects with a per-expert
+#: `e_score_correction_bias` (transformers' MiniMaxM2SparseMoeBlock has no switch for either)
+SIGMOID_BIASED_ROUTER_MODEL_TYPES = frozenset({"minimax_m2"})
 #: families with NoPE layers (no rotary embedding) every `no_rope_layer_interval` layers unless
 #: `no_rope_layers` lists them
 NOPE_INTERVAL_MODEL_TYPES = frozenset({"smollm3"})
 #: families whose experts are `intermediate_size` wide (no `moe_intermediate_size`: every
 #: layer is sparse, Mixtral)
-EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral"})
+EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral", "minimax_m2"})
 #: families whose every layer routes through experts: config.json has no dense
 #: `intermediate_size` (it falls back to moe_intermediate_size and sizes nothing)
 ALL_SPARSE_MODEL_TYPES = frozenset({"qwen3_5_moe"})
@@ -167,7 +174,8 @@ class MoeConfig:
                                                and 0 <= i < num_layers for i in only)):
             raise f.error("mlp_only_layers", f"must be a list of layer indices below "
                           f"num_hidden_layers = {num_layers}, got {only!r}")
-        scoring = f.str_("scoring_func") or "softmax"
+        biased_sigmoid = model_type in SIGMOID_BIASED_ROUTER_MODEL_TYPES
+        scoring = f.str_("scoring_func") or ("sigmoid" if biased_sigmoid else "softmax")
         if scoring not in ROUTER_SCORINGS:
             raise f.error("scoring_func", f"must be one of {ROUTER_SCORINGS}, got {scoring!r}")
         shared = f.data.get("shared_expert_intermediate_size")
@@ -183,7 +191,7 @@ class MoeConfig:
             shared_intermediate_size=0 if shared in (None, 0)
             else f.int_("shared_expert_intermediate_size"),
             scoring=scoring,
-            score_bias=(f.bool_("use_routing_bias", False)
+            score_bias=(biased_sigmoid or f.bool_("use_routing_bias", False)
                         or f.str_("topk_method") == "noaux_tc"),
             routed_scaling_factor=f.float_("routed_scaling_factor",
                                            1.0 if scale is None else scale),
@@ -261,8 +269,15 @@ class ModelConfig:
 
     @property
     def has_qk_norm(self) -> bool:
-        """Qwen3-style attention normalizes q and k per head; implied by the model type."""
-        return self.model_type in QK_NORM_MODEL_TYPES
+        """Qwen3-style attention normalizes q and k per head, MiniMax-M2's over the whole
+        projection (`qk_norm_whole`); implied by the model type."""
+        return self.model_type in QK_NORM_MODEL_TYPES or self.qk_norm_whole
+
+    @property
+    def qk_norm_whole(self) -> bool:
+        """The q and k RMSNorms span all heads of a token (weights [heads * head_dim] and
+        [kv_heads * head_dim]) rather than one head (weights [head_dim])."""
+        return self.model_type in WHOLE_QK_NORM_MODEL_TYPES
 
     @property
     def is_hybrid(self) -> bool:
@@ -377,7 +392,7 @@ class ModelConfig:
             moe=moe,
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
-            partial_rotary_factor=_partial_rotary(f),
+            partial_rotary_factor=_partial_rotary(f, head_dim),
             multimodal_wrapper=text_config is not None,
             mtp_layers=_mtp_layers(f) if hybrid else 0,
             nope_layers=_nope_layers(f, layers, canonical),
@@ -457,10 +472,18 @@ def _linear_attention(f: _Fields) -> LinearAttentionConfig:
         conv_kernel=f.int_("linear_conv_kernel_dim"))
 
 
-def _partial_rotary(f: _Fields) -> float:
-    """`partial_rotary_factor` at the top level or inside rope_parameters (default 1)."""
+def _partial_rotary(f: _Fields, head_dim: int) -> float:
+    """`partial_rotary_factor` at the top level or inside rope_parameters, else the legacy
+    `rotary_dim` (rotating dims of a head, MiniMax-M2's published configs) over head_dim;
+    default 1."""
     params = f.dict_("rope_parameters") or {}
     value = f.data.get("partial_rotary_factor", params.get("partial_rotary_factor"))
+    if value is None and f.data.get("rotary_dim") is not None:
+        rotary_dim = f.int_("rotary_dim")
+        if not 0 < rotary_dim <= head_dim or rotary_dim % 2:
+            raise f.error("rotary_dim", f"must be an even number in (0, head_dim = "
+                          f"{head_dim}], got {rotary_dim}")
+        return rotary_dim / head_dim
     if value is None:
         return 1.0
     factor = f.float_("partial_rotary_factor", value)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from ..core.config import ModelConfig
 from .loaders.dense import DenseDecoderLoader, Phi3Loader, Qwen3Loader, UnsupportedModelError
 from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
-from .loaders.moe import MixtralLoader, MoeDecoderLoader, Qwen3MoeLoader
+from .loaders.moe import MiniMaxM2Loader, MixtralLoader, MoeDecoderLoader, Qwen3MoeLoader
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "mixtral",
-                         "qwen2_moe", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "qwen3_next")
+                         "qwen2_moe", "qwen3_moe", "minimax_m2", "qwen3_5", "qwen3_5_moe",
+                         "qwen3_next")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -25,6 +26,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return MoeDecoderLoader()
         case "qwen3_moe":
             return Qwen3MoeLoader()
+        case "minimax_m2":
+            return MiniMaxM2Loader()
         case "qwen3_5":
             return Qwen35Loader()
         case "qwen3_5_moe":

@@ -336,13 +336,16 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
                  if f"l{i}.gate_up" in linears else _moe_block(i)),
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
-            q_norm=ptr.get(f"l{i}.q_norm", 0), k_norm=ptr.get(f"l{i}.k_norm", 0),
+            q_norm=0 if cfg.qk_norm_whole else ptr.get(f"l{i}.q_norm", 0),
+            k_norm=0 if cfg.qk_norm_whole else ptr.get(f"l{i}.k_norm", 0),
             k_cache=kv.k_cache(kv_index[i]) if i in kv_index else 0,
             v_cache=kv.v_cache(kv_index[i]) if i in kv_index else 0, linear=linear.get(i),
             kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
             kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16,
             qkv_bias=ptr.get(f"l{i}.qkv_bias", 0),
-            cos_sin=arena["cos_sin_nope"] if i in cfg.nope_layers else 0)
+            cos_sin=arena["cos_sin_nope"] if i in cfg.nope_layers else 0,
+            whole_qk_norm=((ptr[f"l{i}.q_norm"], ptr[f"l{i}.k_norm"])
+                           if cfg.qk_norm_whole and f"l{i}.q_norm" in ptr else None))
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table

@@ -164,6 +164,10 @@ class LayerWeights:
     #: this layer's cos/sin table when not the model's: a NoPE layer's identity table
     #: (cos 1, sin 0: every rotary kernel then leaves q and k exactly as they are)
     cos_sin: DevicePtr = 0
+    #: bf16 [heads * head_dim] and [kv_heads * head_dim] RMSNorm weights applied to the q
+    #: and k parts of the qkv projection over all heads at once (MiniMax-M2), right after it;
+    #: q_norm / k_norm (per head, inside the rotary kernels) are then 0
+    whole_qk_norm: tuple[DevicePtr, DevicePtr] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +275,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     for lw in layers:
         mlp = lw.mlp
         if (not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales
-                or lw.qkv_bias or lw.cos_sin):
+                or lw.qkv_bias or lw.cos_sin or lw.whole_qk_norm):
             return None
         projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
         if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
@@ -462,15 +466,22 @@ class DenseDecoderModel:
     def _qkv_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                         res: Residual | None = None) -> None:
         """b.qkv = the layer's q/k/v projection of b.normed (`res`: of the input norm of the
-        residual stream, made first), plus the family's q/k/v biases: every attention route
-        after it reads biased rows."""
+        residual stream, made first), plus the family's q/k/v biases and whole-projection
+        q/k norms: every attention route after it reads those rows."""
         assert lw.qkv is not None
+        d = self.dims
         if res is None:
             lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         else:
             self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
         if lw.qkv_bias:
-            bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, self.dims.qkv_width)
+            bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, d.qkv_width)
+        if lw.whole_qk_norm is not None:  # in place, q's part of each row then k's
+            assert not d.gated_attn  # q heads back to back: q is the row's first q_width
+            k_part = b.qkv + DType.BF16.nbytes(d.q_width)
+            for part, w, width in ((b.qkv, lw.whole_qk_norm[0], d.q_width),
+                                   (k_part, lw.whole_qk_norm[1], d.kv_heads * d.head_dim)):
+                norm.rmsnorm_pitched(self.kc, s, part, w, part, t, width, d.qkv_width, d.eps)
 
     def _attention_after_qkv(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan, res: Residual | None = None) -> None:

@@ -60,6 +60,11 @@ def check_tensor_parallel(cfg: ModelConfig, world: int, experts_sharded: bool = 
         raise UnsupportedModelError(
             f"tensor parallelism supports dense models; {cfg.model_type} is a mixture of "
             f"experts: split its experts with --expert-parallel-size {world}")
+    if cfg.qk_norm_whole:
+        raise UnsupportedModelError(
+            f"tensor parallelism splits attention heads; {cfg.model_type} normalizes q and k "
+            "over all heads at once: serve it on one GPU per replica, or split only its experts "
+            f"(--expert-parallel-size {world})")
     rules = (("num_key_value_heads", cfg.num_key_value_heads,
               "each rank must own whole KV heads (and so whole GQA groups)"),
              ("num_attention_heads", cfg.num_attention_heads, "each rank owns whole q heads"),

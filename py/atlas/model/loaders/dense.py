@@ -131,9 +131,10 @@ class DenseDecoderLoader:
             self.plan_mlp(plan, cfg, i, names)
             plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
             plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
-            if self.has_qk_norm:
-                plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (d,))])
-                plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (d,))])
+            if self.has_qk_norm:  # per head, or over the whole projection (MiniMax-M2)
+                q_w, k_w = (q_rows, kv_rows) if cfg.qk_norm_whole else (d, d)
+                plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (q_w,))])
+                plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (k_w,))])
         plan.add("final_norm", [("model.norm.weight", (h,))])
         if not cfg.tie_word_embeddings:
             # a linear: bf16, or quantized where the checkpoint stores it so

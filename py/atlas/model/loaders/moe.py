@@ -47,17 +47,24 @@ class MoeLoaderError(WeightError):
 class ExpertNames:
     """How a checkpoint names a sparse layer's tensors: the MoE block under the layer
     (`block`: its router is `gate.weight`, expert x's projections `experts.{x}.<proj>.weight`
-    in the per-expert layout), and the gate, up and down projections' names."""
+    in the per-expert layout), the gate, up and down projections' names, and the router's
+    score bias under the block (`score_bias`, where the config has one)."""
 
     block: str = "mlp."
     gate: str = "gate_proj"
     up: str = "up_proj"
     down: str = "down_proj"
+    score_bias: str = "gate.e_score_correction_bias"
 
 
 QWEN_EXPERTS = ExpertNames()
 #: Mixtral as published: `block_sparse_moe.experts.{x}.w1` (gate), `w3` (up), `w2` (down)
 MIXTRAL_EXPERTS = ExpertNames("block_sparse_moe.", "w1", "w3", "w2")
+#: MiniMax-M2 as published: Mixtral's names, the score bias beside the router (not in it)
+MINIMAX_EXPERTS = ExpertNames("block_sparse_moe.", "w1", "w3", "w2", "e_score_correction_bias")
+#: MiniMax-M2 in transformers 5's fused layout (`mlp.experts.gate_up_proj`, the bias renamed
+#: to `mlp.e_score_correction_bias`)
+MINIMAX_FUSED_EXPERTS = ExpertNames(score_bias="e_score_correction_bias")
 
 
 def _moe(cfg: ModelConfig) -> MoeConfig:
@@ -109,7 +116,7 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
     b = f"l{layer}."
     plan.add(b + "router", [(p + "gate.weight", (e, h))])
     if moe.score_bias:
-        plan.add(b + "score_bias", [(p + "gate.e_score_correction_bias", (e,))],
+        plan.add(b + "score_bias", [(p + spelling.score_bias, (e,))],
                  dtype=DType.FP32)
     si, sp = moe.shared_intermediate_size, p + "shared_expert."
     shared = ([(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")],
@@ -210,3 +217,16 @@ class MixtralLoader(MoeDecoderLoader):
     def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
         fused = f"model.layers.{layer}.mlp.experts.gate_up_proj"
         return QWEN_EXPERTS if fused in names else MIXTRAL_EXPERTS
+
+
+class MiniMaxM2Loader(MixtralLoader):
+    """MiniMax-M2: Mixtral's layout with q and k RMSNorms over the whole projection
+    (`ModelConfig.qk_norm_whole`) and a sigmoid router whose per-expert score bias sits
+    beside it (`block_sparse_moe.e_score_correction_bias`)."""
+
+    family = "minimax_m2"
+    has_qk_norm = True
+
+    def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
+        fused = f"model.layers.{layer}.mlp.experts.gate_up_proj"
+        return MINIMAX_FUSED_EXPERTS if fused in names else MINIMAX_EXPERTS
