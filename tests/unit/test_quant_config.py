@@ -19,6 +19,9 @@ def _ct(weights: dict, fmt: str = "float-quantized") -> dict:
     (None, None, CheckpointQuant()),
     ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}, None,
      ("fp8-block", "weight_scale_inv", (128, 128))),
+    ({"quant_method": "fp8", "fmt": "float8_e4m3fn", "weight_block_size": [128, 128],
+      "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}, None,
+     ("fp8-block", "weight_scale_inv", (128, 128))),  # MiniMax-M2's spelling
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, None, ("fp8-tensor", "weight_scale")),
     (None, {"quantization": {"quant_algo": "FP8"}}, ("fp8-tensor", "weight_scale")),
     ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}, None,

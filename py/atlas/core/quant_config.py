@@ -84,6 +84,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+#: `fmt` values naming FP8 E4M3 (DeepSeek-V3 and Qwen3 write "e4m3", MiniMax-M2 torch's dtype
+#: name)
+FP8_E4M3_SPELLINGS = ("e4m3", "float8_e4m3fn")
+
+
 def parse_quant_config(qcfg: Any, hf_quant: Mapping[str, Any] | None = None,
                        source: str = "<config>") -> CheckpointQuant:
     """The CheckpointQuant a (quantization_config, hf_quant_config.json) pair describes."""
@@ -116,7 +121,7 @@ def parse_quant_config(qcfg: Any, hf_quant: Mapping[str, Any] | None = None,
 
 
 def _hf_fp8(q: Mapping[str, Any], where: str) -> CheckpointQuant:
-    if q.get("fmt", "e4m3") != "e4m3":
+    if q.get("fmt", "e4m3") not in FP8_E4M3_SPELLINGS:
         raise QuantConfigError(f"{where}: fmt {q.get('fmt')!r} is not supported (only e4m3)")
     block = q.get("weight_block_size")
     if block is None:
