@@ -7,7 +7,9 @@
   positions changes the output (or fails the step), so concurrency tests can compare
   against solo runs. A verification chunk (speculative drafts) gets the next token after
   each of its last num_draft + 1 positions. Scripts make it emit a fixed token sequence
-  (e.g. a tool call encoded by a real tokenizer) when the prompt contains a trigger.
+  (e.g. a tool call encoded by a real tokenizer) when the prompt contains a trigger. A chunk
+  that scores prompt tokens gets `fake_logprob` of each row's history (read back from the
+  KV) and target, so a row scored at the wrong position or twice is seen.
 * `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
   chat template with tools and thinking, written as a model directory.
 """
@@ -23,7 +25,7 @@ from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.model.batch import SeqChunk, StepResult
+from atlas.model.batch import SeqChunk, StepResult, TokenLogprobs, WithPromptLogprobs
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -200,15 +202,32 @@ class FakeExecutor:
                 out.append(tuple(self._next(st, p) for p in range(end - st.num_draft, end + 1)))
             else:
                 out.append(self._next(st, end) if st.sample else None)
+            sc = st.prompt_logprobs
+            if sc is not None:
+                first = st.start_pos + sc.first
+                out[-1] = WithPromptLogprobs(tuple(
+                    self._score(st, first + i + 1, t, sc.top_n)
+                    for i, t in enumerate(sc.targets)), out[-1])
         return out
 
-    def _next(self, st: SeqChunk, end: int) -> int:
+    def _score(self, st: SeqChunk, end: int, target: int, top_n: int) -> TokenLogprobs:
+        """The fake logprob of `target` after the sequence's first `end` tokens."""
+        history = self._history(st, end)
+        top = tuple((self.vocab_ids[(_mix(history) + k) % len(self.vocab_ids)], -0.5 * k)
+                    for k in range(top_n))
+        return TokenLogprobs(target, fake_logprob(history, target), top)
+
+    def _history(self, st: SeqChunk, end: int) -> list[int]:
         history = []
         for pos in range(end):
             tok = self._kv[st.block_table[pos // self.block_size]][pos % self.block_size]
             if tok is None:
                 raise AssertionError(f"seq {st.seq_id} reads unwritten KV at {pos}")
             history.append(tok)
+        return history
+
+    def _next(self, st: SeqChunk, end: int) -> int:
+        history = self._history(st, end)
         prompt_len = self._prompt_len[st.seq_id]
         prompt, generated = history[:prompt_len], end - prompt_len
         for trigger, output in self.scripts:
@@ -222,6 +241,11 @@ class FakeExecutor:
 
     def state_slot_usage(self) -> tuple[int, int]:
         return 0, 0  # a scripted model keeps no recurrent state
+
+
+def fake_logprob(history: Sequence[int], target: int) -> float:
+    """What FakeExecutor reports as log p(target | history)."""
+    return -((_mix([*history, target]) % 1000) / 100.0)
 
 
 def _contains(seq: Sequence[int], sub: Sequence[int]) -> bool:

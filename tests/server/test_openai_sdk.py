@@ -118,7 +118,8 @@ def test_logit_bias_reaches_the_sampler_as_a_mask(client, server):
 def test_completions_batch_prompts_and_echo(client, server):
     """A legacy completion with an array of prompts: choice p * n + i answers prompt p, as
     each prompt alone would; usage counts every prompt; echo starts each text with its
-    prompt, streamed too; echo with logprobs is a 400."""
+    prompt, streamed too; with logprobs its prompt tokens come first (the first without
+    one)."""
     prompts = ["The capital of France", "Tell me a story."]
     alone = [client.completions.create(model="tiny", prompt=p, max_tokens=6).choices[0].text
              for p in prompts]
@@ -135,9 +136,12 @@ def test_completions_batch_prompts_and_echo(client, server):
         for c in chunk.choices:
             streamed[c.index] += c.text
     assert streamed == [c.text for c in echo.choices]
-    with pytest.raises(openai.BadRequestError):
-        client.completions.create(model="tiny", prompt="x", max_tokens=2, echo=True,
-                                  logprobs=1)
+    scored = client.completions.create(model="tiny", prompt=prompts[0], max_tokens=2,
+                                       echo=True, logprobs=1).choices[0].logprobs
+    n_prompt = len(server.tokenizer.encode(prompts[0], True))
+    assert len(scored.tokens) == n_prompt   # the fake model scores prompts, no samples
+    assert "".join(scored.tokens) == prompts[0]
+    assert scored.token_logprobs[0] is None and None not in scored.token_logprobs[1:]
 
 
 def test_skip_special_tokens_and_truncate_prompt_tokens(client, server):

@@ -102,8 +102,17 @@ def test_completion_prompt_forms():
     batch = parse_completion_request({"model": "m", "prompt": ["a", [4, 5], "b"]})
     assert (batch.prompt, batch.more_prompts) == ("a", [[4, 5], "b"])
     assert parse_completion_request({"model": "m", "prompt": "x", "echo": True}).echo
-    bad(parse_completion_request, {"model": "m", "prompt": "x", "echo": True, "logprobs": 1},
-        "echo")
+    echo = parse_completion_request({"model": "m", "prompt": "x", "echo": True, "logprobs": 1,
+                                     "max_tokens": 0})
+    assert (echo.max_tokens, echo.prompt_top_n) == (0, 1)
+    both = parse_completion_request({"model": "m", "prompt": "x", "echo": True, "logprobs": 1,
+                                     "prompt_logprobs": 3})
+    assert (both.prompt_logprobs, both.prompt_top_n) == (3, 3)
+    assert parse_completion_request({"model": "m", "prompt": "x", "logprobs": 1}
+                                    ).prompt_top_n is None
+    bad(parse_completion_request, {"model": "m", "prompt": "x", "max_tokens": 0}, "max_tokens")
+    bad(parse_completion_request, {"model": "m", "prompt": "x", "prompt_logprobs": 1,
+                                   "stream": True}, "prompt_logprobs")
     bad(parse_completion_request, {"model": "m", "prompt": ["a", 5]}, "prompt")
     bad(parse_completion_request, {"model": "m", "prompt": ["a"] * 65}, "prompt")
     bad(parse_completion_request, {"model": "m"}, "prompt")

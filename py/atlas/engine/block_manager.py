@@ -80,16 +80,17 @@ class BlockManager:
             self.pool.free(self.cache.evict(short))
         seq.block_table.extend(self.pool.allocate(missing))
 
-    def admit(self, seq: Sequence, budget: int) -> int:
-        """Start a waiting sequence (no blocks, nothing computed): take its cached prefix,
-        then reserve its first chunk of at most `budget` tokens. Returns that chunk's size,
-        0 (nothing changed) when the pool cannot hold it yet.
+    def admit(self, seq: Sequence, budget: int, reuse: bool = True) -> int:
+        """Start a waiting sequence (no blocks, nothing computed): take its cached prefix
+        (unless not `reuse`: every position must be computed), then reserve its first chunk
+        of at most `budget` tokens. Returns that chunk's size, 0 (nothing changed) when the
+        pool cannot hold it yet.
 
         At least one token is always left to compute, so the step that ends the prompt
         samples: a prompt cached whole recomputes its last block."""
         hits: list[int] = []
         restore = None
-        if self.cache is not None:
+        if self.cache is not None and reuse:
             full = (seq.num_tokens - 1) // self.block_size
             keys = self._chain_keys(seq, full)
             hits = self.cache.match(keys, lambda i: self._block_tokens(seq, i))
@@ -102,7 +103,7 @@ class BlockManager:
         taken = self.cache.num_unused_among(hits) if self.cache else 0
         if missing > self.num_available - taken:
             return 0
-        if self.cache is not None:
+        if self.cache is not None and reuse:
             self.cache.acquire(hits)
             self.cache.query_tokens += seq.num_tokens
             self.cache.hit_tokens += start

@@ -117,7 +117,9 @@ class EngineCore:
             max_num_seqs=min(max_num_seqs or executor.max_batch_size, executor.max_batch_size),
             max_seq_len=min(max_seq_len or executor.max_seq_len, executor.max_seq_len),
             max_prefill_tokens=max_prefill_tokens, max_mixed_step_tokens=max_mixed_step_tokens,
-            speculator=speculator, verify_apart=executor.has_recurrent_state)
+            speculator=speculator, verify_apart=executor.has_recurrent_state,
+            # the executor's logits buffer: a row per sequence and draft (model/runner.py)
+            max_logit_rows=executor.max_batch_size * (1 + executor.max_num_draft_tokens))
         return cls(scheduler, executor, seed, clock, async_scheduling)
 
     @property

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence as Seq
 
-from ..model.batch import StepExecutor
+from ..model.batch import StepExecutor, TokenLogprobs
 from .core import DEFAULT_SNAPSHOT_INTERVAL, EngineCore
 from .request import EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
@@ -24,10 +24,12 @@ StopCheck = Callable[[int, list[int]], bool]
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One finished request: its generated tokens and why it stopped."""
+    """One finished request: its generated tokens and why it stopped (and its prompt
+    tokens' logprobs, from the second on, when it asked for them)."""
 
     token_ids: list[int]
     finish_reason: str
+    prompt_logprobs: tuple[TokenLogprobs, ...] | None = None
 
 
 class LLMEngine:
@@ -62,6 +64,7 @@ class LLMEngine:
         index = {seq_id: i for i, seq_id in enumerate(ids)}
         tokens: list[list[int]] = [[] for _ in requests]
         reasons: list[str | None] = [None] * len(requests)
+        prompt_logprobs: list[tuple[TokenLogprobs, ...] | None] = [None] * len(requests)
         for seq_id, r in zip(ids, requests):
             self.core.add(seq_id, r)
         while self.core.has_work:
@@ -77,8 +80,11 @@ class LLMEngine:
                 i = index[out.seq_id]
                 tokens[i] += out.new_token_ids
                 reasons[i] = out.finish_reason
+                if out.prompt_logprobs is not None:
+                    prompt_logprobs[i] = out.prompt_logprobs
                 if (out.finish_reason is None and stop_check is not None
                         and stop_check(i, tokens[i])):
                     reasons[i] = FinishReason.STOP
                     self.core.abort(out.seq_id, FinishReason.STOP)
-        return [Completion(t, r or FinishReason.ERROR) for t, r in zip(tokens, reasons)]
+        return [Completion(t, r or FinishReason.ERROR, p)
+                for t, r, p in zip(tokens, reasons, prompt_logprobs)]

@@ -34,6 +34,11 @@ class EngineRequest:
     grammar: GrammarRequest | None = None
     #: report each generated token's logprob and this many alternatives (None: no logprobs)
     logprobs: int | None = None
+    #: report each prompt token's logprob (from the first on, given the tokens before it)
+    #: and this many alternatives, from the raw logits (None: none). Such a sequence is
+    #: admitted without prefix-cache reuse and its prefill chunks are cut to the logits
+    #: rows a step has (engine/prompt_logprobs.py)
+    prompt_logprobs: int | None = None
     #: output tokens drawn before a stop token may be: until then `stop_token_ids` are
     #: masked out of the draws (engine/token_masks.py)
     min_tokens: int = 0
@@ -65,3 +70,6 @@ class EngineOutput:
     error: str | None = None
     #: with `EngineRequest.logprobs`: one entry per new token (None for a forced token)
     logprobs: tuple[TokenLogprobs | None, ...] = ()
+    #: with `EngineRequest.prompt_logprobs`, on the request's first output with tokens:
+    #: prompt tokens 1 .. P - 1's logprobs (token 0 has none)
+    prompt_logprobs: tuple[TokenLogprobs, ...] | None = None

@@ -20,6 +20,12 @@ cache holds (`BlockManager.admit`), and every committed chunk offers the blocks 
 that cache, so a preempted sequence usually resumes from its own cached blocks instead of
 recomputing them.
 
+The executor computes logits for a fixed number of rows a step (`max_logit_rows`): one per
+sequence, K + 1 per verifying one. Decode rows are reserved first; drafts, the sampled rows
+of prompts' last chunks, and the rows that score a prompt for its prompt logprobs take the
+rest (a scoring chunk is cut to fit: `prompt_logprobs.fit_logit_rows`). Without prompt
+logprobs the rows never bind.
+
 Planning a step also advances its sequences (`num_computed`, and one pending token for
 each chunk that ends its sequence's known tokens), so the next step can be planned before
 this one's tokens are back: that is how `EngineCore` keeps the device a step ahead of the
@@ -36,9 +42,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from ..model.batch import SeqChunk, StepResult, TokenLogprobs, accept
+from ..model.batch import (MAX_TOP_LOGPROBS, SeqChunk, StepResult, TokenLogprobs,
+                           WithPromptLogprobs, accept)
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
+from .prompt_logprobs import fit_logit_rows, logit_rows, plan_scoring, still_scoring
 from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
@@ -80,12 +88,14 @@ class Scheduler:
     def __init__(self, blocks: BlockManager, policy: SchedulingPolicy, *, max_num_seqs: int,
                  max_seq_len: int, max_prefill_tokens: int,
                  max_mixed_step_tokens: int | None = None,
-                 speculator: Speculator | None = None, verify_apart: bool = False) -> None:
+                 speculator: Speculator | None = None, verify_apart: bool = False,
+                 max_logit_rows: int | None = None) -> None:
         """`max_mixed_step_tokens`: the step budget while sequences decode (None: the same
         as when none does; see the module doc). `verify_apart`: a step that verifies drafts
         holds no prefill chunk (a hybrid model verifies in decode-shaped steps only, where its
         recurrent state is kept per token: model/runner.py); such a step drafts nothing while
-        prefill work waits."""
+        prefill work waits. `max_logit_rows`: the logits rows a step may fill (None: one per
+        sequence and draft, max_num_seqs x (1 + the speculator's drafts))."""
         mixed = max_prefill_tokens if max_mixed_step_tokens is None else max_mixed_step_tokens
         if min(max_num_seqs, max_seq_len, max_prefill_tokens, mixed) <= 0:
             raise ValueError("scheduler limits must be positive")
@@ -100,6 +110,12 @@ class Scheduler:
         #: the budget of a step with decode tokens: never above the buffers' bound, never
         #: below a decode token per sequence (so a prompt chunk always fits beside them)
         self.mixed_step_budget = max(min(mixed, max_prefill_tokens), max_num_seqs)
+        per_seq = 1 + (speculator.num_draft_tokens if speculator is not None else 0)
+        self.max_logit_rows = (max_num_seqs * per_seq if max_logit_rows is None
+                               else max_logit_rows)
+        if self.max_logit_rows < max_num_seqs * per_seq:
+            raise ValueError(f"max_logit_rows={self.max_logit_rows} leaves no row for some of "
+                             f"{max_num_seqs} sequences x {per_seq} sampled rows")
         self.token_limit = min(max_seq_len, blocks.num_blocks * blocks.block_size)
         self.waiting: list[Sequence] = []     # sorted by arrival_index
         self.running: list[Sequence] = []
@@ -147,6 +163,9 @@ class Scheduler:
                              f"generate within {self.token_limit} tokens")
         if request.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        top_n = request.prompt_logprobs
+        if top_n is not None and not 0 <= top_n <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"prompt_logprobs={top_n} is outside 0..{MAX_TOP_LOGPROBS}")
 
     def add(self, seq_id: int, request: EngineRequest, now: float) -> None:
         """Queue a request (after `check`); ValueError for a duplicate id or a bad request."""
@@ -184,6 +203,7 @@ class Scheduler:
         decodes = sum(1 for s in self.running if s.num_tokens - s.num_computed == 1)
         # what prefill chunks (and drafts) may use
         budget = (self.mixed_step_budget if decodes else self.step_token_budget) - decodes
+        rows = self.max_logit_rows - decodes   # logits rows the same may use
         preempted_before = self.num_preemptions
         k = self.speculator.drafts_per_sequence(decodes) if self.speculator else 0
         if k and self.verify_apart and self._prefill_waits():
@@ -194,29 +214,36 @@ class Scheduler:
             if seq.num_pending and seq.ends_by_length:
                 continue  # its step in flight brings its last token
             need = seq.num_tokens - seq.num_computed
-            chunk = need if need == 1 else min(need, budget)
+            start = seq.num_computed
+            chunk = (need if need == 1 else
+                     fit_logit_rows(seq, start, min(need, budget), rows) if budget > 0 else 0)
             if chunk <= 0:
                 continue
             if need > 1:
-                chunk = self.blocks.cut_chunk(seq, seq.num_computed, chunk)
-            drafts = self._drafts(seq, budget, k) if need == 1 and k else []
+                chunk = self.blocks.cut_chunk(seq, start, chunk)
+            drafts = self._drafts(seq, min(budget, rows), k) if need == 1 and k else []
             if drafts and not self.blocks.can_reserve(seq, seq.num_tokens + len(drafts)):
                 drafts = []   # never preempt for a guess
             if not self._reserve(seq, chunk + len(drafts), queue):
                 continue  # seq itself was preempted
             budget -= len(drafts) + (chunk if need > 1 else 0)
+            rows -= len(drafts) + (logit_rows(seq, start, start + chunk) if need > 1 else 0)
             self._add_chunk(plan, seq, chunk, drafts)
         # admit only when nothing was preempted for space in this step: re-admitting a
         # victim at once would thrash
         while (self.waiting and len(self.running) < self.max_num_seqs and budget > 0
-               and self.num_preemptions == preempted_before):
+               and rows > 0 and self.num_preemptions == preempted_before):
             seq = self.waiting[0]
-            chunk = self.blocks.admit(seq, budget)
+            scoring = still_scoring(seq)   # then it starts at 0: every row is computed
+            chunk = self.blocks.admit(seq, fit_logit_rows(seq, 0, min(budget, seq.num_tokens),
+                                                          rows) if scoring else budget,
+                                      reuse=not scoring)
             if not chunk:
                 break
             self.waiting.pop(0)
             self.running.append(seq)
             budget -= chunk
+            rows -= logit_rows(seq, seq.num_computed, seq.num_computed + chunk)
             self._add_chunk(plan, seq, chunk)
         _decodes_first(plan)
         return plan
@@ -232,6 +259,12 @@ class Scheduler:
                                             strict=True):
             if self._by_id.get(seq.seq_id) is not seq:
                 continue  # ended while the step ran (its id may already name a new request)
+            if chunk.prompt_logprobs is not None:
+                if not isinstance(token, WithPromptLogprobs):
+                    raise RuntimeError(f"sequence {seq.seq_id}: the executor returned "
+                                       f"{token!r} for a chunk that scored prompt tokens")
+                seq.prompt_logprobs += token.prompt
+                token = token.result
             end = chunk.start_pos + len(chunk.token_ids) - chunk.num_draft
             self.blocks.cache_computed(seq, end)
             if not emits:
@@ -371,6 +404,7 @@ class Scheduler:
             logprobs=seq.request.logprobs if seq.request.logprobs is not None and completes
             else -1,
             carried=carried,
+            prompt_logprobs=plan_scoring(seq, start, end),
         ))
         seq.needs_history = False
         seq.num_computed = end
@@ -420,8 +454,13 @@ class Scheduler:
     def _output(seq: Sequence, new: tuple[int, ...], reason: str | None,
                 error: str | None = None, logprobs: tuple[TokenLogprobs | None, ...] = ()
                 ) -> EngineOutput:
+        """The output of `seq`'s step; its first tokens carry the prompt logprobs (every
+        prompt chunk was committed before the one that yields them)."""
+        first = bool(new) and len(seq.output_ids) == len(new)
+        prompt = (tuple(seq.prompt_logprobs) if first and seq.request.prompt_logprobs is not None
+                  else None)
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
-                            seq.num_cached_tokens, error, logprobs)
+                            seq.num_cached_tokens, error, logprobs, prompt)
 
 
 def _decodes_first(plan: StepPlan) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.sampling import SamplingParams
-from ..model.batch import PenaltyHistory
+from ..model.batch import PenaltyHistory, TokenLogprobs
 from .grammar_state import GrammarState
 from .request import EngineRequest, ThinkingBudget
 
@@ -110,6 +110,11 @@ class Sequence:
     #: engine running one step ahead, the next step feeds such a token straight from the
     #: device (`SeqChunk.carried`); its value reaches `output_ids` at the commit
     num_pending: int = 0
+    #: prompt logprobs (`EngineRequest.prompt_logprobs`): rows below this are planned to
+    #: score the prompt token after them (see `prompt_logprobs`), and the logprobs their
+    #: committed steps reported, prompt token 1 first
+    num_scored: int = 0
+    prompt_logprobs: list[TokenLogprobs] = field(default_factory=list)
 
     @property
     def num_prompt_tokens(self) -> int:

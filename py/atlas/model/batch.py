@@ -46,9 +46,32 @@ class TokenLogprobs:
     top: tuple[tuple[int, float], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PromptScoring:
+    """Rows of a chunk whose logits score the prompt token that follows each (prompt
+    logprobs): row `first + i` of the chunk (its token at start_pos + first + i) reports
+    the logprob of `targets[i]` and the `top_n` best alternatives, from the raw logits (no
+    penalty, mask or temperature: the model's own log-softmax, as vLLM reports them)."""
+
+    first: int
+    targets: tuple[int, ...]
+    top_n: int
+
+
+@dataclass(frozen=True, slots=True)
+class WithPromptLogprobs:
+    """The result of a chunk that scored prompt tokens: their logprobs in position order,
+    and what the chunk returns besides (None, or its sampled token: such a chunk never
+    verifies drafts)."""
+
+    prompt: tuple[TokenLogprobs, ...]
+    result: int | TokenLogprobs | None
+
+
 #: what a step returns per chunk: None, the sampled token (with its logprobs when the chunk
-#: asked for them), or a verification's samples
-StepResult = int | TokenLogprobs | tuple[int, ...] | None
+#: asked for them), a verification's samples, or one of those with the prompt logprobs the
+#: chunk scored
+StepResult = int | TokenLogprobs | tuple[int, ...] | WithPromptLogprobs | None
 
 
 @dataclass(slots=True)
@@ -65,7 +88,10 @@ class SeqChunk:
     sampling chunk under a grammar, fills the row's allowed-token bitmask before sampling
     (never on a verification chunk: a constrained sequence does not draft). `logprobs` >= 0
     asks for the sampled token's logprob and its `logprobs` best alternatives (a
-    `TokenLogprobs` result; never on a verification chunk either).
+    `TokenLogprobs` result; never on a verification chunk either). `prompt_logprobs`
+    scores prompt tokens with some of the chunk's rows (`PromptScoring`; the result is then
+    a `WithPromptLogprobs`): each such row gets a logits row of its own, so the scheduler
+    sizes these chunks by the executor's logits rows.
 
     `num_draft` > 0 makes it a speculative verification chunk: its last `num_draft` tokens
     are drafts, and the executor samples at each of its last num_draft + 1 positions (row i
@@ -96,6 +122,7 @@ class SeqChunk:
     state_save: int | None = None
     logprobs: int = -1
     carried: bool = False
+    prompt_logprobs: PromptScoring | None = None
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:

@@ -53,7 +53,7 @@ from ..runtime.ops import KernelCache, argmax, embedding
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult, TokenLogprobs, accept
+from .batch import SeqChunk, StepResult, TokenLogprobs, WithPromptLogprobs, accept
 from .gated_deltanet import decodes_fused, proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
@@ -356,25 +356,26 @@ class ModelRunner:
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         self._copy_snapshots(steps, restore=True)
-        want_logprobs = self._prepare_logprobs(steps, rows)
-        n_tokens, n_sample = self._forward(steps, rows)
+        want_logprobs, n_scored = self._prepare_logprobs(steps, rows)
+        n_tokens, n_logits = self._forward(steps, rows, n_scored)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
-            self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_sample > 0)
+            self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_logits > 0)
         if rows:
             self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         logprobs = self._host_logprobs[parity] if want_logprobs else None
         if logprobs is not None:
-            self.sampler.queue_logprobs(len(rows), logprobs, self.stream)
+            self.sampler.queue_logprobs(len(rows) + n_scored, logprobs, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
         return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
-        sample=False, a tuple of num_draft + 1 tokens for a verification chunk). Steps
-        verifying drafts or drafting with MTP must be collected before the next launch (the
-        engine steps synchronously for them)."""
+        sample=False, a tuple of num_draft + 1 tokens for a verification chunk), with the
+        logprobs its chunks asked for (`_with_logprobs`). Steps verifying drafts or drafting
+        with MTP must be collected before the next launch (the engine steps synchronously
+        for them)."""
         steps, rows = launched.steps, launched.rows
         if not steps:
             return []
@@ -391,16 +392,14 @@ class ModelRunner:
         for i, st in enumerate(steps):
             if st.sample:
                 n = st.num_draft + 1
-                out[i] = (tuple(ids[j:j + n]) if st.num_draft else
-                          ids[j] if logprobs is None or st.logprobs < 0 else
-                          _token_logprobs(ids[j], logprobs, j, st.logprobs))
+                out[i] = tuple(ids[j:j + n]) if st.num_draft else ids[j]
                 j += n
         if launched.verifying:
             self._keep_accepted_states([(st, got) for st, got in zip(steps, out)
                                         if st.num_draft])
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
-        return out
+        return out if logprobs is None else _with_logprobs(steps, out, logprobs)
 
     def release(self, seq_id: int) -> None:
         """Forget a sequence. Its block-table rows are invalidated too: a live sequence's
@@ -436,12 +435,14 @@ class ModelRunner:
         return self.backend.download(self.bufs.logits, np.float32, (rows, self.vocab_size))
 
     # ---- internals ---------------------------------------------------------------------
-    def _forward(self, steps: Sequence[SeqChunk],
-                 rows: Sequence[tuple[SeqChunk, int]]) -> tuple[int, int]:
+    def _forward(self, steps: Sequence[SeqChunk], rows: Sequence[tuple[SeqChunk, int]],
+                 n_scored: int) -> tuple[int, int]:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
-        rows in order: (chunk, i) draws at the chunk's RNG position + i. Returns the rows
-        run and sampled (graph padding included). A hybrid model's verification is
+        rows in order: (chunk, i) draws at the chunk's RNG position + i; `n_scored` rows
+        that score prompt tokens follow them (never in a decode-shaped step: such a chunk
+        does not sample, or is more than its last token). Returns the rows run and the
+        rows given logits (graph padding included). A hybrid model's verification is
         decode-shaped even without a graph (its recurrent state is kept per token)."""
         shape = self._decode_shape(steps)
         bucket = self._graph_bucket(shape)
@@ -482,12 +483,14 @@ class ModelRunner:
                                      num_splits=self.decode_splits(ones) if ones else 1,
                                      decode_rows=ones, split_capacity=self.split_capacity,
                                      row_invariant=self.row_invariant(ones))
-            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample)
+            self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample + n_scored)
         self._upload_token_masks(rows, masked)
         self._mark_inputs_sent()
         if n_sample:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
-        return n_tokens, n_sample
+        if n_scored:
+            self.sampler.score(self.stream, self.bufs.logits, n_sample, n_scored)
+        return n_tokens, n_sample + n_scored
 
     def _mark_inputs_sent(self) -> None:
         """Every pinned input of the step is queued for the device: the event after the
@@ -609,19 +612,24 @@ class ModelRunner:
         self.sampler.upload_token_masks([f is not None for f in fills], self.stream)
 
     def _prepare_logprobs(self, steps: Sequence[SeqChunk],
-                          rows: Sequence[tuple[SeqChunk, int]]) -> bool:
+                          rows: Sequence[tuple[SeqChunk, int]]) -> tuple[bool, int]:
         """Tell the sampler which rows report logprobs (row j samples for rows[j]'s chunk;
-        a verification's rows report none); True when any does. Rows that ask nothing cost
-        the logprobs launch nothing."""
-        asked = any(st.logprobs >= 0 for st in steps if st.sample and not st.num_draft)
+        a verification's rows report none), then the rows scoring prompt tokens after them
+        with their tokens. Returns (whether any row reports, how many rows score). Rows
+        that ask nothing cost the logprobs launch nothing."""
+        scoring = [st.prompt_logprobs for st in steps if st.prompt_logprobs is not None]
+        asked = bool(scoring) or any(st.logprobs >= 0 for st in steps
+                                     if st.sample and not st.num_draft)
+        targets = [t for sc in scoring for t in sc.targets]
         if self.sampler.max_logprobs and (asked or self._logprobs_last):
-            self.sampler.prepare_logprobs([st.logprobs if not st.num_draft else -1
-                                           for st, _ in rows], self.stream)
+            top_n = [st.logprobs if not st.num_draft else -1 for st, _ in rows]
+            self.sampler.prepare_logprobs(
+                top_n + [sc.top_n for sc in scoring for _ in sc.targets], self.stream, targets)
         elif asked:
             raise RuntimeError("a chunk asks for logprobs, but the sampler was built without "
                                "max_logprobs")
         self._logprobs_last = asked
-        return asked
+        return asked, len(targets)
 
     def _pack_state_slots(self, steps: Sequence[SeqChunk], owners: Sequence[SeqChunk],
                           n_rows: int, per_row: bool) -> None:
@@ -768,9 +776,35 @@ class ModelRunner:
             forward_graphs[bs] = self.backend.end_capture(self.stream)
 
 
+def _with_logprobs(steps: Sequence[SeqChunk], out: list[StepResult],
+                   logprobs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[StepResult]:
+    """`out` with the logprobs the chunks asked for: a sampled token's from its row, and
+    the prompt tokens a chunk scored from the rows after every sampled one (in chunk
+    order, as `pack_step` gathered them)."""
+    j = 0
+    scored = sum(st.num_draft + 1 for st in steps if st.sample)
+    for i, st in enumerate(steps):
+        if st.sample:
+            got = out[i]
+            if not st.num_draft and st.logprobs >= 0:
+                assert isinstance(got, int)
+                out[i] = _token_logprobs(got, logprobs, j, st.logprobs)
+            j += st.num_draft + 1
+        sc = st.prompt_logprobs
+        if sc is not None:
+            got = out[i]
+            assert not isinstance(got, (tuple, WithPromptLogprobs))
+            out[i] = WithPromptLogprobs(tuple(
+                _token_logprobs(t, logprobs, scored + k, sc.top_n)
+                for k, t in enumerate(sc.targets)), got)
+            scored += len(sc.targets)
+    return out
+
+
 def _token_logprobs(token: int, logprobs: tuple[np.ndarray, np.ndarray, np.ndarray],
                     row: int, top_n: int) -> TokenLogprobs:
-    """Row `row` of the sampler's logprob buffers as the sampled token's `TokenLogprobs`."""
+    """Row `row` of the sampler's logprob buffers as `token`'s `TokenLogprobs` (the sampled
+    token, or the prompt token a row scored)."""
     sampled, top_ids, top_lps = logprobs
     return TokenLogprobs(token, float(sampled[row]),
                          tuple((int(top_ids[row, k]), float(top_lps[row, k]))

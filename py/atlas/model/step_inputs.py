@@ -112,12 +112,17 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
     Rows past the chunks' up to `pad_to` are padding for a captured decode graph: token 0 at
     position 0, KV slot -1 (not written), kv_len 1 (their block-table row must list block
     0, which holds finite data), so they compute harmless values that nobody reads.
+
+    Rows that score prompt tokens (`SeqChunk.prompt_logprobs`) follow every sampled row in
+    `sample_rows`, in chunk order, so their logits come after the sampler's rows; n_sample
+    does not count them.
     """
     lens = [len(c.token_ids) for c in chunks]
     n_real = sum(lens) if per_row else len(chunks)
-    if per_row and any(not c.sample or n != c.num_draft + 1 for c, n in zip(chunks, lens)):
+    if per_row and any(not c.sample or n != c.num_draft + 1 or c.prompt_logprobs is not None
+                       for c, n in zip(chunks, lens)):
         raise StepError("a decode-shaped step holds only sampling chunks of one token plus "
-                        "their drafts")
+                        "their drafts, scoring no prompt token")
     n_seqs = max(n_real, pad_to)
     if n_seqs > layout.max_seqs:
         raise StepError(f"{n_seqs} {'rows' if per_row else 'sequences'} in one step exceeds "
@@ -131,7 +136,7 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
     ids: list[int] = []
     pos: list[int] = []
     slots: list[int] = []
-    cu_q, kv_lens, sample_rows = [0], [], []
+    cu_q, kv_lens, sample_rows, scored = [0], [], [], []
     for c, n in zip(chunks, lens):
         if n == 0:
             raise StepError(f"sequence {c.seq_id}: a step must feed at least one token")
@@ -159,6 +164,9 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
             cu_q.append(len(ids))
         if c.sample:   # the last token's row, and each draft's before it in a verification
             sample_rows += range(len(ids) - 1 - c.num_draft, len(ids))
+        if c.prompt_logprobs is not None:
+            first = len(ids) - n + c.prompt_logprobs.first
+            scored += range(first, first + len(c.prompt_logprobs.targets))
     for _ in range(n_real, n_seqs):  # graph padding rows
         ids.append(0)
         pos.append(0)
@@ -167,9 +175,11 @@ def pack_step(buf: np.ndarray, layout: StepLayout, chunks: Sequence[SeqChunk], b
         cu_q.append(len(ids))
         sample_rows.append(len(ids) - 1)
     n_sample = len(sample_rows)
-    if n_sample > layout.sample_capacity:
-        raise StepError(f"{n_sample} sampled rows in one step exceed "
-                        f"{layout.sample_capacity}; size the runner for the draft count")
+    if n_sample + len(scored) > layout.sample_capacity:
+        raise StepError(f"{n_sample} sampled and {len(scored)} prompt-scoring rows in one step "
+                        f"exceed {layout.sample_capacity}; size the runner for the draft "
+                        "count, and prompt chunks by the logits rows")
+    sample_rows += scored
     if per_row:  # a graph's step: one store through the index of its row count
         buf[_row_step_index(layout, n_seqs)] = ids + pos + slots + cu_q + kv_lens + sample_rows
     else:

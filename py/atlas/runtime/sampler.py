@@ -22,6 +22,9 @@ With `max_logprobs=K` a launch after sampling reports, for rows that ask
 (`prepare_logprobs`), the sampled token's log-probability and the top-n (n <= K) tokens
 with theirs, computed on the device from the logits the token was drawn from (after
 penalties and grammar masks, before temperature): only rows x (1 + 2K) numbers come back.
+The same launch scores given tokens on logits rows the sampler leaves alone (`score`:
+prompt logprobs, the raw log-softmax of the rows after the sampled ones), the tokens
+uploaded with `prepare_logprobs`.
 """
 
 from __future__ import annotations
@@ -100,9 +103,12 @@ class Sampler:
             self.out_logprob = self._zeroed(4 * max_batch)             # f32 [max_batch]
             self.top_ids = self._zeroed(4 * max_batch * max_logprobs)  # i32 [max_batch, K]
             self.top_logprobs = self._zeroed(4 * max_batch * max_logprobs)
+            #: the tokens `score` reports on, one per scored row
+            self.scored_tokens = self._zeroed(4 * max_batch)            # i32 [max_batch]
             self._logprob_buffers = (self.top_n, self.out_logprob, self.top_ids,
-                                     self.top_logprobs)
+                                     self.top_logprobs, self.scored_tokens)
             self._top_n_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
+            self._scored_np = backend.alloc_host_pinned(4 * max_batch).view(np.int32)
 
     def stage_rows(self, device: DevicePtr, host: np.ndarray) -> None:
         """Keep the row records in `device` and the pinned `host` words (max_batch records
@@ -225,9 +231,12 @@ class Sampler:
             self.backend.copy_h2d(self.token_bitmask, self.host_bitmask[:used], stream)
         self.backend.copy_h2d(self.mask_rows, which, stream)
 
-    def prepare_logprobs(self, top_n: Sequence[int], stream: Stream | None = None) -> None:
+    def prepare_logprobs(self, top_n: Sequence[int], stream: Stream | None = None,
+                         scored: Sequence[int] = ()) -> None:
         """Row i reports logprobs when top_n[i] >= 0 (0: the sampled token's alone), with
-        its top_n[i] best alternatives; rows past len(top_n) report none."""
+        its top_n[i] best alternatives; rows past len(top_n) report none. `scored`: the
+        tokens the last len(scored) of those rows report on instead of a sampled one (rows
+        `score` reads; uploaded only when there are any)."""
         if not self._logprob_buffers:
             raise ValueError("sampler: logprobs need Sampler(..., max_logprobs=K)")
         if len(top_n) > self.max_batch:
@@ -236,9 +245,15 @@ class Sampler:
         if any(n > self.max_logprobs for n in top_n):
             raise ValueError(f"sampler.prepare_logprobs: top_n {max(top_n)} exceeds "
                              f"max_logprobs={self.max_logprobs}")
+        if len(scored) > len(top_n):
+            raise ValueError(f"sampler.prepare_logprobs: {len(scored)} scored tokens for "
+                             f"{len(top_n)} rows")
         self._top_n_np[:] = -1
         self._top_n_np[:len(top_n)] = np.maximum(np.asarray(top_n, dtype=np.int64), -1)
         self.backend.copy_h2d(self.top_n, self._top_n_np, stream)
+        if scored:
+            self._scored_np[:len(scored)] = scored
+            self.backend.copy_h2d(self.scored_tokens, self._scored_np[:len(scored)], stream)
 
     def logprob_host_buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pinned host arrays for one step's logprobs (sampled [max_batch], top ids and top
@@ -287,6 +302,23 @@ class Sampler:
             sampling.logprobs(kc, stream, logits, self.out_ids, self.top_n, self.out_logprob,
                               self.top_ids, self.top_logprobs, rows, v, self.max_logprobs)
         sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
+
+    def score(self, stream: Stream, logits: DevicePtr, first: int, rows: int) -> None:
+        """Report, for logits rows first .. first + rows - 1, the logprob of the tokens
+        `prepare_logprobs` uploaded as `scored` and their rows' top-n alternatives, into the
+        same rows of the logprob buffers (`queue_logprobs` copies them with the sampled
+        rows'). The rows are read as they are: the caller keeps them out of `enqueue`'s
+        rows, so no penalty or mask touched them."""
+        if not self._logprob_buffers:
+            raise ValueError("sampler: scoring needs Sampler(..., max_logprobs=K)")
+        if first < 0 or rows < 0 or first + rows > self.max_batch:
+            raise ValueError(f"sampler.score: rows {first}..{first + rows - 1} outside "
+                             f"0..{self.max_batch - 1}")
+        k = self.max_logprobs
+        sampling.logprobs(self.kernels, stream, logits + 4 * first * self.vocab,
+                          self.scored_tokens, self.top_n + 4 * first,
+                          self.out_logprob + 4 * first, self.top_ids + 4 * first * k,
+                          self.top_logprobs + 4 * first * k, rows, self.vocab, k)
 
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""

@@ -1,5 +1,6 @@
 """OpenAI routes: /v1/chat/completions and /v1/completions, streaming and not, with `n`
-choices (see choices.py) and token logprobs (see logprobs.py)."""
+choices (see choices.py) and token logprobs (see logprobs.py): the generated tokens', an
+echoed prompt's, and vLLM's `prompt_logprobs`."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from .app import (api_route, begin_generation, finishing, json_response, open_ss
 from .choices import Choices
 from .context import ServerContext
 from .errors import engine_failure
-from .logprobs import LogprobFormatter
+from .logprobs import LogprobFormatter, echoed_prompt
 from ..model.batch import TokenLogprobs
+from .request_spec import GenerationSpec
 from .response_stream import StreamDelta
 
 _FINISH = {"stop_sequence": "stop"}
@@ -92,6 +94,29 @@ def _finishing_all(ctx: ServerContext, key: str, choices: Choices):
         yield
 
 
+def _prompt_logprobs(spec: GenerationSpec, fmt: LogprobFormatter, choices: Choices,
+                     index: int) -> list[Any] | None:
+    """vLLM's `prompt_logprobs` of choice `index`'s prompt, when the request asked."""
+    if spec.prompt_logprobs is None:
+        return None
+    ids, logprobs = choices.prompt_logprobs(index)
+    return fmt.prompt(ids, logprobs or (), spec.prompt_logprobs)
+
+
+def _completion_logprobs(spec: GenerationSpec, fmt: LogprobFormatter, choices: Choices,
+                         index: int, generated: list[TokenLogprobs], text_offset: int
+                         ) -> dict[str, Any] | None:
+    """A legacy choice's `logprobs`: its echoed prompt's tokens (with echo), then these
+    generated ones."""
+    if spec.logprobs is None:
+        return None
+    entries: list[TokenLogprobs | int] = []
+    if spec.echo:
+        ids, logprobs = choices.prompt_logprobs(index)
+        entries = echoed_prompt(ids, logprobs or (), spec.logprobs)
+    return fmt.completion(entries + generated, text_offset)
+
+
 @api_route("openai")
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     ctx, key, spec, gen = await begin_generation(request, proto.parse_chat_request)
@@ -111,8 +136,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 reasoning=got.reasoning, tool_calls=calls,
                 finish_reason=_finish_reason(outcome.finish_reason),
                 logprobs=lp.chat(got.logprobs) if lp is not None else None))
-        return json_response(proto.chat_completion(rid=rid, model=model, created=created,
-                                                   choices=out, usage=_usage(choices)))
+        return json_response(proto.chat_completion(
+            rid=rid, model=model, created=created, choices=out, usage=_usage(choices),
+            prompt_logprobs=_prompt_logprobs(spec, LogprobFormatter(ctx.tokenizer), choices,
+                                             0)))
 
 
 async def _stream_chat(request: web.Request, choices: Choices, rid: str, created: int,
@@ -164,28 +191,46 @@ async def completions(request: web.Request) -> web.StreamResponse:
     choices = Choices(gen, spec.n, more)
     # echo: each choice's text starts with its prompt's
     echoed = [g.prompt.text if spec.echo else "" for g in choices.gens]
-    lp = LogprobFormatter(ctx.tokenizer) if spec.logprobs is not None else None
+    fmt = LogprobFormatter(ctx.tokenizer)
     with _finishing_all(ctx, key, choices):
         if not spec.stream:
             out = [proto.completion_choice(
                 index=i, text=echoed[i] + got.content,
                 finish_reason=_finish_reason(outcome.finish_reason),
-                logprobs=lp.completion(got.logprobs, 0) if lp is not None else None)
+                logprobs=_completion_logprobs(spec, fmt, choices, i, got.logprobs, 0),
+                prompt_logprobs=_prompt_logprobs(spec, fmt, choices, i))
                 for i, (got, outcome) in enumerate(zip(await _collect(choices),
                                                        choices.outcomes))]
             return json_response(proto.completion(rid=rid, model=model, created=created,
                                                   choices=out, usage=_usage(choices)))
         resp = await open_sse(request)
         offsets = [0] * len(choices.gens)
+        lp = fmt if spec.logprobs is not None else None
 
         async def send(choice: dict[str, Any]) -> None:
             await send_sse(resp, proto.completion(rid=rid, model=model, created=created,
                                                   choices=[choice]))
 
-        for i, text in enumerate(echoed):
-            if text:
-                await send(proto.completion_choice(index=i, text=text, finish_reason=None))
+        async def send_echo(i: int) -> None:
+            """Choice i's prompt text, with its tokens' logprobs when it has them."""
+            logprobs = None
+            if lp is not None and choices.prompt_logprobs(i)[1] is not None:
+                logprobs = _completion_logprobs(spec, fmt, choices, i, [], 0)
+                assert logprobs is not None
+                offsets[i] = sum(len(t) for t in logprobs["tokens"])
+            await send(proto.completion_choice(index=i, text=echoed[i], finish_reason=None,
+                                               logprobs=logprobs))
+
+        # with logprobs an echo waits for its prompt's logprobs (with the first output)
+        echo_pending = set(range(len(echoed))) if spec.echo else set()
+        if lp is None:
+            for i in sorted(echo_pending):
+                await send_echo(i)
+            echo_pending.clear()
         async for i, delta in choices.events():
+            if i in echo_pending:
+                echo_pending.discard(i)
+                await send_echo(i)
             if delta is None:
                 await _send_choice_end(resp, choices, i, lambda finish: proto.completion(
                     rid=rid, model=model, created=created, choices=[proto.completion_choice(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Sequence
 
+from ..model.batch import TokenLogprobs
 from .generation import Generation, Outcome
 from .response_stream import StreamDelta
 
@@ -32,6 +33,12 @@ class Choices:
     @property
     def outcomes(self) -> list[Outcome]:
         return [g.outcome for g in self.gens]
+
+    def prompt_logprobs(self, index: int) -> tuple[list[int], tuple[TokenLogprobs, ...] | None]:
+        """Choice `index`'s prompt ids and their logprobs (from the second token on; None
+        until its prompt's choice 0 has them): every choice of a prompt shares choice 0's."""
+        lead = self._leads[index]
+        return lead.prompt.ids, lead.prompt_logprobs
 
     def usage_counts(self) -> tuple[int, int, int]:
         """(prompt, completion, cached) tokens: each prompt once, every choice's output."""

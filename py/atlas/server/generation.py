@@ -16,6 +16,7 @@ from typing import AsyncIterator
 
 from ..engine.grammar_state import GrammarRequest
 from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
+from ..model.batch import TokenLogprobs
 from .chat_template import TemplateError
 from .context import ServerContext
 from .errors import ApiError, ErrorKind, invalid
@@ -106,7 +107,13 @@ class Generation:
 
     A prompt that leaves no room in the context is a 400. A `max_tokens` beyond what the
     context has left is clamped (finish_reason "length"), not refused: agent clients ask
-    for more output than a small context holds and expect an answer.
+    for more output than a small context holds and expect an answer. `max_tokens` 0 (a
+    legacy completion's echo alone) runs the prompt for its logprobs and drops the one
+    token the engine must sample, as vLLM does.
+
+    Prompt logprobs are asked by choice 0 of a prompt only (`sibling`s share its prompt,
+    and would only recompute the same numbers): `prompt_logprobs` holds them once the
+    first output came.
     """
 
     def __init__(self, spec: GenerationSpec, ctx: ServerContext, started: float,
@@ -135,7 +142,11 @@ class Generation:
             raise invalid(f"the prompt has {n} tokens; this model's context holds {limit} "
                           "tokens including the completion", "messages" if spec.messages
                           else "prompt")
-        self.max_tokens = min(spec.max_tokens or limit, limit - n)
+        #: max_tokens 0: the prompt alone (its logprobs), no output
+        self.prompt_only = spec.max_tokens == 0
+        self.max_tokens = 1 if self.prompt_only else min(spec.max_tokens or limit, limit - n)
+        #: the prompt's logprobs from its second token on (`spec.prompt_top_n`), once known
+        self.prompt_logprobs: tuple[TokenLogprobs, ...] | None = None
         self.outcome = Outcome(prompt_tokens=n)
         self.grammar = self._grammar()
         self.stream = self._make_stream()
@@ -186,7 +197,8 @@ class Generation:
                              deadline=self.started + timeout if timeout else None,
                              thinking=self._thinking_budget(), grammar=self.grammar,
                              logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens,
-                             **self._logit_masks())
+                             prompt_logprobs=self.spec.prompt_top_n if self.index == 0
+                             else None, **self._logit_masks())
 
     def _logit_masks(self) -> dict[str, frozenset[int] | None]:
         """`logit_bias` as the engine's token masks: -100 bans a token, 100 makes the
@@ -228,15 +240,18 @@ class Generation:
         hidden = self._stop_ids()
         async with aclosing(self.ctx.engine.generate(self.request)) as outputs:
             async for out in outputs:
+                if out.prompt_logprobs is not None:
+                    self.prompt_logprobs = out.prompt_logprobs
                 self.prefilled.set()
-                outcome.completion_tokens = out.num_output_tokens
+                new = () if self.prompt_only else out.new_token_ids
+                outcome.completion_tokens = 0 if self.prompt_only else out.num_output_tokens
                 outcome.cached_tokens = out.num_cached_tokens
                 outcome.error = out.error
                 if out.new_token_ids and outcome.ttft_s is None:
                     outcome.ttft_s = time.monotonic() - self.started
                     self.ctx.metrics.record_ttft(outcome.ttft_s)
-                delta = self.stream.push(out.new_token_ids)
-                delta.logprobs = [lp for t, lp in zip(out.new_token_ids, out.logprobs)
+                delta = self.stream.push(new)
+                delta.logprobs = [lp for t, lp in zip(new, out.logprobs)
                                   if lp is not None and t not in hidden]
                 done = out.finish_reason is not None or self.stream.matched_stop is not None
                 if done:
@@ -254,6 +269,8 @@ class Generation:
         outcome.finish_reason = self._final_reason(reason)
 
     def _final_reason(self, reason: str) -> str:
+        if self.prompt_only and reason != FinishReason.ERROR:
+            return "length"   # the budget of 0 output tokens ended it
         if reason == "stop_sequence":
             return reason
         if reason in (FinishReason.LENGTH, FinishReason.TIMEOUT):

@@ -7,13 +7,17 @@ stop_token_ids, ignore_eos, min_tokens, include_stop_str_in_output, skip_special
 truncate_prompt_tokens, chat_template_kwargs),
 which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
-`response_format`. `logit_bias` is taken at the two values OpenAI documents as a ban (-100) and
-an exclusive selection (100), as token masks; other values, and fields we know but do not
-implement (echo with logprobs, suffix, best_of other than n), are 400s naming the field.
+`response_format`, and its `prompt_logprobs` (the prompt tokens' logprobs, not streamed).
+`logit_bias` is taken at the two values OpenAI documents as a ban (-100) and an exclusive
+selection (100), as token masks; other values, and fields we know but do not implement
+(suffix, best_of other than n), are 400s naming the field. A legacy completion with `echo`
+and `logprobs` reports its prompt tokens' logprobs before the generated ones', and with
+`max_tokens` 0 (echo only) it returns the prompt alone, as vLLM does.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
 frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
-(so at temperature 0 they are the model's own log-softmax): docs/server.md says more.
+(so at temperature 0 they are the model's own log-softmax); the prompt's are the model's
+own log-softmax always: docs/grammar.md says more.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
     "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
-    "structured_outputs",
+    "structured_outputs", "prompt_logprobs",
     *(f"guided_{kind}" for kind in ("json", "regex", "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
@@ -117,6 +121,15 @@ def _chat_logprobs(f: Fields) -> int | None:
             raise invalid("top_logprobs needs logprobs=true", "top_logprobs")
         return None
     return top or 0
+
+
+def _prompt_logprobs(f: Fields, stream: bool) -> int | None:
+    """vLLM's `prompt_logprobs` (0..20 alternatives a prompt token); like vLLM, not with
+    stream=true."""
+    top = f.integer("prompt_logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS)
+    if top is not None and stream:
+        raise invalid("prompt_logprobs are not available with stream=true", "prompt_logprobs")
+    return top
 
 
 def _logit_bias(f: Fields) -> dict[int, int]:
@@ -304,7 +317,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
-        **_vllm_text_options(f),
+        prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
     )
 
 
@@ -401,9 +414,6 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
     if f.raw("prompt") is None:
         raise invalid("prompt is required", "prompt")
     echo = f.boolean("echo", False)
-    if echo and f.raw("logprobs") is not None:
-        raise invalid("echo with logprobs needs the prompt's logprobs, which this server does "
-                      "not compute", "echo")
     if f.string("suffix"):
         raise invalid("suffix is not supported by this server", "suffix")
     n = _choices(f)
@@ -411,7 +421,10 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         raise invalid("best_of must equal n: this server returns every choice it generates "
                       "and does not rank extra ones", "best_of")
     stream = f.boolean("stream", False)
-    max_tokens = f.integer("max_tokens", 16, lo=1)
+    max_tokens = f.integer("max_tokens", 16, lo=0)
+    if max_tokens == 0 and not echo:
+        raise invalid("max_tokens=0 asks for no output, which only echo=true (the prompt "
+                      "alone) allows", "max_tokens")
     first, *more = _prompts(f.raw("prompt"))
     return GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults),
@@ -421,7 +434,7 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
         logit_bias=_logit_bias(f), response_format=_output_format(f, None),
-        **_vllm_text_options(f))
+        prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f))
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -450,9 +463,14 @@ def chat_choice(*, index: int, content: str | None, reasoning: str, tool_calls: 
 
 
 def chat_completion(*, rid: str, model: str, created: int, choices: list[dict[str, Any]],
-                    usage: dict[str, Any]) -> dict[str, Any]:
-    return {"id": rid, "object": "chat.completion", "created": created, "model": model,
+                    usage: dict[str, Any], prompt_logprobs: list[Any] | None = None
+                    ) -> dict[str, Any]:
+    """`prompt_logprobs` (vLLM's, when asked) is one list for the whole response."""
+    body = {"id": rid, "object": "chat.completion", "created": created, "model": model,
             "choices": choices, "usage": usage}
+    if prompt_logprobs is not None:
+        body["prompt_logprobs"] = prompt_logprobs
+    return body
 
 
 def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any], index: int = 0,
@@ -468,8 +486,13 @@ def chat_chunk(*, rid: str, model: str, created: int, delta: dict[str, Any], ind
 
 
 def completion_choice(*, index: int, text: str, finish_reason: str | None,
-                      logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+                      logprobs: dict[str, Any] | None = None,
+                      prompt_logprobs: list[Any] | None = None) -> dict[str, Any]:
+    """`prompt_logprobs` (vLLM's, when asked): its prompt's, per choice."""
+    choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+    if prompt_logprobs is not None:
+        choice["prompt_logprobs"] = prompt_logprobs
+    return choice
 
 
 def completion(*, rid: str, model: str, created: int, choices: list[dict[str, Any]],

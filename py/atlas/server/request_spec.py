@@ -53,6 +53,8 @@ class GenerationSpec:
     response_format: "ResponseFormat | None" = None   # None: text
     #: report each output token's logprob with this many alternatives (None: no logprobs)
     logprobs: int | None = None
+    #: vLLM's prompt_logprobs: each prompt token's logprob with this many alternatives
+    prompt_logprobs: int | None = None
     #: independent choices to generate for the one prompt
     n: int = 1
     #: vLLM's extensions: the model's EOS tokens do not end the output (`ignore_eos`); no
@@ -67,6 +69,15 @@ class GenerationSpec:
     truncate_prompt_tokens: int | None = None
     #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
     logit_bias: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def prompt_top_n(self) -> int | None:
+        """Alternatives the engine must report per prompt token (None: no prompt logprobs):
+        `prompt_logprobs`, and a legacy completion's `logprobs` with `echo` (its prompt
+        tokens are reported like the generated ones); each response trims to its own."""
+        asked = [n for n in (self.prompt_logprobs, self.logprobs if self.echo else None)
+                 if n is not None]
+        return max(asked, default=None)
 
 
 #: sampling fields a model's generation_config.json may set (Hugging Face names = ours)
