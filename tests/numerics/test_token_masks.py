@@ -1,7 +1,7 @@
 """Token masks beyond grammars on the CPU reference backend (engine/token_masks.py): a stop
 token masked out of the draws before the request's first `min_tokens` output tokens, and
-logit_bias's bans (-100) and exclusive selection (100). A masked draw is the model's best
-allowed token, exactly."""
+logit_bias's bans (-100) and exclusive selection (100), a multi-token bad word never completed.
+A masked draw is the model's best allowed token, exactly."""
 
 from pathlib import Path
 
@@ -71,3 +71,23 @@ def test_logit_bias_bans_and_exclusive_selection():
     (chosen,) = engine.generate([EngineRequest(PROMPT, GREEDY, 6, allowed_tokens=pair)])
     assert set(chosen.token_ids) <= pair and chosen.token_ids[0] == int(ranked[1])
     assert len(chosen.token_ids) == 6 and chosen.finish_reason == FinishReason.LENGTH
+
+
+def test_a_multi_token_bad_word_is_never_completed():
+    """bad_words (free[1], free[2]): the first draw of free[1] stays, the draw that would
+    complete the word after it is the model's best other token; (free[0], 7) never matches
+    the greedy path, so it changes nothing before the paths part."""
+    runner = _runner()
+    engine = LLMEngine(runner, max_prefill_tokens=32)
+    free = engine.generate([EngineRequest(PROMPT, GREEDY, 6)])[0].token_ids
+    word = (free[1], free[2])
+    (got,) = engine.generate([EngineRequest(PROMPT, GREEDY, 6, bad_words=(word,))])
+    out = got.token_ids
+    assert out[:2] == free[:2] and out[2] != free[2]
+    logits = _greedy_logits(runner, out[:2])
+    logits[free[2]] = -np.inf
+    assert out[2] == int(np.argmax(logits))
+    assert all(tuple(out[i:i + 2]) != word for i in range(len(out) - 1))
+    unmatched = (free[0], 7) if free[1] != 7 else (free[0], 8)
+    (same,) = engine.generate([EngineRequest(PROMPT, GREEDY, 6, bad_words=(unmatched,))])
+    assert same.token_ids == free

@@ -90,6 +90,12 @@ def test_malformed_json(guarded):
     ("logit_bias", {"5": 50}, "logit_bias"),       # neither a ban nor a selection
     ("logit_bias", {"five": -100}, "logit_bias"),
     ("logit_bias", {"99999999": -100}, "logit_bias"),   # not in the vocabulary
+    ("allowed_token_ids", [], "allowed_token_ids"),
+    ("allowed_token_ids", [1, "2"], "allowed_token_ids"),
+    ("allowed_token_ids", [99999999], "allowed_token_ids"),
+    ("bad_words", "  ", "bad_words"),
+    ("bad_words", [1], "bad_words"),
+    ("continue_final_message", "yes", "continue_final_message"),
 ])
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,

@@ -42,10 +42,13 @@ class EngineRequest:
     #: output tokens drawn before a stop token may be: until then `stop_token_ids` are
     #: masked out of the draws (engine/token_masks.py)
     min_tokens: int = 0
-    #: OpenAI's logit_bias at -100 and 100: tokens never drawn, and (when not None) the only
-    #: tokens drawn (engine/token_masks.py)
+    #: tokens never drawn, and (when not None) the only tokens drawn: OpenAI's logit_bias at
+    #: -100 and 100, vLLM's allowed_token_ids and one-token bad words (engine/token_masks.py)
     banned_tokens: frozenset[int] = frozenset()
     allowed_tokens: frozenset[int] | None = None
+    #: token sequences of two or more tokens the output never ends with: a draw that would
+    #: complete one (its other tokens end the output so far) is masked (vLLM's bad_words)
+    bad_words: tuple[tuple[int, ...], ...] = ()
 
 
 class FinishReason:

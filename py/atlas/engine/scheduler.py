@@ -30,8 +30,8 @@ Planning a step also advances its sequences (`num_computed`, and one pending tok
 each chunk that ends its sequence's known tokens), so the next step can be planned before
 this one's tokens are back: that is how `EngineCore` keeps the device a step ahead of the
 host. `commit` then resolves the pending tokens. A sequence whose next token needs the last
-one on the host (a grammar mask, a thinking budget, speculative drafts) makes the engine
-step synchronously (`needs_sync`).
+one on the host (a grammar mask, bad words, a thinking budget, speculative drafts) makes the
+engine step synchronously (`needs_sync`).
 
 No I/O and no device: `EngineCore` feeds `plan.chunks` to a StepExecutor and hands the
 sampled tokens back to `commit`.
@@ -51,7 +51,7 @@ from .request import EngineOutput, EngineRequest, FinishReason
 from .scheduling_policy import SchedulingPolicy
 from .sequence import SamplingState, Sequence, ThinkingState
 from .speculative import Speculator
-from .token_masks import restricting
+from .token_masks import bad_word_bans, restricting
 
 
 #: Tokens a step may hold while sequences decode (the server's --max-mixed-step-tokens).
@@ -135,7 +135,8 @@ class Scheduler:
     @property
     def needs_sync(self) -> bool:
         """Steps must run one at a time, each committed before the next is planned: a
-        sequence has a grammar (its mask needs the last token) or a thinking budget
+        sequence has a grammar or multi-token bad words (its mask needs the last tokens) or a
+        thinking budget
         (whether the next token is forced depends on it), or drafts are proposed (from the
         tokens so far)."""
         return self._num_sync_seqs > 0 or self.speculator is not None
@@ -380,7 +381,8 @@ class Scheduler:
         token_mask = (grammar.fill_mask if grammar is not None and grammar.constrains_next
                       else None)
         if completes and (_bans_stops(seq) or _restricts(seq.request)):
-            banned = seq.request.banned_tokens
+            banned = seq.request.banned_tokens | bad_word_bans(seq.request.bad_words,
+                                                               seq.output_ids)
             if _bans_stops(seq):
                 banned = banned | seq.request.stop_token_ids
             token_mask = restricting(token_mask, banned, seq.request.allowed_tokens)
@@ -482,10 +484,12 @@ def _bans_stops(seq: Sequence) -> bool:
 
 
 def _restricts(request: EngineRequest) -> bool:
-    """Whether every draw of the request is masked (its logit_bias)."""
-    return bool(request.banned_tokens) or request.allowed_tokens is not None
+    """Whether every draw of the request is masked (its logit_bias, allowed tokens or bad
+    words)."""
+    return (bool(request.banned_tokens) or request.allowed_tokens is not None
+            or bool(request.bad_words))
 
 
 def _steps_synchronously(request: EngineRequest) -> bool:
     """The request's next token depends on its last one on the host (see `needs_sync`)."""
-    return request.grammar is not None or request.thinking is not None
+    return request.grammar is not None or request.thinking is not None or bool(request.bad_words)

@@ -5,12 +5,19 @@ composed with a grammar's mask where both apply:
   tokens. As in vLLM, the stop tokens are masked out of those draws (not merely not acted
   on), so the text never holds a stop token it did not end on.
 * OpenAI's `logit_bias` at its two documented extremes: -100 bans a token, 100 makes the
-  100-biased tokens the only ones drawn ("exclusive selection").
+  100-biased tokens the only ones drawn ("exclusive selection"); vLLM's `allowed_token_ids`
+  is the latter.
+* vLLM's `bad_words`: a one-token word is banned from every draw; a longer one bans its last
+  token from the draws that would complete it (`bad_word_bans`: its other tokens end the
+  output so far; like vLLM, the prompt does not count). Such a mask depends on the last
+  tokens, so these requests step synchronously, as grammars do.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from collections.abc import Sequence
 
 from ..model.batch import TokenMaskFiller
 
@@ -45,3 +52,14 @@ def restricting(base: TokenMaskFiller | None = None, banned: frozenset[int] = fr
                 bitmask[row, word] &= keep
 
     return fill
+
+
+def bad_word_bans(bad_words: Sequence[Sequence[int]], output: Sequence[int]) -> frozenset[int]:
+    """The last tokens of the multi-token `bad_words` whose other tokens end `output`: the
+    draws that would complete a bad word now."""
+    banned = set()
+    for word in bad_words:
+        head = len(word) - 1
+        if head <= len(output) and list(output[len(output) - head:]) == list(word[:head]):
+            banned.add(word[-1])
+    return frozenset(banned)

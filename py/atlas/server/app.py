@@ -24,7 +24,7 @@ from .auth import presented_token
 from .context import ConnectionLimits, ServerContext
 from .errors import ApiError, ErrorKind, api_for_path, invalid, kind_for_status
 from .generation import Generation, Outcome, render_prompt
-from .protocol_openai import parse_messages
+from .protocol_openai import continuation, parse_messages
 from .request_spec import GenerationSpec
 from .validation import Fields, require_object
 
@@ -220,7 +220,7 @@ async def tokenize(request: web.Request) -> web.Response:
     if f.raw("messages") is not None:
         spec = GenerationSpec(model=ctx.options.model_name, sampling=SamplingParams(),
                               max_tokens=None, messages=parse_messages(f.array("messages")),
-                              add_generation_prompt=f.boolean("add_generation_prompt", True))
+                              **continuation(f))
         ids = render_prompt(spec, ctx).ids
     else:
         ids = tok.encode(f.string("prompt", required=True),

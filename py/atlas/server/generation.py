@@ -12,7 +12,7 @@ import time
 from contextlib import aclosing
 from functools import partial
 from dataclasses import dataclass, field, replace
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 from ..engine.grammar_state import GrammarRequest
 from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
@@ -23,6 +23,7 @@ from .errors import ApiError, ErrorKind, invalid
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningParser, prompt_opens_thinking
 from .request_spec import GenerationSpec
 from .response_stream import ResponseStream, StreamDelta
+from .tokenizer import TextTokenizer
 from .tool_parsers import ToolCall, parser_class
 
 
@@ -56,21 +57,55 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
     # special-token strings in message text stay text unless the server allows them
     protected = tok.protect(spec.messages,
                             escape=not ctx.options.allow_special_tokens_in_content)
+    continuing = spec.continue_final_message
     try:
         template = tok.chat_template(use_tools)
         text = template.render(protected.messages, tools=spec.tools if use_tools else None,
-                               add_generation_prompt=spec.add_generation_prompt,
+                               add_generation_prompt=spec.add_generation_prompt and not continuing,
                                enable_thinking=thinking, extra=spec.template_kwargs)
     except (TemplateError, ValueError) as exc:
         raise invalid(str(exc), "messages") from None
+    if continuing:
+        text = open_final_message(text, protected.messages[-1])
     forced = ""
     enforced = ctx.structured is not None and ctx.structured.enforces_tool_calls
     if use_tools and spec.tool_choice.forces_call and not enforced:
+        if continuing:
+            raise invalid("a forced tool call cannot continue a final message's text",
+                          "tool_choice")
         # no grammar for this tool-call format: commit the model by writing its opening
         forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
         text += forced
     return RenderedPrompt(tok.encode_rendered(text, protected), protected.restore(text),
                           forced)
+
+
+def bad_word_ids(tok: TextTokenizer, word: str) -> list[tuple[int, ...]]:
+    """The token sequences of a bad word, as vLLM derives them: the word (leading spaces
+    removed) as encoded alone, and with one leading space when that encodes to as many
+    tokens starting with another one (the same word after a space, mid-text)."""
+    bare = tuple(tok.encode(word.lstrip(), add_special_tokens=False))
+    spaced = tuple(tok.encode(" " + word.lstrip(), add_special_tokens=False))
+    out = [bare]
+    if spaced and len(spaced) == len(bare) and spaced[0] != bare[0]:
+        out.append(spaced)
+    return out
+
+
+def open_final_message(text: str, message: Mapping[str, Any]) -> str:
+    """The rendered conversation `text` cut right after the final message's text, leaving
+    that message open for the model to continue (the template's end of turn after it is
+    dropped). Templates may trim a message's whitespace, so its stripped text is looked for
+    when the whole is not there; a template that rewrites the text is a 400."""
+    content = message.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise invalid("the final message has no text to continue", "messages")
+    for wanted in (content, content.strip()):
+        end = text.rfind(wanted)
+        if end >= 0:
+            return text[:end + len(wanted)]
+    raise invalid("the chat template does not keep the final message's text as given, so it "
+                  "cannot be continued", "messages")
 
 
 def thinking_enabled(spec: GenerationSpec, ctx: ServerContext) -> bool:
@@ -200,16 +235,30 @@ class Generation:
                              prompt_logprobs=self.spec.prompt_top_n if self.index == 0
                              else None, **self._logit_masks())
 
-    def _logit_masks(self) -> dict[str, frozenset[int] | None]:
-        """`logit_bias` as the engine's token masks: -100 bans a token, 100 makes the
-        100-biased tokens the only ones drawn; an id outside the vocabulary is a 400."""
-        bias = self.spec.logit_bias
-        bad = [t for t in bias if not self.ctx.tokenizer.is_valid_id(t)]
-        if bad:
-            raise invalid(f"logit_bias token ids out of vocabulary: {bad[:5]}", "logit_bias")
-        chosen = frozenset(t for t, b in bias.items() if b > 0)
-        return {"banned_tokens": frozenset(t for t, b in bias.items() if b < 0),
-                "allowed_tokens": chosen or None}
+    def _logit_masks(self) -> dict[str, Any]:
+        """`logit_bias`, `allowed_token_ids` and `bad_words` as the engine's token masks:
+        -100 bans a token; 100 makes the 100-biased tokens the only ones drawn, and
+        allowed_token_ids the listed ones (both: those in both); a bad word of one token is
+        banned, a longer one masked where it would complete (`bad_word_ids`). An id outside
+        the vocabulary, or nothing left to draw, is a 400."""
+        spec, tok = self.spec, self.ctx.tokenizer
+        for name, ids in (("logit_bias", list(spec.logit_bias)),
+                          ("allowed_token_ids", spec.allowed_token_ids or [])):
+            bad = [t for t in ids if not tok.is_valid_id(t)]
+            if bad:
+                raise invalid(f"{name} token ids out of vocabulary: {bad[:5]}", name)
+        allowed = frozenset(t for t, b in spec.logit_bias.items() if b > 0) or None
+        if spec.allowed_token_ids is not None:
+            listed = frozenset(spec.allowed_token_ids)
+            allowed = listed if allowed is None else allowed & listed
+            if not allowed:
+                raise invalid("logit_bias and allowed_token_ids leave no token to draw",
+                              "allowed_token_ids")
+        words = {w for word in spec.bad_words for w in bad_word_ids(tok, word)}
+        return {"banned_tokens": frozenset(t for t, b in spec.logit_bias.items() if b < 0)
+                | {w[0] for w in words if len(w) == 1},
+                "allowed_tokens": allowed,
+                "bad_words": tuple(sorted(w for w in words if len(w) > 1))}
 
     def _grammar(self) -> GrammarRequest | None:
         """The grammar this request's output must follow (response_format, forced tool

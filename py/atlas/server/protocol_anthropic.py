@@ -179,13 +179,28 @@ def parse_messages_request(body: Any, defaults: SamplingParams = SamplingParams(
     tools = _tools(f)
     choice, parallel = _tool_choice(f, tools)
     enable_thinking, budget = _thinking(f)
+    messages = _messages(f)
     return GenerationSpec(
         model=f.string("model"), sampling=sampling,
-        max_tokens=f.integer("max_tokens", required=True, lo=1), messages=_messages(f),
+        max_tokens=f.integer("max_tokens", required=True, lo=1), messages=messages,
         stop=string_list(f.raw("stop_sequences"), "stop_sequences", max_items=64),
         tools=tools, tool_choice=choice, parallel_tool_calls=parallel,
         stream=f.boolean("stream", False), enable_thinking=enable_thinking,
-        thinking_budget=budget)
+        thinking_budget=budget, continue_final_message=_prefilled(messages))
+
+
+def _prefilled(messages: list[dict[str, Any]]) -> bool:
+    """A conversation ending in an assistant turn with text (and no tool calls) prefills the
+    answer: the model continues that text, and the response holds only the continuation. As
+    Anthropic's API does, trailing whitespace there is a 400 (a tokenizer would end the
+    prefill inside a word boundary the model never saw)."""
+    last = messages[-1]
+    if last["role"] != "assistant" or last.get("tool_calls") or not last["content"]:
+        return False
+    if last["content"] != last["content"].rstrip():
+        raise invalid("final assistant content cannot end with trailing whitespace",
+                      "messages")
+    return True
 
 
 def parse_count_tokens_request(body: Any) -> GenerationSpec:
@@ -195,9 +210,11 @@ def parse_count_tokens_request(body: Any) -> GenerationSpec:
     tools = _tools(f)
     choice, _ = _tool_choice(f, tools)
     enable_thinking, _ = _thinking(f)
+    messages = _messages(f)
     return GenerationSpec(model=f.string("model", required=True), sampling=SamplingParams(),
-                          max_tokens=None, messages=_messages(f), tools=tools,
-                          tool_choice=choice, enable_thinking=enable_thinking)
+                          max_tokens=None, messages=messages, tools=tools,
+                          tool_choice=choice, enable_thinking=enable_thinking,
+                          continue_final_message=_prefilled(messages))
 
 
 def tool_use_block(call_id: str, name: str, arguments: str) -> dict[str, Any]:

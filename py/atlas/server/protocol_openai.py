@@ -41,11 +41,12 @@ _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
     "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
-    "structured_outputs", "prompt_logprobs",
+    "structured_outputs", "prompt_logprobs", "allowed_token_ids", "bad_words",
     *(f"guided_{kind}" for kind in ("json", "regex", "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
-    "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt"}
+    "response_format", "chat_template_kwargs", "reasoning_effort", "add_generation_prompt",
+    "continue_final_message"}
 COMPLETION_FIELDS = _COMMON_FIELDS | {"prompt", "echo", "suffix", "best_of"}
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -82,6 +83,8 @@ def parse_sampling(f: Fields, defaults: SamplingParams) -> SamplingParams:
 
 #: the most choices one request may ask for (`n`): each is a sequence in the batch
 MAX_CHOICES = 16
+#: the most `bad_words` one request may list (each is matched against the output every step)
+MAX_BAD_WORDS = 64
 
 
 def _reject_unsupported(f: Fields) -> None:
@@ -132,6 +135,18 @@ def _prompt_logprobs(f: Fields, stream: bool) -> int | None:
     return top
 
 
+def continuation(f: Fields) -> dict[str, bool]:
+    """vLLM's `continue_final_message` (the final message left open for the model to
+    continue) and `add_generation_prompt`: continuing implies no generation prompt, and asking
+    for both is a 400, as in vLLM."""
+    continuing = f.boolean("continue_final_message", False)
+    if continuing and f.raw("add_generation_prompt") is True:
+        raise invalid("continue_final_message and add_generation_prompt cannot both be true",
+                      "continue_final_message")
+    return {"continue_final_message": continuing,
+            "add_generation_prompt": f.boolean("add_generation_prompt", not continuing)}
+
+
 def _logit_bias(f: Fields) -> dict[int, int]:
     """`logit_bias` {"token id": bias}: -100 (never drawn) and 100 (the 100-biased tokens are
     the only ones drawn) are what this server applies, as token masks."""
@@ -163,12 +178,30 @@ def _min_tokens(f: Fields, max_tokens: int | None) -> int:
     return least
 
 
-def _stop_token_ids(f: Fields) -> list[int]:
-    ids = f.array("stop_token_ids", [])
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-        raise invalid("stop_token_ids must be an array of non-negative integers",
-                      "stop_token_ids")
+def _token_ids(f: Fields, name: str) -> list[int] | None:
+    """An array of token ids (None when absent); range checks against the vocabulary are
+    the tokenizer's (generation.py)."""
+    ids = f.array(name, None)
+    if ids is not None and not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                   for i in ids):
+        raise invalid(f"{name} must be an array of non-negative integers", name)
     return ids
+
+
+def _stop_token_ids(f: Fields) -> list[int]:
+    return _token_ids(f, "stop_token_ids") or []
+
+
+def _vllm_token_masks(f: Fields) -> dict[str, Any]:
+    """vLLM's `allowed_token_ids` (the only tokens drawn) and `bad_words` (strings never
+    generated), as GenerationSpec fields."""
+    allowed = _token_ids(f, "allowed_token_ids")
+    if allowed is not None and not allowed:
+        raise invalid("allowed_token_ids must not be empty", "allowed_token_ids")
+    bad_words = string_list(f.raw("bad_words"), "bad_words", max_items=MAX_BAD_WORDS)
+    if any(not w.strip() for w in bad_words):
+        raise invalid("bad_words entries must not be empty", "bad_words")
+    return {"allowed_token_ids": allowed, "bad_words": bad_words}
 
 
 # --- chat ------------------------------------------------------------------------------------
@@ -313,11 +346,12 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         stream=stream, include_usage=_stream_options(f, stream),
         enable_thinking=enable_thinking,
         template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
-        add_generation_prompt=f.boolean("add_generation_prompt", True),
+        **continuation(f),
         response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
         prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
+        **_vllm_token_masks(f),
     )
 
 
@@ -434,7 +468,8 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         logprobs=f.integer("logprobs", None, lo=0, hi=MAX_TOP_LOGPROBS), n=n,
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
         logit_bias=_logit_bias(f), response_format=_output_format(f, None),
-        prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f))
+        prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
+        **_vllm_token_masks(f))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -50,6 +50,10 @@ class GenerationSpec:
     thinking_budget: int | None = None
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     add_generation_prompt: bool = True
+    #: the final message is left open for the model to continue (Anthropic's prefill of an
+    #: assistant turn, vLLM's `continue_final_message`): rendered without a generation prompt
+    #: and cut right after that message's text, so the answer is its continuation
+    continue_final_message: bool = False
     response_format: "ResponseFormat | None" = None   # None: text
     #: report each output token's logprob with this many alternatives (None: no logprobs)
     logprobs: int | None = None
@@ -69,6 +73,9 @@ class GenerationSpec:
     truncate_prompt_tokens: int | None = None
     #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
     logit_bias: dict[int, int] = field(default_factory=dict)
+    #: vLLM's: the only tokens drawn (None: any), and strings the output never contains
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] = field(default_factory=list)
 
     @property
     def prompt_top_n(self) -> int | None:
