@@ -200,6 +200,10 @@ def _check_options(p: dict) -> None:
               help="Tokenize special-token strings (<|im_end|>...) in user, system and tool "
               "text as control tokens. Off: they are plain text, so users cannot forge "
               "role boundaries.")
+@click.option("--allowed-origins", default=None, metavar="ORIGINS",
+              help="Browser origins allowed to call the API (CORS), comma-separated "
+              "(https://app.example.com) or * for any; off by default, so a web page the "
+              "user visits cannot read this server's answers.")
 @click.option("--store-path", default=None, metavar="PATH",
               help="SQLite file of stored /v1/responses (survives restarts); \":memory:\" "
               "keeps them in the process only.  [default: $ATLAS_HOME/responses.sqlite3]")
@@ -238,6 +242,7 @@ def command(**p) -> None:
     from atlas.server.auth import TokenAuth
     from atlas.server.context import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, ServerContext,
                                       ServerOptions)
+    from atlas.server.cors import CorsPolicy
     from atlas.server.metrics import ServerMetrics
     from atlas.server.rate_limit import RateLimits
     from atlas_cli.model_setup import describe, request_defaults
@@ -260,6 +265,10 @@ def command(**p) -> None:
     if p["auth_tokens_file"] is not None:
         tokens += read_tokens_file(p["auth_tokens_file"])
     sampling, sampling_source = request_defaults(model_dir, assets.config, backend)
+    try:
+        cors = CorsPolicy.parse(p["allowed_origins"])
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     options = ServerOptions(
         model_name=assets.name, tool_parser=None if parser == "none" else parser,
         request_timeout_s=p["request_timeout"], disable_thinking=p["disable_thinking"],
@@ -271,7 +280,7 @@ def command(**p) -> None:
         allow_special_tokens_in_content=p["allow_special_tokens_in_content"],
         store_path=p["store_path"] or str(atlas_home() / "responses.sqlite3"),
         store_max_entries=p["store_max_entries"],
-        store_max_age_s=p["store_max_age_days"] * 86400.0)
+        store_max_age_s=p["store_max_age_days"] * 86400.0, cors=cors)
     try:
         auth = TokenAuth(tokens) if p["require_auth"] else None
     except ValueError as exc:

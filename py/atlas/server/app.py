@@ -19,6 +19,7 @@ from aiohttp import web
 
 from ..core.sampling import SamplingParams
 from ..engine.request import FinishReason
+from .app_cors import add_cors_headers, cors_middleware
 from .app_protocol import LimitedAppRunner
 from .auth import presented_token
 from .context import ConnectionLimits, ServerContext
@@ -279,8 +280,10 @@ def build_app(ctx: ServerContext) -> web.Application:
         ctx.responses = SqliteResponseStore(o.store_path, max_entries=o.store_max_entries,
                                             max_age_s=o.store_max_age_s)
     # aiohttp enforces the body limit itself too; read_json turns it into a JSON 413
+    cors = ctx.options.cors
     app = web.Application(client_max_size=ctx.options.max_body_bytes,
-                          middlewares=[json_errors])
+                          middlewares=[json_errors, cors_middleware(cors)])
+    app.on_response_prepare.append(add_cors_headers(cors))
     app[CTX] = ctx
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..core.sampling import SamplingParams
 from .async_engine import AsyncEngine
 from .auth import TokenAuth
+from .cors import CorsPolicy
 from .metrics import ServerMetrics
 from .rate_limit import RateLimiter, RateLimits
 from .structured import StructuredOutputs
@@ -46,6 +47,8 @@ class ServerOptions:
     store_path: str = ":memory:"
     store_max_entries: int = 10_000
     store_max_age_s: float = 30 * 24 * 3600.0
+    #: browser origins allowed to call the API (`--allowed-origins`; none: CORS off)
+    cors: CorsPolicy = field(default_factory=CorsPolicy)
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ class ErrorKind(enum.Enum):
 
     INVALID_REQUEST = 400
     AUTHENTICATION = 401
+    PERMISSION = 403
     NOT_FOUND = 404
     METHOD_NOT_ALLOWED = 405
     REQUEST_TIMEOUT = 408
@@ -30,6 +31,7 @@ class ErrorKind(enum.Enum):
 _OPENAI_TYPES = {
     ErrorKind.INVALID_REQUEST: "invalid_request_error",
     ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.PERMISSION: "permission_error",
     ErrorKind.NOT_FOUND: "not_found_error",
     ErrorKind.METHOD_NOT_ALLOWED: "invalid_request_error",
     ErrorKind.REQUEST_TIMEOUT: "timeout_error",
@@ -44,6 +46,7 @@ _OPENAI_TYPES = {
 _ANTHROPIC_TYPES = {
     ErrorKind.INVALID_REQUEST: "invalid_request_error",
     ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.PERMISSION: "permission_error",
     ErrorKind.NOT_FOUND: "not_found_error",
     ErrorKind.METHOD_NOT_ALLOWED: "invalid_request_error",
     ErrorKind.REQUEST_TIMEOUT: "timeout_error",
