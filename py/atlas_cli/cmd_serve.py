@@ -40,7 +40,8 @@ def _is_loopback(host: str) -> bool:
 def _configure_logging() -> None:
     import structlog
     structlog.configure(
-        processors=[structlog.processors.add_log_level,
+        processors=[structlog.contextvars.merge_contextvars,  # a request's id (server/app.py)
+                    structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso"),
                     structlog.processors.format_exc_info,
                     structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())],

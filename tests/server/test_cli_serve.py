@@ -46,13 +46,17 @@ def test_serve_prints_readiness_line_and_stops_cleanly(model_dir):
         assert line == f"Listening on 0.0.0.0:{port}\n"
         assert request(f"http://127.0.0.1:{port}/health") == (200, {"status": "ok"})
         status, body = request(f"http://127.0.0.1:{port}/v1/completions",
-                               {"model": "x", "prompt": "Hello", "max_tokens": 3})
+                               {"model": "x", "prompt": "Hello", "max_tokens": 3},
+                               {"X-Request-Id": "trace-7f3a"})
         assert status == 200 and body["usage"]["completion_tokens"] == 3
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "exposes the server" in err
+    # the request's log line carries the id the caller gave
+    assert any("request finished" in line and "request_id=trace-7f3a" in line
+               for line in err.splitlines()), err
 
 
 def test_invalid_option_combinations_are_refused(model_dir, tmp_path):

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import time
+import uuid
 from typing import Any, Awaitable, Callable, Iterator
 
 import orjson
@@ -244,6 +245,35 @@ async def detokenize(request: web.Request) -> web.Response:
     return json_response({"prompt": ctx.tokenizer.decode(ids, skip_special_tokens=False)})
 
 
+#: the header a request's id arrives in (from a gateway that traces it) and is answered in
+REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID = web.RequestKey("request_id", str)
+_REQUEST_ID_MAX = 128
+
+
+def request_id_of(request: web.Request) -> str:
+    """The caller's `X-Request-Id` when it is a short printable token, else a fresh one."""
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    if 0 < len(given) <= _REQUEST_ID_MAX and given.isprintable() and " " not in given:
+        return given
+    return uuid.uuid4().hex
+
+
+@web.middleware
+async def request_ids(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every request gets an id: its log lines carry it (structlog's context variables, bound
+    for the handler's task) and its response answers it in X-Request-Id."""
+    request[REQUEST_ID] = request_id_of(request)
+    with structlog.contextvars.bound_contextvars(request_id=request[REQUEST_ID]):
+        return await handler(request)
+
+
+async def answer_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """`on_response_prepare`: the response names its request's id (errors and streams too)."""
+    if REQUEST_ID in request:
+        response.headers[REQUEST_ID_HEADER] = request[REQUEST_ID]
+
+
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """aiohttp's own HTTP errors (no route: 404, wrong method: 405, body over the limit:
@@ -282,8 +312,9 @@ def build_app(ctx: ServerContext) -> web.Application:
     # aiohttp enforces the body limit itself too; read_json turns it into a JSON 413
     cors = ctx.options.cors
     app = web.Application(client_max_size=ctx.options.max_body_bytes,
-                          middlewares=[json_errors, cors_middleware(cors)])
+                          middlewares=[request_ids, json_errors, cors_middleware(cors)])
     app.on_response_prepare.append(add_cors_headers(cors))
+    app.on_response_prepare.append(answer_request_id)
     app[CTX] = ctx
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)

@@ -1,10 +1,12 @@
-"""CORS over real HTTP: a browser's preflight from an allowed origin is answered with the
-methods and the headers it asked for, the answers (JSON, streamed SSE, errors) name the origin,
-another origin's preflight is a 403 and gets no allow header; without --allowed-origins no
-response names any origin."""
+"""Response headers over real HTTP. X-Request-Id: a caller's id is answered back (a missing or
+malformed one replaced by a fresh id). CORS: a browser's preflight from an allowed origin is
+answered with the methods and the headers it asked for, the answers (JSON, streamed SSE,
+errors) name the origin, another origin's preflight is a 403 and gets no allow header; without
+--allowed-origins no response names any origin."""
 
 from __future__ import annotations
 
+import re
 import urllib.request
 
 import pytest
@@ -88,3 +90,13 @@ def test_off_by_default_and_origins_are_checked(model_dir):
     assert CorsPolicy.parse("*").allow_origin("https://any.example") == "*"
     with pytest.raises(ValueError, match="not an origin"):
         CorsPolicy.parse("app.example.com")
+
+
+def test_request_ids_are_answered(allowing):
+    status, headers, _ = call(allowing.url + "/health", "GET", {"X-Request-Id": "gw-123"})
+    assert status == 200 and headers["X-Request-Id"] == "gw-123"
+    for given in ({}, {"X-Request-Id": "x" * 500}, {"X-Request-Id": "a b"}):
+        status, headers, _ = call(allowing.url + "/v1/nowhere", "GET", given)
+        assert status == 404 and re.fullmatch(r"[0-9a-f]{32}", headers["X-Request-Id"])
+    status, headers = chat(allowing, APP, stream=True)
+    assert status == 200 and re.fullmatch(r"[0-9a-f]{32}", headers["X-Request-Id"])
