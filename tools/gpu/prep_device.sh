@@ -2,6 +2,7 @@
 # Prepare, on the CPU machine, everything one device-tool call carries (gitignored paths):
 #
 #   .device/kernels.tar.xz   every hopper PTX set (atlas kernels build), built here with nvcc
+#                            (ATLAS_PREP_SETS="GLOB": only those, to keep a call under 64 MiB)
 #   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
@@ -28,9 +29,16 @@ echo "== PTX sets (build/kernels)"
 ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" | tail -n 2
 echo "== cubins (build/sass)"
 python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" | tail -n 1
-tar cJf .device/kernels.tar.xz -C build/kernels .
+# the sets to carry: every hopper one (build/kernels may hold other hardware's too), or those
+# ATLAS_PREP_SETS names (a glob, e.g. "hopper__common__*" when the call needs no model leaf:
+# the tracked tree plus .device must stay within the tool's 64 MiB)
+rm -rf build/carried && mkdir -p build/carried
+for f in $(cd build/kernels && ls ${ATLAS_PREP_SETS:-hopper__*}.ptxset.json); do
+  ln build/kernels/"$f" build/carried/"$f"
+done
+tar cJf .device/kernels.tar.xz -C build/carried .
 rm -f .device/kernels_*.tar.xz
-sets=(build/kernels)
+sets=(build/carried)
 for variant in ${ATLAS_PREP_VARIANT:-}; do
   name="${variant%%:*}"; defs="${variant#*:}"
   echo "== variant $name ($defs)"
