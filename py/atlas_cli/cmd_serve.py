@@ -150,8 +150,10 @@ def _check_options(p: dict) -> None:
               "--max-prefill-tokens if smaller]")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True),
               default=0.9, show_default=True, help="Fraction of GPU memory for weights + KV.")
-@click.option("--scheduling-policy", type=click.Choice(["fifo", "slai"]), default="fifo",
-              show_default=True)
+@click.option("--scheduling-policy", type=click.Choice(["fifo", "slai", "priority"]),
+              default="fifo", show_default=True,
+              help="Who goes first: arrival (fifo), least slack to the time-between-tokens "
+              "deadline (slai), or the requests' `priority` field, lower first (priority).")
 @click.option("--tbt-deadline-ms", type=click.FloatRange(0.0, min_open=True), default=100.0,
               show_default=True, help="SLAI time-between-tokens deadline.")
 @click.option("--no-async-scheduling", is_flag=True,

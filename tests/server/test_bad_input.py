@@ -96,6 +96,8 @@ def test_malformed_json(guarded):
     ("bad_words", "  ", "bad_words"),
     ("bad_words", [1], "bad_words"),
     ("continue_final_message", "yes", "continue_final_message"),
+    ("priority", "high", "priority"),
+    ("priority", 1, "priority"),       # the server's policy is fifo: no priorities
 ])
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,

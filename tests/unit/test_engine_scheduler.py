@@ -217,6 +217,30 @@ def test_slai_preempts_the_sequence_with_most_slack():
     assert sched.waiting[0].seq_id == 0 and sched.take_released() == [0]
 
 
+def test_priority_orders_admission_and_preemption():
+    """Lower priority values are admitted first (then arrival), and under pressure the
+    highest value running is preempted; other policies refuse a non-zero priority."""
+    pool, ex, sched = make(num_blocks=4, block_size=4, max_num_seqs=2,
+                           policy=make_policy("priority", 100))
+    for i, prio in enumerate((5, 0, 5, -1)):
+        sched.add(i, EngineRequest(prompt(i, 4), GREEDY, 8, priority=prio), 0.0)
+    assert [s.seq_id for s in sched.waiting] == [3, 1, 0, 2]
+    plan = sched.schedule(0.0)
+    assert sorted(st.seq_id for st in plan.chunks) == [1, 3]
+    sched.commit(plan, ex.execute(plan.chunks), 0.0)
+    assert [s.seq_id for s in sched.policy.order(sched.running, 0.0)] == [3, 1]
+    # seq 1 (priority 0) is the victim when the pool runs short, not seq 3 (-1)
+    while not sched.num_preemptions:
+        plan = sched.schedule(0.0)
+        sched.commit(plan, ex.execute(plan.chunks), 0.0)
+    assert sched.waiting[0].seq_id == 1 and 3 in {s.seq_id for s in sched.running}
+    assert set(run(sched, ex)) >= {0, 1, 2}   # every one still waiting finishes after it
+    assert sched.blocks.num_available == sched.blocks.num_blocks   # free or cached
+    _, _, fifo = make()
+    with pytest.raises(ValueError, match="priority scheduling"):
+        fifo.add(0, EngineRequest(prompt(0, 4), GREEDY, 8, priority=1), 0.0)
+
+
 def test_make_policy_rejects_unknown():
     assert make_policy("slai", 50).tbt_deadline_s == pytest.approx(0.05)
     with pytest.raises(ValueError):

@@ -49,6 +49,8 @@ class EngineRequest:
     #: token sequences of two or more tokens the output never ends with: a draw that would
     #: complete one (its other tokens end the output so far) is masked (vLLM's bad_words)
     bad_words: tuple[tuple[int, ...], ...] = ()
+    #: the queue's order under the priority policy (lower first; scheduling_policy.py)
+    priority: int = 0
 
 
 class FinishReason:

@@ -117,7 +117,7 @@ class Scheduler:
             raise ValueError(f"max_logit_rows={self.max_logit_rows} leaves no row for some of "
                              f"{max_num_seqs} sequences x {per_seq} sampled rows")
         self.token_limit = min(max_seq_len, blocks.num_blocks * blocks.block_size)
-        self.waiting: list[Sequence] = []     # sorted by arrival_index
+        self.waiting: list[Sequence] = []     # sorted by policy.waiting_key
         self.running: list[Sequence] = []
         self._by_id: dict[int, Sequence] = {}
         self._released: list[int] = []
@@ -164,6 +164,9 @@ class Scheduler:
                              f"generate within {self.token_limit} tokens")
         if request.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        if request.priority and not self.policy.uses_priority:
+            raise ValueError(f"priority={request.priority} needs the priority scheduling "
+                             f"policy (this scheduler's is {self.policy.name})")
         top_n = request.prompt_logprobs
         if top_n is not None and not 0 <= top_n <= MAX_TOP_LOGPROBS:
             raise ValueError(f"prompt_logprobs={top_n} is outside 0..{MAX_TOP_LOGPROBS}")
@@ -185,7 +188,7 @@ class Scheduler:
         self._arrivals += 1
         self._num_sync_seqs += _steps_synchronously(request)
         self._by_id[seq_id] = seq
-        self.waiting.append(seq)
+        self._enqueue(seq)
 
     def abort(self, seq_id: int, reason: str = FinishReason.ABORT) -> EngineOutput | None:
         """Stop a sequence now and free its blocks; None when it is already gone."""
@@ -321,8 +324,13 @@ class Scheduler:
         seq.needs_history = True
         self.num_preemptions += 1
         self._released.append(seq.seq_id)
-        keys = [s.arrival_index for s in self.waiting]
-        self.waiting.insert(bisect.bisect(keys, seq.arrival_index), seq)
+        self._enqueue(seq)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        """Into the waiting queue, in the policy's order (arrival, or priority then arrival)."""
+        key = self.policy.waiting_key
+        keys = [key(s) for s in self.waiting]
+        self.waiting.insert(bisect.bisect(keys, key(seq)), seq)
 
     def _prefill_waits(self) -> bool:
         """A running sequence has more than its next token to compute, or a waiting one

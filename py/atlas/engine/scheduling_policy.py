@@ -1,7 +1,8 @@
-"""Which running sequence goes first when the batch or the KV pool is short.
+"""Which sequence goes first when the batch or the KV pool is short.
 
-Each policy is one method: order the running sequences, most urgent first. The last ones
-are the preemption victims.
+A policy orders the running sequences, most urgent first (the last ones are the preemption
+victims), and keys the waiting queue (admitted in key order): arrival for FIFO and SLO-aware,
+the request's `priority` then arrival for the priority policy (vLLM's, lower values first).
 """
 
 from __future__ import annotations
@@ -14,10 +15,16 @@ from .sequence import Sequence
 
 class SchedulingPolicy(abc.ABC):
     name: str
+    #: whether requests' `priority` means anything (otherwise a non-zero one is refused)
+    uses_priority = False
 
     @abc.abstractmethod
     def order(self, running: Seq[Sequence], now: float) -> list[Sequence]:
         """Most urgent first."""
+
+    def waiting_key(self, seq: Sequence) -> tuple[int, ...]:
+        """The waiting queue's order (smallest admitted first): arrival."""
+        return (seq.arrival_index,)
 
 
 class FifoPolicy(SchedulingPolicy):
@@ -49,9 +56,28 @@ class SlaiPolicy(SchedulingPolicy):
                                               s.arrival_index))
 
 
+class PriorityPolicy(SchedulingPolicy):
+    """The request's `priority` first (lower values first, as vLLM orders them), then
+    arrival: admitted in that order, and the least urgent are preempted first."""
+
+    name = "priority"
+    uses_priority = True
+
+    def order(self, running: Seq[Sequence], now: float) -> list[Sequence]:
+        return sorted(running, key=self.waiting_key)
+
+    def waiting_key(self, seq: Sequence) -> tuple[int, ...]:
+        return (seq.request.priority, seq.arrival_index)
+
+
+POLICIES = ("fifo", "slai", "priority")
+
+
 def make_policy(name: str, tbt_deadline_ms: float) -> SchedulingPolicy:
     if name == "fifo":
         return FifoPolicy()
     if name == "slai":
         return SlaiPolicy(tbt_deadline_ms / 1000.0)
-    raise ValueError(f"unknown scheduling policy {name!r}; known: fifo, slai")
+    if name == "priority":
+        return PriorityPolicy()
+    raise ValueError(f"unknown scheduling policy {name!r}; known: {', '.join(POLICIES)}")

@@ -74,6 +74,12 @@ class ServerContext:
         return self.engine is not None
 
     @property
+    def scheduling_priority(self) -> bool:
+        """Whether requests' `priority` orders the engine's queue (--scheduling-policy)."""
+        assert self.engine is not None
+        return self.engine.scheduler.policy.uses_priority
+
+    @property
     def context_limit(self) -> int:
         """Tokens one sequence may hold (prompt + output)."""
         assert self.engine is not None

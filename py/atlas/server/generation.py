@@ -177,6 +177,9 @@ class Generation:
             raise invalid(f"the prompt has {n} tokens; this model's context holds {limit} "
                           "tokens including the completion", "messages" if spec.messages
                           else "prompt")
+        if spec.priority and not ctx.scheduling_priority:
+            raise invalid("priority needs the priority scheduling policy (start the server "
+                          "with --scheduling-policy priority)", "priority")
         #: max_tokens 0: the prompt alone (its logprobs), no output
         self.prompt_only = spec.max_tokens == 0
         self.max_tokens = 1 if self.prompt_only else min(spec.max_tokens or limit, limit - n)
@@ -233,7 +236,7 @@ class Generation:
                              thinking=self._thinking_budget(), grammar=self.grammar,
                              logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens,
                              prompt_logprobs=self.spec.prompt_top_n if self.index == 0
-                             else None, **self._logit_masks())
+                             else None, priority=self.spec.priority, **self._logit_masks())
 
     def _logit_masks(self) -> dict[str, Any]:
         """`logit_bias`, `allowed_token_ids` and `bad_words` as the engine's token masks:

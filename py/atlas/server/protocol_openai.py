@@ -41,7 +41,7 @@ _COMMON_FIELDS = _SAMPLING_FIELDS | {
     "model", "max_tokens", "stop", "stop_token_ids", "n", "stream", "stream_options", "user",
     "logprobs", "top_logprobs", "logit_bias", "metadata", "store", "service_tier", "ignore_eos",
     "min_tokens", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
-    "structured_outputs", "prompt_logprobs", "allowed_token_ids", "bad_words",
+    "structured_outputs", "prompt_logprobs", "allowed_token_ids", "bad_words", "priority",
     *(f"guided_{kind}" for kind in ("json", "regex", "choice", "grammar"))}
 CHAT_FIELDS = _COMMON_FIELDS | {
     "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
@@ -192,16 +192,18 @@ def _stop_token_ids(f: Fields) -> list[int]:
     return _token_ids(f, "stop_token_ids") or []
 
 
-def _vllm_token_masks(f: Fields) -> dict[str, Any]:
-    """vLLM's `allowed_token_ids` (the only tokens drawn) and `bad_words` (strings never
-    generated), as GenerationSpec fields."""
+def _vllm_engine_options(f: Fields) -> dict[str, Any]:
+    """vLLM's `allowed_token_ids` (the only tokens drawn), `bad_words` (strings never
+    generated) and `priority` (the queue's order under the priority policy), as
+    GenerationSpec fields."""
     allowed = _token_ids(f, "allowed_token_ids")
     if allowed is not None and not allowed:
         raise invalid("allowed_token_ids must not be empty", "allowed_token_ids")
     bad_words = string_list(f.raw("bad_words"), "bad_words", max_items=MAX_BAD_WORDS)
     if any(not w.strip() for w in bad_words):
         raise invalid("bad_words entries must not be empty", "bad_words")
-    return {"allowed_token_ids": allowed, "bad_words": bad_words}
+    return {"allowed_token_ids": allowed, "bad_words": bad_words,
+            "priority": f.integer("priority", 0)}
 
 
 # --- chat ------------------------------------------------------------------------------------
@@ -351,7 +353,7 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),
         min_tokens=_min_tokens(f, max_tokens), logit_bias=_logit_bias(f),
         prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
-        **_vllm_token_masks(f),
+        **_vllm_engine_options(f),
     )
 
 
@@ -469,7 +471,7 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         ignore_eos=f.boolean("ignore_eos", False), min_tokens=_min_tokens(f, max_tokens),
         logit_bias=_logit_bias(f), response_format=_output_format(f, None),
         prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
-        **_vllm_token_masks(f))
+        **_vllm_engine_options(f))
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -73,6 +73,8 @@ class GenerationSpec:
     truncate_prompt_tokens: int | None = None
     #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
     logit_bias: dict[int, int] = field(default_factory=dict)
+    #: vLLM's: the request's place in the queue under the priority policy (lower first)
+    priority: int = 0
     #: vLLM's: the only tokens drawn (None: any), and strings the output never contains
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] = field(default_factory=list)
