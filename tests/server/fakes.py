@@ -10,6 +10,7 @@
   (e.g. a tool call encoded by a real tokenizer) when the prompt contains a trigger. A chunk
   that scores prompt tokens gets `fake_logprob` of each row's history (read back from the
   KV) and target, so a row scored at the wrong position or twice is seen.
+  A chunk that asks for its embedding gets `fake_embedding` of its history.
 * `build_tiny_model_dir` — a byte-level BPE tokenizer trained in the test plus a ChatML
   chat template with tools and thinking, written as a model directory.
 """
@@ -23,9 +24,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from atlas.model.batch import SeqChunk, StepResult, TokenLogprobs, WithPromptLogprobs
+from atlas.model.batch import (SeqChunk, StepResult, TokenLogprobs, WithEmbedding,
+                               WithPromptLogprobs)
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -208,6 +211,8 @@ class FakeExecutor:
                 out[-1] = WithPromptLogprobs(tuple(
                     self._score(st, first + i + 1, t, sc.top_n)
                     for i, t in enumerate(sc.targets)), out[-1])
+            if st.embed:
+                out[-1] = WithEmbedding(fake_embedding(self._history(st, end)), out[-1])
         return out
 
     def _score(self, st: SeqChunk, end: int, target: int, top_n: int) -> TokenLogprobs:
@@ -241,6 +246,17 @@ class FakeExecutor:
 
     def state_slot_usage(self) -> tuple[int, int]:
         return 0, 0  # a scripted model keeps no recurrent state
+
+
+#: width of the fake model's hidden state (`fake_embedding`)
+FAKE_HIDDEN = 8
+
+
+def fake_embedding(history: Sequence[int]) -> np.ndarray:
+    """The fake model's final hidden state after `history` (float32 [FAKE_HIDDEN]): a
+    deterministic function of every token, so a prompt read back wrong changes it."""
+    rng = np.random.default_rng(_mix(list(history)))
+    return rng.standard_normal(FAKE_HIDDEN).astype(np.float32)
 
 
 def fake_logprob(history: Sequence[int], target: int) -> float:

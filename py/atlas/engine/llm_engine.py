@@ -11,6 +11,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence as Seq
 
+import numpy as np
+
 from ..model.batch import StepExecutor, TokenLogprobs
 from .core import DEFAULT_SNAPSHOT_INTERVAL, EngineCore
 from .request import EngineRequest, FinishReason
@@ -30,6 +32,8 @@ class Completion:
     token_ids: list[int]
     finish_reason: str
     prompt_logprobs: tuple[TokenLogprobs, ...] | None = None
+    #: `EngineRequest.embed`: the last prompt token's final-norm hidden state
+    embedding: np.ndarray | None = None
 
 
 class LLMEngine:
@@ -65,6 +69,7 @@ class LLMEngine:
         tokens: list[list[int]] = [[] for _ in requests]
         reasons: list[str | None] = [None] * len(requests)
         prompt_logprobs: list[tuple[TokenLogprobs, ...] | None] = [None] * len(requests)
+        embeddings: list[np.ndarray | None] = [None] * len(requests)
         for seq_id, r in zip(ids, requests):
             self.core.add(seq_id, r)
         while self.core.has_work:
@@ -82,9 +87,11 @@ class LLMEngine:
                 reasons[i] = out.finish_reason
                 if out.prompt_logprobs is not None:
                     prompt_logprobs[i] = out.prompt_logprobs
+                if out.embedding is not None:
+                    embeddings[i] = out.embedding
                 if (out.finish_reason is None and stop_check is not None
                         and stop_check(i, tokens[i])):
                     reasons[i] = FinishReason.STOP
                     self.core.abort(out.seq_id, FinishReason.STOP)
-        return [Completion(t, r or FinishReason.ERROR, p)
-                for t, r, p in zip(tokens, reasons, prompt_logprobs)]
+        return [Completion(t, r or FinishReason.ERROR, p, e)
+                for t, r, p, e in zip(tokens, reasons, prompt_logprobs, embeddings)]

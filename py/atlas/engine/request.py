@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..core.sampling import SamplingParams
 from ..model.batch import TokenLogprobs
 from .grammar_state import GrammarRequest
@@ -51,6 +53,9 @@ class EngineRequest:
     bad_words: tuple[tuple[int, ...], ...] = ()
     #: the queue's order under the priority policy (lower first; scheduling_policy.py)
     priority: int = 0
+    #: report the prompt's last-token final-norm hidden state (an embedding model's pooled
+    #: output, /v1/embeddings) with the request's first output
+    embed: bool = False
 
 
 class FinishReason:
@@ -78,3 +83,6 @@ class EngineOutput:
     #: with `EngineRequest.prompt_logprobs`, on the request's first output with tokens:
     #: prompt tokens 1 .. P - 1's logprobs (token 0 has none)
     prompt_logprobs: tuple[TokenLogprobs, ...] | None = None
+    #: with `EngineRequest.embed`, on the same output: the last prompt token's final-norm
+    #: hidden state, float32 [hidden]
+    embedding: np.ndarray | None = None

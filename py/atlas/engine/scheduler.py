@@ -43,7 +43,7 @@ import bisect
 from dataclasses import dataclass
 
 from ..model.batch import (MAX_TOP_LOGPROBS, SeqChunk, StepResult, TokenLogprobs,
-                           WithPromptLogprobs, accept)
+                           WithEmbedding, WithPromptLogprobs, accept)
 from .block_manager import BlockManager
 from .grammar_state import GrammarState
 from .prompt_logprobs import fit_logit_rows, logit_rows, plan_scoring, still_scoring
@@ -164,6 +164,8 @@ class Scheduler:
                              f"generate within {self.token_limit} tokens")
         if request.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        if request.embed and (request.logprobs is not None or request.prompt_logprobs is not None):
+            raise ValueError("an embedding request reports no logprobs")
         if request.priority and not self.policy.uses_priority:
             raise ValueError(f"priority={request.priority} needs the priority scheduling "
                              f"policy (this scheduler's is {self.policy.name})")
@@ -269,6 +271,11 @@ class Scheduler:
                                        f"{token!r} for a chunk that scored prompt tokens")
                 seq.prompt_logprobs += token.prompt
                 token = token.result
+            if chunk.embed:
+                if not isinstance(token, WithEmbedding):
+                    raise RuntimeError(f"sequence {seq.seq_id}: the executor returned "
+                                       f"{token!r} for a chunk that asked for its embedding")
+                seq.embedding, token = token.vector, token.result
             end = chunk.start_pos + len(chunk.token_ids) - chunk.num_draft
             self.blocks.cache_computed(seq, end)
             if not emits:
@@ -415,6 +422,7 @@ class Scheduler:
             else -1,
             carried=carried,
             prompt_logprobs=plan_scoring(seq, start, end),
+            embed=completes and seq.request.embed and not seq.output_ids,
         ))
         seq.needs_history = False
         seq.num_computed = end
@@ -465,12 +473,13 @@ class Scheduler:
                 error: str | None = None, logprobs: tuple[TokenLogprobs | None, ...] = ()
                 ) -> EngineOutput:
         """The output of `seq`'s step; its first tokens carry the prompt logprobs (every
-        prompt chunk was committed before the one that yields them)."""
+        prompt chunk was committed before the one that yields them) and the embedding."""
         first = bool(new) and len(seq.output_ids) == len(new)
         prompt = (tuple(seq.prompt_logprobs) if first and seq.request.prompt_logprobs is not None
                   else None)
         return EngineOutput(seq.seq_id, new, reason, seq.num_prompt_tokens, len(seq.output_ids),
-                            seq.num_cached_tokens, error, logprobs, prompt)
+                            seq.num_cached_tokens, error, logprobs, prompt,
+                            seq.embedding if first else None)
 
 
 def _decodes_first(plan: StepPlan) -> None:

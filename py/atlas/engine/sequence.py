@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..core.sampling import SamplingParams
 from ..model.batch import PenaltyHistory, TokenLogprobs
 from .grammar_state import GrammarState
@@ -115,6 +117,8 @@ class Sequence:
     #: committed steps reported, prompt token 1 first
     num_scored: int = 0
     prompt_logprobs: list[TokenLogprobs] = field(default_factory=list)
+    #: `EngineRequest.embed`: the last prompt token's final-norm hidden state, once computed
+    embedding: np.ndarray | None = None
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -68,10 +68,20 @@ class WithPromptLogprobs:
     result: int | TokenLogprobs | None
 
 
+@dataclass(frozen=True, slots=True)
+class WithEmbedding:
+    """The result of a chunk that asked for its last token's hidden state (`SeqChunk.embed`):
+    the final-norm hidden row, float32 [hidden] (bf16 values), and the chunk's sampled token."""
+
+    vector: np.ndarray
+    result: int | TokenLogprobs | None
+
+
 #: what a step returns per chunk: None, the sampled token (with its logprobs when the chunk
 #: asked for them), a verification's samples, or one of those with the prompt logprobs the
-#: chunk scored
-StepResult = int | TokenLogprobs | tuple[int, ...] | WithPromptLogprobs | None
+#: chunk scored or the hidden state it pooled
+StepResult = (int | TokenLogprobs | tuple[int, ...] | WithPromptLogprobs | WithEmbedding
+              | None)
 
 
 @dataclass(slots=True)
@@ -123,6 +133,9 @@ class SeqChunk:
     logprobs: int = -1
     carried: bool = False
     prompt_logprobs: PromptScoring | None = None
+    #: a sampling chunk reports its last token's final-norm hidden state (`WithEmbedding`):
+    #: the last-token pooled embedding of an embedding request
+    embed: bool = False
 
 
 def accept(drafts: Sequence[int], sampled: Sequence[int]) -> list[int]:

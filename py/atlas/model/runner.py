@@ -44,6 +44,7 @@ from ..comm import CommBackend
 from ..core.config import ModelConfig
 from ..core.target import KernelTarget
 from ..core.dtype import DType
+from ..core.numerics import bf16_bits_to_f32
 from ..core.sampling import GREEDY
 from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
@@ -53,7 +54,8 @@ from ..runtime.ops import KernelCache, argmax, embedding
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
-from .batch import SeqChunk, StepResult, TokenLogprobs, WithPromptLogprobs, accept
+from .batch import (SeqChunk, StepResult, TokenLogprobs, WithEmbedding, WithPromptLogprobs,
+                    accept)
 from .gated_deltanet import decodes_fused, proj_width
 from .model import AttentionPlan, DenseDecoderModel, Dims, StepBuffers
 from .mtp import MtpProposer
@@ -141,6 +143,9 @@ class LaunchedStep:
     done: EventHandle | None   # None: an empty step
     #: the runner's count of launched steps when this one was (1 for its first)
     number: int = 0
+    #: the pinned bf16 [rows, hidden] copy of the sampled rows' final-norm hidden states, when
+    #: a chunk asked for its embedding (`SeqChunk.embed`)
+    hidden: np.ndarray | None = None
 
 
 @dataclass
@@ -275,6 +280,8 @@ class ModelRunner:
                           for _ in range(2)]
         self._done = [backend.create_event() for _ in range(2)]
         #: the same alternation for the logprobs of steps that report them
+        #: per parity, the pinned pooled hidden states of embedding chunks (`_host_hidden`)
+        self._hidden_host: list[np.ndarray | None] = [None, None]
         self._host_logprobs = ([sampler.logprob_host_buffers() for _ in range(2)]
                                if sampler.max_logprobs else [None, None])
         self._parity = 0
@@ -366,9 +373,14 @@ class ModelRunner:
         logprobs = self._host_logprobs[parity] if want_logprobs else None
         if logprobs is not None:
             self.sampler.queue_logprobs(len(rows) + n_scored, logprobs, self.stream)
+        hidden = None
+        if any(st.embed for st in steps):   # the sampled rows' final-norm hidden states
+            hidden = self._host_hidden(parity)[:len(rows)]
+            self.backend.copy_d2h(hidden, self.bufs.sample_hidden, self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
-        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched)
+        return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched,
+                            hidden)
 
     def collect(self, launched: LaunchedStep) -> list[StepResult]:
         """Wait for a launched step and return the sampled token per chunk (None where
@@ -399,7 +411,18 @@ class ModelRunner:
                                         if st.num_draft])
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.propose(self._mtp_pass, self.stream, self.bufs, steps, out, self._slot_of)
-        return out if logprobs is None else _with_logprobs(steps, out, logprobs)
+        if logprobs is not None:
+            out = _with_logprobs(steps, out, logprobs)
+        return out if launched.hidden is None else _with_embeddings(steps, out, launched.hidden)
+
+    def _host_hidden(self, parity: int) -> np.ndarray:
+        """The pinned bf16 [max_sample_rows, hidden] buffer of a step parity's pooled hidden
+        states, made the first time a chunk asks for one (embedding requests)."""
+        if self._hidden_host[parity] is None:
+            rows, hidden = self.limits.max_sample_rows, self.model.dims.hidden
+            self._hidden_host[parity] = self.backend.alloc_host_pinned(
+                2 * rows * hidden).view(np.uint16).reshape(rows, hidden)
+        return self._hidden_host[parity]
 
     def release(self, seq_id: int) -> None:
         """Forget a sequence. Its block-table rows are invalidated too: a live sequence's
@@ -798,6 +821,22 @@ def _with_logprobs(steps: Sequence[SeqChunk], out: list[StepResult],
                 _token_logprobs(t, logprobs, scored + k, sc.top_n)
                 for k, t in enumerate(sc.targets)), got)
             scored += len(sc.targets)
+    return out
+
+
+def _with_embeddings(steps: Sequence[SeqChunk], out: list[StepResult],
+                     hidden: np.ndarray) -> list[StepResult]:
+    """`out` with the hidden state of each chunk that asked for it (`SeqChunk.embed`): its
+    sampled row's, as float32."""
+    j = 0
+    for i, st in enumerate(steps):
+        if not st.sample:
+            continue
+        if st.embed:
+            got = out[i]
+            assert not isinstance(got, (tuple, WithPromptLogprobs, WithEmbedding))
+            out[i] = WithEmbedding(bf16_bits_to_f32(hidden[j]), got)
+        j += st.num_draft + 1
     return out
 
 

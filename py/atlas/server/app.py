@@ -324,6 +324,7 @@ def build_app(ctx: ServerContext) -> web.Application:
     app.router.add_post("/detokenize", detokenize)
     app.router.add_post("/v1/chat/completions", app_openai.chat_completions)
     app.router.add_post("/v1/completions", app_openai.completions)
+    app.router.add_post("/v1/embeddings", app_openai.embeddings)
     app.router.add_post("/v1/responses", app_responses.create)
     app.router.add_get("/v1/responses/{response_id}", app_responses.retrieve)
     app.router.add_delete("/v1/responses/{response_id}", app_responses.delete)

@@ -1,20 +1,24 @@
 """OpenAI routes: /v1/chat/completions and /v1/completions, streaming and not, with `n`
 choices (see choices.py) and token logprobs (see logprobs.py): the generated tokens', an
-echoed prompt's, and vLLM's `prompt_logprobs`."""
+echoed prompt's, and vLLM's `prompt_logprobs`; /v1/embeddings (see embeddings.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from aiohttp import web
 
 from . import protocol_openai as proto
-from .app import (api_route, begin_generation, finishing, json_response, open_sse, send_sse,
-                  start_generation)
+from .app import (CTX, api_route, authorize, begin_generation, finishing, json_response,
+                  open_sse, read_json, send_sse, start_generation)
 from .choices import Choices
 from .context import ServerContext
+from .embeddings import embedding_vector, encode_embedding
+from .generation import Generation
 from .errors import engine_failure
 from .logprobs import LogprobFormatter, echoed_prompt
 from ..model.batch import TokenLogprobs
@@ -248,3 +252,32 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+@api_route("openai")
+async def embeddings(request: web.Request) -> web.Response:
+    """Each input a prompt-only generation reporting its last-token hidden state; all of a
+    request's inputs go to the engine at once (batched like any other sequences)."""
+    ctx = request.app[CTX]
+    started = time.monotonic()
+    key = authorize(request, ctx)
+    req = proto.parse_embeddings_request(await read_json(request, ctx))
+    gens = [start_generation(spec, ctx, key, started) for spec in req.specs]
+
+    async def run(gen: Generation) -> None:
+        async for _ in gen.deltas():
+            pass
+
+    with contextlib.ExitStack() as stack:
+        for gen in gens:
+            stack.enter_context(finishing(ctx, key, "openai", gen))
+        await asyncio.gather(*(run(gen) for gen in gens))
+    vectors = []
+    for gen in gens:
+        if gen.embedding is None:
+            raise engine_failure(gen.outcome.error)
+        vectors.append(encode_embedding(embedding_vector(gen.embedding, req.dimensions),
+                                        req.encoding_format))
+    return json_response(proto.embeddings_response(
+        model=req.model, vectors=vectors,
+        prompt_tokens=sum(gen.outcome.prompt_tokens for gen in gens)))

@@ -14,6 +14,8 @@ from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Mapping
 
+import numpy as np
+
 from ..engine.grammar_state import GrammarRequest
 from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
 from ..model.batch import TokenLogprobs
@@ -185,6 +187,8 @@ class Generation:
         self.max_tokens = 1 if self.prompt_only else min(spec.max_tokens or limit, limit - n)
         #: the prompt's logprobs from its second token on (`spec.prompt_top_n`), once known
         self.prompt_logprobs: tuple[TokenLogprobs, ...] | None = None
+        #: `spec.embed`: the prompt's last-token final-norm hidden state, once known
+        self.embedding: np.ndarray | None = None
         self.outcome = Outcome(prompt_tokens=n)
         self.grammar = self._grammar()
         self.stream = self._make_stream()
@@ -236,7 +240,8 @@ class Generation:
                              thinking=self._thinking_budget(), grammar=self.grammar,
                              logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens,
                              prompt_logprobs=self.spec.prompt_top_n if self.index == 0
-                             else None, priority=self.spec.priority, **self._logit_masks())
+                             else None, priority=self.spec.priority, embed=self.spec.embed,
+                             **self._logit_masks())
 
     def _logit_masks(self) -> dict[str, Any]:
         """`logit_bias`, `allowed_token_ids` and `bad_words` as the engine's token masks:
@@ -294,6 +299,8 @@ class Generation:
             async for out in outputs:
                 if out.prompt_logprobs is not None:
                     self.prompt_logprobs = out.prompt_logprobs
+                if out.embedding is not None:
+                    self.embedding = out.embedding
                 self.prefilled.set()
                 new = () if self.prompt_only else out.new_token_ids
                 outcome.completion_tokens = 0 if self.prompt_only else out.num_output_tokens

@@ -26,6 +26,7 @@ import json
 import re
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.sampling import SamplingParams
@@ -429,19 +430,21 @@ def parse_response_format(raw: Any) -> ResponseFormat | None:
 MAX_PROMPTS = 64
 
 
-def _prompts(raw: Any) -> list[str | list[int]]:
-    """`prompt`: a string, token ids, or an array of either (a batch of prompts)."""
+def _prompts(raw: Any, param: str = "prompt", limit: int = MAX_PROMPTS
+              ) -> list[str | list[int]]:
+    """`prompt` (or embeddings' `input`): a string, token ids, or an array of either (a
+    batch of up to `limit`)."""
     if isinstance(raw, str) or (isinstance(raw, list) and raw and all(
             isinstance(t, int) and not isinstance(t, bool) for t in raw)):
         return [raw]
     if isinstance(raw, list) and raw and all(
             isinstance(p, str) or (isinstance(p, list) and p and all(
                 isinstance(t, int) and not isinstance(t, bool) for t in p)) for p in raw):
-        if len(raw) > MAX_PROMPTS:
-            raise invalid(f"at most {MAX_PROMPTS} prompts a request, got {len(raw)}", "prompt")
+        if len(raw) > limit:
+            raise invalid(f"at most {limit} {param}s a request, got {len(raw)}", param)
         return list(raw)
-    raise invalid("prompt must be a non-empty string or array of token ids, or an array of "
-                  "them", "prompt")
+    raise invalid(f"{param} must be a non-empty string or array of token ids, or an array of "
+                  "them", param)
 
 
 def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParams()
@@ -472,6 +475,52 @@ def parse_completion_request(body: Any, defaults: SamplingParams = SamplingParam
         logit_bias=_logit_bias(f), response_format=_output_format(f, None),
         prompt_logprobs=_prompt_logprobs(f, stream), **_vllm_text_options(f),
         **_vllm_engine_options(f))
+
+
+# --- embeddings ------------------------------------------------------------------------------
+
+EMBEDDING_FIELDS = {"model", "input", "encoding_format", "dimensions", "user",
+                    "truncate_prompt_tokens"}
+#: the most inputs one /v1/embeddings request may carry (each is a sequence in the batch)
+MAX_EMBEDDING_INPUTS = 256
+ENCODING_FORMATS = ("float", "base64")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsRequest:
+    """/v1/embeddings: one prompt-only generation a input (`GenerationSpec.embed`), and how
+    the vectors are returned."""
+
+    model: str
+    specs: list[GenerationSpec]
+    encoding_format: str
+    dimensions: int | None
+
+
+def parse_embeddings_request(body: Any) -> EmbeddingsRequest:
+    f = Fields(require_object(body))
+    _reject_unknown(body, EMBEDDING_FIELDS)
+    model = f.string("model", required=True)
+    if f.raw("input") is None:
+        raise invalid("input is required", "input")
+    inputs = _prompts(f.raw("input"), "input", MAX_EMBEDDING_INPUTS)
+    fmt = f.string("encoding_format") or "float"
+    if fmt not in ENCODING_FORMATS:
+        raise invalid(f"encoding_format must be one of {ENCODING_FORMATS}, got {fmt!r}",
+                      "encoding_format")
+    f.string("user")
+    keep = f.integer("truncate_prompt_tokens", None, lo=1)
+    specs = [GenerationSpec(model=model, sampling=SamplingParams(), max_tokens=0, prompt=p,
+                            embed=True, truncate_prompt_tokens=keep) for p in inputs]
+    return EmbeddingsRequest(model, specs, fmt, f.integer("dimensions", None, lo=1))
+
+
+def embeddings_response(*, model: str, vectors: list[list[float] | str],
+                        prompt_tokens: int) -> dict[str, Any]:
+    return {"object": "list", "model": model,
+            "data": [{"object": "embedding", "index": i, "embedding": v}
+                     for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ class GenerationSpec:
     logit_bias: dict[int, int] = field(default_factory=dict)
     #: vLLM's: the request's place in the queue under the priority policy (lower first)
     priority: int = 0
+    #: /v1/embeddings: the prompt's last-token final-norm hidden state is the answer (with
+    #: max_tokens 0: no text)
+    embed: bool = False
     #: vLLM's: the only tokens drawn (None: any), and strings the output never contains
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] = field(default_factory=list)
