@@ -19,7 +19,7 @@ from atlas.runtime.weights import WeightStore
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 
 
-def _lm_head() -> np.ndarray:
+def lm_head() -> np.ndarray:
     """float64 [vocab, hidden] (bf16 values) of the LM head."""
     return bf16_bits_to_f32(WeightStore(FIXTURE).read("lm_head.weight")).astype(np.float64)
 
@@ -34,13 +34,13 @@ def test_embedding_is_the_hidden_state_transformers_reads_logits_from():
                            EngineRequest(ids, GREEDY, 1, embed=True),
                            EngineRequest(ids[:10], GREEDY, 1, embed=True)])
     vec = out[1].embedding
-    assert vec is not None and vec.shape == (_lm_head().shape[1],)
-    logits = _lm_head() @ vec.astype(np.float64)
+    assert vec is not None and vec.shape == (lm_head().shape[1],)
+    logits = lm_head() @ vec.astype(np.float64)
     want = golden["logits"][-1].astype(np.float64)
     cosine = logits @ want / (np.linalg.norm(logits) * np.linalg.norm(want))
     assert cosine >= 0.9999 and np.abs(logits - want).max() < 0.1, cosine
     # a shorter prompt pools its own last token (transformers' logits at position 9)
-    short = _lm_head() @ out[2].embedding.astype(np.float64)
+    short = lm_head() @ out[2].embedding.astype(np.float64)
     want_short = golden["logits"][9].astype(np.float64)
     assert np.abs(short - want_short).max() < 0.1
     assert out[0].embedding is None and len(out[0].token_ids) == 12

@@ -3,7 +3,7 @@
 # rmsnorm (the pitched entry, MiniMax-M2's whole-projection q/k norm), gemv and gemv_fp8 (the 8-row blocks);
 # (2) tiny-fixture parity with transformers' goldens on CUDA for every family (tiny-minimax-m2, tiny-qwen2,
 # -mistral, -mixtral, -phi3, -smollm3, -qwen3-yarn new on the device); (3) prompt logprobs on CUDA
-# (tests/gpu/test_prompt_logprobs_cuda.py); (4) the 8-row GEMV A/B (ATLAS_GEMV_ROWS=8) on the small dense shapes
+# and embeddings (tests/gpu/test_prompt_logprobs_cuda.py, test_embeddings_cuda.py); (4) the 8-row GEMV A/B (ATLAS_GEMV_ROWS=8) on the small dense shapes
 # of issue 15 and Qwen3-8B bf16 / FP8-block, both orders on the 0.6B. Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
@@ -13,7 +13,7 @@ grep -E "FAIL|Traceback|rror" $L/checks.log | head -8 | cut -c1-200
 TINY=""; for n in tiny-llama tiny-qwen3 tiny-llama3-rope tiny-qwen3-yarn tiny-qwen2 tiny-mistral tiny-phi3 tiny-smollm3 \
   tiny-mixtral tiny-minimax-m2 tiny-qwen3_5 tiny-qwen3_5_moe tiny-qwen3_next; do TINY="$TINY --model tests/fixtures/$n"; done
 TAILN=16 t 240 tiny python3 tools/gpu/model_parity.py --backend cuda $TINY --out $R/parity_tiny.json
-TAILN=6 t 120 plp python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_prompt_logprobs_cuda.py
+TAILN=6 t 120 plp python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_prompt_logprobs_cuda.py tests/gpu/test_embeddings_cuda.py
 R8="ATLAS_GEMV_ROWS=8"
 bn d06 "X=1" $G/qwen3-0.6b 1; bn d06_r8 "$R8" $G/qwen3-0.6b 1; bn d06_r8b "$R8" $G/qwen3-0.6b 1; bn d06b "X=1" $G/qwen3-0.6b 1
 for m in llama-3.2-1b qwen3-1.7b qwen3-4b qwen3-8b; do bn $m "X=1" $G/$m 1; bn ${m}_r8 "$R8" $G/$m 1; done
