@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
 
 from atlas.core.dtype import DType
-from atlas.core.sampling import GREEDY, SamplingParams
+from atlas.core.sampling import GREEDY, MAX_LOGIT_BIAS, SamplingParams
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
 
@@ -168,3 +169,32 @@ def test_non_neutral_penalties_are_reported(kwargs: dict[str, float]) -> None:
 def test_greedy_means_non_positive_temperature() -> None:
     assert SamplingParams(temperature=0.0).is_greedy
     assert not SamplingParams(temperature=1e-3).is_greedy
+
+
+def test_logit_bias_is_normalized_to_sorted_hashable_pairs() -> None:
+    """A mapping or a list of lists (a JSON round trip of a preset) becomes the sorted tuple
+    of (int, float) pairs, so params stay hashable and compare equal whatever the input."""
+    want = ((3, -2.5), (7, 5.0))
+    for given in ({7: 5, 3: -2.5}, [[7, 5.0], [3, -2.5]], ((3, -2.5), (7, 5))):
+        p = SamplingParams(logit_bias=given)
+        assert p.logit_bias == want and all(type(b) is float for _, b in p.logit_bias)
+        assert p.has_logit_bias and hash(p) == hash(SamplingParams(logit_bias=want))
+    assert SamplingParams(logit_bias=[]).logit_bias == () and not GREEDY.has_logit_bias
+    p = SamplingParams(temperature=0.5, logit_bias={9: 1.5})
+    assert SamplingParams(**json.loads(json.dumps(dataclasses.asdict(p)))) == p
+
+
+@pytest.mark.parametrize("bias, message", [
+    ({5: 150.0}, "logit_bias\\[5\\]=150.0 is not a finite number in \\[-100, 100\\]"),
+    ({5: -100.5}, "logit_bias\\[5\\]"), ({5: math.nan}, "logit_bias\\[5\\]"),
+    ({5: math.inf}, "logit_bias\\[5\\]"), ({-1: 1.0}, "logit_bias token -1"),
+    ([(4, 1.0), (4, 2.0)], "logit_bias token 4 .* listed once"),
+    ({t: 1.0 for t in range(MAX_LOGIT_BIAS + 1)}, f"at most {MAX_LOGIT_BIAS}")])
+def test_validate_rejects_bad_logit_bias(bias: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SamplingParams(logit_bias=bias).validate()
+
+
+def test_validate_accepts_logit_bias_edges() -> None:
+    SamplingParams(logit_bias={0: -100.0, 1: 100.0, 2: 0.0, 3: 2.5}).validate()
+    SamplingParams(logit_bias={t: -0.5 for t in range(MAX_LOGIT_BIAS)}).validate()
