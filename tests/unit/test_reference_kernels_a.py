@@ -164,11 +164,11 @@ def test_launch_geometry() -> None:
     rec = _one_launch(rope.qk_norm_rope_kv, p, p, p, p, 0, 0, p, p, p, 5, 32, 8, 128, 16, 1e-6)
     # one warp per head, 4 heads per block: 48 heads -> 12 blocks per token
     assert (rec.grid, rec.block) == ((5, 12, 1), (128, 1, 1))
-    rec = _one_launch(sampling.apply_penalties, p, p, p, p, 4, 151936)
+    rec = _one_launch(sampling.apply_penalties, p, p, p, p, p, p, 4, 151936, 300)
     assert rec.grid == (149, 4, 1)  # one block per 1024-token span
-    rec = _one_launch(sampling.apply_penalties, p, p, p, p, 64, 151936)
+    rec = _one_launch(sampling.apply_penalties, p, p, p, p, p, p, 64, 151936, 300)
     assert rec.grid == (16, 64, 1)  # ~1k blocks: each strides over ~9 spans
-    rec = _one_launch(sampling.apply_penalties, p, p, p, p, 2048, 300)
+    rec = _one_launch(sampling.apply_penalties, p, p, p, p, p, p, 2048, 300, 300)
     assert rec.grid == (1, 2048, 1)
     rec = _one_launch(sampling.sample, p, p, p, p, p, 4, 151936)
     assert (rec.grid, rec.block) == ((38, 4, 1), (512, 1, 1))  # 4096 logits per block

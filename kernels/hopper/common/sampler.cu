@@ -5,7 +5,8 @@
 // Semantics (the numpy reference atlas.runtime.reference.sampler is the specification):
 // * penalties, for rows with slot >= 0: repetition p over prompt + generated tokens
 //   (logit > 0 ? logit / p : logit * p), then presence/frequency over generated tokens
-//   (logit -= presence * (count > 0) + frequency * count).
+//   (logit -= presence * (count > 0) + frequency * count), then the slot's additive
+//   logit biases (OpenAI's logit_bias strictly between -100 and 100): logit += bias.
 // * sampling: temperature <= 0 is argmax (lowest index wins ties, NaN ignored; no division).
 //   Otherwise z = (logit - max) / T and the kept set is every non-NaN token with
 //     logit >= t_k (the top_k-th largest logit: ties kept),
@@ -51,7 +52,7 @@ struct SampleRow {
   float repetition;   // 1: off
   float presence;
   float frequency;
-  uint32_t pad;
+  uint32_t num_bias;  // logit biases of the slot (bias_ids / bias_vals row `slot`)
 };
 static_assert(sizeof(SampleRow) == 48, "SampleRow must match SAMPLE_ROW");
 
@@ -370,30 +371,47 @@ __device__ void publish_candidates(const float (&x)[4 * kVec], uint32_t begin, u
 // penalty, so a large batch keeps the grid to ~1k blocks (a row's blocks exit at once
 // without one): one block per span made 9,536 blocks at 64 rows of a 151,936-token
 // vocabulary, 12.2 us of block launches for nothing (H200 profile, 2026-12-01).
+// Logit biases: bias_ids i32 / bias_vals f32 [slots, max_bias], the first num_bias entries
+// of row `slot` (distinct ids). After its penalties each block adds the biases of the tokens
+// in the spans it owns (the same spans), so a token's penalty and bias come from one block,
+// in that order, and no two threads touch one logit.
 extern "C" __global__ void __launch_bounds__(256)
 apply_penalties_f32(float* __restrict__ logits, const SampleRow* __restrict__ row_params,
                     const int32_t* __restrict__ counts, const uint8_t* __restrict__ prompt_mask,
-                    uint32_t rows, uint32_t vocab) {
+                    const int32_t* __restrict__ bias_ids, const float* __restrict__ bias_vals,
+                    uint32_t rows, uint32_t vocab, uint32_t max_bias) {
   const uint32_t r = blockIdx.y;
   if (r >= rows) return;
   atlas::pdl_enter();
   const SampleRow p = row_params[r];
   const float rep = p.repetition > 0.f ? p.repetition : 1.f;
-  if (p.slot < 0 || (rep == 1.f && p.presence == 0.f && p.frequency == 0.f)) return;
-  const int32_t* cnt = counts + static_cast<size_t>(p.slot) * vocab;
-  const uint8_t* seen = prompt_mask + static_cast<size_t>(p.slot) * vocab;
+  const bool penalize = rep != 1.f || p.presence != 0.f || p.frequency != 0.f;
+  const uint32_t num_bias = min(p.num_bias, max_bias);
+  if (p.slot < 0 || (!penalize && num_bias == 0)) return;
   float* row = logits + static_cast<size_t>(r) * vocab;
-  for (uint32_t span = blockIdx.x * 1024u; span < vocab; span += gridDim.x * 1024u) {
+  if (penalize) {
+    const int32_t* cnt = counts + static_cast<size_t>(p.slot) * vocab;
+    const uint8_t* seen = prompt_mask + static_cast<size_t>(p.slot) * vocab;
+    for (uint32_t span = blockIdx.x * 1024u; span < vocab; span += gridDim.x * 1024u) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t v = span + j * 256u + threadIdx.x;
-      if (v >= vocab) break;
-      const int32_t c = cnt[v];
-      float x = row[v];
-      if (c > 0 || seen[v]) x = x > 0.f ? x / rep : x * rep;
-      x -= p.presence * (c > 0 ? 1.f : 0.f) + p.frequency * static_cast<float>(c);
-      row[v] = x;
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t v = span + j * 256u + threadIdx.x;
+        if (v >= vocab) break;
+        const int32_t c = cnt[v];
+        float x = row[v];
+        if (c > 0 || seen[v]) x = x > 0.f ? x / rep : x * rep;
+        x -= p.presence * (c > 0 ? 1.f : 0.f) + p.frequency * static_cast<float>(c);
+        row[v] = x;
+      }
     }
+  }
+  if (num_bias == 0) return;  // uniform over the block: the barrier below is safe
+  __syncthreads();  // this block's penalized logits are visible to all its threads
+  const int32_t* ids = bias_ids + static_cast<size_t>(p.slot) * max_bias;
+  const float* vals = bias_vals + static_cast<size_t>(p.slot) * max_bias;
+  for (uint32_t i = threadIdx.x; i < num_bias; i += blockDim.x) {
+    const uint32_t v = static_cast<uint32_t>(ids[i]);
+    if (v < vocab && (v / 1024u) % gridDim.x == blockIdx.x) row[v] += vals[i];
   }
 }
 

@@ -609,8 +609,10 @@ DECODE_ATTN_NVFP4 = S("attention_kvq", "decode_attn_nvfp4", _DECODE_KVQ)
 # Per-row inputs are one SAMPLE_ROW record per batch row, written by the host before each
 # step (so the launches can live in a CUDA graph). Per-sequence penalty state is indexed by
 # the row's slot: counts i32 [max_slots, vocab] (times each token was generated) and
-# prompt_mask u8 [max_slots, vocab] (1 where the token occurs in the prompt). logits are f32
-# [rows, vocab], penalized in place; out is i32 [rows].
+# prompt_mask u8 [max_slots, vocab] (1 where the token occurs in the prompt), and the
+# additive logit biases bias_ids i32 / bias_vals f32 [max_slots, max_bias] (the first
+# num_bias entries of the row's slot, distinct ids). logits are f32 [rows, vocab], penalized
+# and biased in place; out is i32 [rows].
 SAMPLE_ROW = np.dtype([
     ("slot", "<i4"),          # penalty-state slot; < 0: no penalties, no counting
     ("top_k", "<i4"),         # <= 0: off
@@ -622,10 +624,11 @@ SAMPLE_ROW = np.dtype([
     ("repetition", "<f4"),    # 1: off (<= 0 is treated as 1)
     ("presence", "<f4"),
     ("frequency", "<f4"),
-    ("pad", "<u4"),
+    ("num_bias", "<u4"),      # logit biases of the slot (0: none)
 ])
 SAMPLER_PENALTIES = S("sampler", "apply_penalties_f32",
-                      "logits:ptr row_params:ptr counts:ptr prompt_mask:ptr rows:u32 vocab:u32")
+                      "logits:ptr row_params:ptr counts:ptr prompt_mask:ptr bias_ids:ptr "
+                      "bias_vals:ptr rows:u32 vocab:u32 max_bias:u32")
 # sample_f32 splits a row over blocks: scratch holds their partials and candidates
 # (ops.sampling.sample_scratch_bytes); counters u32 [rows] are zero before and after a launch.
 SAMPLER_SAMPLE = S("sampler", "sample_f32",

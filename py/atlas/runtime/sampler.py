@@ -10,6 +10,14 @@ assigns per sequence (`assign`, which also restores the counts of a sequence bac
 preemption), so no step re-sends a sequence's history. Every buffer is allocated here once,
 so the addresses a captured graph holds stay valid.
 
+Logit biases (OpenAI's `logit_bias` between its mask values) are per-slot state too:
+`assign` uploads a sequence's (token, bias) entries into its slot's row of two device tables
+([max_slots, MAX_LOGIT_BIAS] ids and values) and its row record carries how many there are;
+the penalty launch adds them after the penalties. A slot's biases are fixed by `assign`:
+`prepare` with params whose `logit_bias` differs from the assigned ones raises rather than
+sample with the old entries (a sequence's params do not change while it holds its slot;
+assign again to change them).
+
 Sampling is keyed by (seed, step) through a counter-based RNG: a seeded request draws the same
 tokens whatever else shares its batch. Semantics: `atlas.runtime.reference.sampler`.
 
@@ -21,7 +29,8 @@ forward pass runs), then `upload_token_masks` copies them and each row's mask in
 With `max_logprobs=K` a launch after sampling reports, for rows that ask
 (`prepare_logprobs`), the sampled token's log-probability and the top-n (n <= K) tokens
 with theirs, computed on the device from the logits the token was drawn from (after
-penalties and grammar masks, before temperature): only rows x (1 + 2K) numbers come back.
+penalties, logit biases and grammar masks, before temperature): only rows x (1 + 2K)
+numbers come back.
 The same launch scores given tokens on logits rows the sampler leaves alone (`score`:
 prompt logprobs, the raw log-softmax of the rows after the sampled ones), the tokens
 uploaded with `prepare_logprobs`.
@@ -33,7 +42,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..core.sampling import SamplingParams
+from ..core.sampling import MAX_LOGIT_BIAS, SamplingParams
 from .gpu import DevicePtr, GpuBackend, Stream
 from .kernel_abi import SAMPLE_ROW
 from .ops import KernelCache, sampling
@@ -62,6 +71,16 @@ class Sampler:
         self.vocab = vocab
         self.counts = self._zeroed(4 * max_slots * vocab)       # i32 [max_slots, vocab]
         self.prompt_mask = self._zeroed(max_slots * vocab)      # u8  [max_slots, vocab]
+        # logit biases: i32 ids / f32 values [max_slots, MAX_LOGIT_BIAS], staged per slot in
+        # pinned rows that the stream-ordered upload reads (`assign`)
+        self.bias_ids = self._zeroed(4 * max_slots * MAX_LOGIT_BIAS)
+        self.bias_vals = self._zeroed(4 * max_slots * MAX_LOGIT_BIAS)
+        self._bias_ids_np = backend.alloc_host_pinned(4 * max_slots * MAX_LOGIT_BIAS).view(
+            np.int32).reshape(max_slots, MAX_LOGIT_BIAS)
+        self._bias_vals_np = backend.alloc_host_pinned(4 * max_slots * MAX_LOGIT_BIAS).view(
+            np.float32).reshape(max_slots, MAX_LOGIT_BIAS)
+        #: the entries `assign` uploaded for each slot (a `prepare` must ask for these)
+        self._slot_bias: list[tuple[tuple[int, float], ...]] = [()] * max_slots
         self.row_params = self._zeroed(SAMPLE_ROW.itemsize * max_batch)
         self.out_ids = self._zeroed(4 * max_batch)              # i32 [max_batch]
         scratch_bytes, counter_bytes = sampling.sample_scratch_bytes(max_batch, vocab)
@@ -146,10 +165,14 @@ class Sampler:
         outside any graph: its O(vocab) work is device memsets and at most two uploads, only
         when the request has penalties. The memsets are queued on `stream` (ordered after a
         step still running that used the slot, without waiting for it); the uploads, from
-        temporary host arrays, are synchronous.
+        temporary host arrays, are synchronous. The logit biases are copied on `stream` from
+        the slot's pinned staging row, which only the slot's next `assign` rewrites: the
+        caller must not reassign a slot before the device has passed the copy (the runner
+        waits for a step's input copies before its next launch assigns anything).
         """
         self._check_slot(slot)
         params.validate()
+        self._upload_logit_bias(slot, params.logit_bias, stream)
         seed = params.seed if params.seed is not None else int(self._seed_rng.integers(2 ** 63))
         self._seeds_np[slot] = seed & _SEED_MASK
         self._set_slot_row(slot, params)
@@ -174,6 +197,21 @@ class Sampler:
             self.backend.copy_h2d(mask_ptr, mask)
         else:
             self.backend.memset(mask_ptr, 0, v, stream)
+
+    def _upload_logit_bias(self, slot: int, entries: tuple[tuple[int, float], ...],
+                           stream: Stream | None) -> None:
+        bad = [t for t, _ in entries if not 0 <= t < self.vocab]
+        if bad:
+            raise ValueError(f"sampler: logit_bias token ids {bad[:5]} are outside the "
+                             f"vocabulary 0..{self.vocab - 1}")
+        if entries:
+            n = len(entries)
+            ids, vals = self._bias_ids_np[slot, :n], self._bias_vals_np[slot, :n]
+            ids[:], vals[:] = zip(*entries)
+            row = 4 * slot * MAX_LOGIT_BIAS
+            self.backend.copy_h2d(self.bias_ids + row, ids, stream)
+            self.backend.copy_h2d(self.bias_vals + row, vals, stream)
+        self._slot_bias[slot] = entries
 
     # ---- per step -----------------------------------------------------------------------
     def prepare(self, slots: Sequence[int], params: Sequence[SamplingParams],
@@ -205,11 +243,14 @@ class Sampler:
 
     def _set_slot_row(self, slot: int, p: SamplingParams) -> None:
         """The row record of `slot` under `p` (its seed from `assign`; step 0)."""
+        if p.logit_bias != self._slot_bias[slot]:
+            raise ValueError(f"sampler slot {slot}: the params' logit_bias differs from the "
+                             "one assign uploaded; assign the slot again to change it")
         seed = int(self._seeds_np[slot])
         self._slot_rows[slot] = (slot, min(p.top_k, 2 ** 31 - 1), seed & 0xFFFFFFFF, seed >> 32,
                                  0, p.temperature, p.top_p, p.min_p,
                                  p.effective_repetition_penalty, p.presence_penalty,
-                                 p.frequency_penalty, 0)
+                                 p.frequency_penalty, len(p.logit_bias))
         self._slot_params[slot] = p
         self._gathered = None
 
@@ -280,7 +321,7 @@ class Sampler:
                 self.backend.download(self.top_logprobs, np.float32, (rows, k)))
 
     def enqueue(self, stream: Stream, logits: DevicePtr, rows: int, masked: bool = True) -> None:
-        """Mask (when enabled), penalize f32 logits [rows, vocab] in place, sample into
+        """Mask (when enabled), penalize and bias f32 logits [rows, vocab] in place, sample into
         `out_ids`, report logprobs (when enabled), count the samples. `masked=False`: the
         caller guarantees no row of these launches carries a grammar mask (a decode graph
         the runner replays only for unmasked steps), so the mask launch is left out rather
@@ -295,7 +336,8 @@ class Sampler:
             sampling.apply_token_bitmask(kc, stream, logits, self.token_bitmask, self.mask_rows,
                                          rows, v, self.mask_words)
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
-                                 self.prompt_mask, rows, v)
+                                 self.prompt_mask, self.bias_ids, self.bias_vals, rows, v,
+                                 MAX_LOGIT_BIAS)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
                         self.counters, rows, v)
         if self._logprob_buffers:
@@ -323,7 +365,8 @@ class Sampler:
     def close(self) -> None:
         """Free the device buffers (the sampler is unusable afterwards)."""
         own_rows = None if self._rows_staged else self.row_params
-        for ptr in (self.counts, self.prompt_mask, own_rows, self.out_ids, self.scratch,
+        for ptr in (self.counts, self.prompt_mask, self.bias_ids, self.bias_vals, own_rows,
+                    self.out_ids, self.scratch,
                     self.counters, self.token_bitmask, self.mask_rows,
                     *self._logprob_buffers):
             if ptr is not None:

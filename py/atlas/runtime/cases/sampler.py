@@ -39,44 +39,75 @@ def row_params(rows: list[dict[str, float | int]]) -> np.ndarray:
     return out
 
 
-# ---- penalties ----------------------------------------------------------------------------
+# ---- penalties and logit biases -----------------------------------------------------------
 
 def _penalty_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits = inputs["logits"].astype(np.float64).copy()
+    max_bias = inputs["bias_ids"].shape[1]
     for r, p in enumerate(inputs["row_params"]):
         slot = int(p["slot"])
         if slot < 0:
             continue
         rep = float(p["repetition"]) if p["repetition"] > 0 else 1.0
-        for v in range(logits.shape[1]):
-            count = int(inputs["counts"][slot, v])
-            x = logits[r, v]
-            if count > 0 or inputs["prompt_mask"][slot, v]:
-                x = x / rep if x > 0 else x * rep
-            x -= float(p["presence"]) * (1 if count > 0 else 0) + float(p["frequency"]) * count
-            logits[r, v] = x
+        count = inputs["counts"][slot].astype(np.float64)
+        seen = (count > 0) | (inputs["prompt_mask"][slot] != 0)
+        x = logits[r]
+        x[seen] = np.where(x[seen] > 0, x[seen] / rep, x[seen] * rep)
+        x -= float(p["presence"]) * (count > 0) + float(p["frequency"]) * count
+        for i in range(min(int(p["num_bias"]), max_bias)):
+            token = int(inputs["bias_ids"][slot, i])
+            if 0 <= token < x.size:
+                x[token] += float(inputs["bias_vals"][slot, i])
     return {"logits": logits}
 
 
-def _penalty_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
-    slots = 3
+#: penalty rows: with and without penalties and biases, a row without state (untouched
+#: whatever it asks), a row whose num_bias exceeds the table (clamped), a neutral row
+PENALTY_SETTINGS = [dict(slot=0, repetition=1.3, presence=0.5, frequency=0.25, num_bias=5),
+                    dict(slot=-1, repetition=2.0, presence=1.0, num_bias=3),
+                    dict(slot=1, repetition=0.0, frequency=-0.4),   # rep 0 means 1
+                    dict(slot=2, repetition=0.8, num_bias=1 << 30),
+                    dict(slot=1),                                   # all neutral
+                    dict(slot=3, num_bias=7)]                        # biases alone
+
+
+def _bias_table(rng: np.random.Generator, slots: int, vocab: int,
+                max_bias: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ids a slot (the first and last token, both sides of a 1024-token span
+    boundary, random ones; slot 3 also an id past the vocabulary and a negative one, which
+    are skipped); biases of either sign up to 100."""
+    ids = np.zeros((slots, max_bias), dtype=np.int32)
+    vals = np.zeros((slots, max_bias), dtype=np.float32)
+    edges = [t for t in (0, vocab - 1, 1023, 1024, 2047, 2048) if t < vocab]
+    for s in range(slots):
+        rest = rng.permutation(np.setdiff1d(np.arange(vocab), edges))
+        row = np.unique(np.concatenate([edges, rest[:max_bias]]))[:max_bias]
+        row = rng.permutation(row)
+        if s == 3 and max_bias > 4:
+            row[[1, 4]] = [vocab, -5]
+        ids[s], vals[s] = row, rng.uniform(-100, 100, max_bias).astype(np.float32)
+    return ids, vals
+
+
+def _penalty_case(rng: np.random.Generator, rows: int, vocab: int,
+                  max_bias: int = 8) -> KernelCase:
+    slots = 4
     counts = rng.integers(0, 4, (slots, vocab)).astype(np.int32)
     counts[rng.random((slots, vocab)) < 0.7] = 0
     mask = (rng.random((slots, vocab)) < 0.2).astype(np.uint8)
-    settings = [dict(slot=0, repetition=1.3, presence=0.5, frequency=0.25),
-                dict(slot=-1, repetition=2.0, presence=1.0),         # no state: untouched
-                dict(slot=1, repetition=0.0, frequency=-0.4),        # rep 0 means 1
-                dict(slot=2, repetition=0.8),
-                dict(slot=1)]                                         # all neutral
+    settings = PENALTY_SETTINGS
     params = row_params([settings[r % len(settings)] for r in range(rows)])
+    ids, vals = _bias_table(rng, slots, vocab, max_bias)
     inputs = {"logits": (rng.standard_normal((rows, vocab)) * 4).astype(np.float32),
-              "row_params": params, "counts": counts, "prompt_mask": mask}
+              "row_params": params, "counts": counts, "prompt_mask": mask,
+              "bias_ids": ids, "bias_vals": vals}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         sampling.apply_penalties(KernelCache(backend), stream, p["logits"], p["row_params"],
-                                 p["counts"], p["prompt_mask"], rows, vocab)
+                                 p["counts"], p["prompt_mask"], p["bias_ids"], p["bias_vals"],
+                                 rows, vocab, max_bias)
 
-    return KernelCase(f"penalties_{rows}x{vocab}", "sampler", inputs,
+    return KernelCase(f"penalties_{rows}x{vocab}_b{max_bias}", "sampler", inputs,
                       {"logits": OutputSpec(DType.FP32, (rows, vocab))}, run, _penalty_oracle)
 
 
@@ -329,9 +360,11 @@ def _logprob_cases(rng: np.random.Generator) -> list[KernelCase]:
 @kernel_cases("sampler")
 def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     n = len(SAMPLE_SETTINGS)
-    # 130 rows x 9 spans: 8 blocks a row, the first striding to the ninth (ragged) span
-    cases = [_penalty_case(rng, 5, 300), _penalty_case(rng, 7, 1503),
-             _penalty_case(rng, 130, 9000)]
+    # 130 rows x 9 spans: 8 blocks a row, the first striding to the ninth (ragged) span; 64
+    # rows of Qwen3's vocabulary: 16 blocks a row, each owning (and biasing) ~9 spans
+    cases = [_penalty_case(rng, 5, 300), _penalty_case(rng, 7, 1503, max_bias=300),
+             _penalty_case(rng, 130, 9000), _penalty_case(rng, 6, 4096, max_bias=1),
+             _penalty_case(rng, 64, 151936, max_bias=300)]
     for vocab in (1000, 4099):
         logits = (rng.standard_normal((n, vocab)) * 3).astype(np.float32)
         cases.append(_sample_case(rng, f"sample_{n}x{vocab}", logits, SAMPLE_SETTINGS))

@@ -1,6 +1,7 @@
 """Launch builders for the sampler kernels (sampler.cu); `runtime.sampler.Sampler` drives them.
 
-row_params is SAMPLE_ROW [rows]; counts i32 and prompt_mask u8 are [max_slots, vocab].
+row_params is SAMPLE_ROW [rows]; counts i32 and prompt_mask u8 are [max_slots, vocab];
+bias_ids i32 and bias_vals f32 are [max_slots, max_bias].
 """
 
 from __future__ import annotations
@@ -52,15 +53,21 @@ def penalty_blocks(rows: int, vocab: int) -> int:
 
 
 def apply_penalties(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
-                    counts: DevicePtr, prompt_mask: DevicePtr, rows: int, vocab: int) -> None:
-    """Repetition, presence and frequency penalties on f32 logits [rows, vocab], in place."""
-    _check("apply_penalties", vocab, logits=logits, row_params=row_params, counts=counts)
+                    counts: DevicePtr, prompt_mask: DevicePtr, bias_ids: DevicePtr,
+                    bias_vals: DevicePtr, rows: int, vocab: int, max_bias: int) -> None:
+    """Repetition, presence and frequency penalties, then each row's logit biases (the
+    first row_params[r].num_bias entries of its slot's bias row, `max_bias` entries a row),
+    on f32 logits [rows, vocab], in place."""
+    _check("apply_penalties", vocab, logits=logits, row_params=row_params, counts=counts,
+           bias_ids=bias_ids, bias_vals=bias_vals)
     if rows > 65535:
         raise ValueError(f"apply_penalties: rows={rows} exceeds the grid's 65535 rows")
+    if max_bias < 1:
+        raise ValueError(f"apply_penalties: max_bias={max_bias} must be positive")
     if rows:
         grid = (penalty_blocks(rows, vocab), rows, 1)
         kc.get(SAMPLER_PENALTIES)(stream, grid, PENALTY_THREADS, 0, logits, row_params, counts,
-                                  prompt_mask, rows, vocab)
+                                  prompt_mask, bias_ids, bias_vals, rows, vocab, max_bias)
 
 
 def sample_chunks(vocab: int) -> int:

@@ -1,11 +1,14 @@
 """Reference for the sampler kernels (kernels/*/common/sampler.cu): the sampler's specification.
 
 Per-row inputs are SAMPLE_ROW records; penalty state is per slot (counts i32 [slots, V],
-prompt_mask u8 [slots, V]). All arithmetic is float32 like the kernel.
+prompt_mask u8 [slots, V]), and so are the logit biases (bias_ids i32 / bias_vals f32
+[slots, max_bias]). All arithmetic is float32 like the kernel.
 
 * apply_penalties_f32, rows with slot >= 0: repetition penalty p (<= 0 means 1) on tokens seen
   in the prompt or generated (logit > 0 ? logit / p : logit * p), then
-  logit -= presence * (count > 0) + frequency * count over generated tokens.
+  logit -= presence * (count > 0) + frequency * count over generated tokens, then
+  logit += bias_vals[slot, i] for token bias_ids[slot, i], i < min(num_bias, max_bias)
+  (ids are distinct; one outside 0..V-1 is skipped). Rows with slot < 0 are untouched.
 * sample_f32: temperature <= 0 (or no finite logit) -> argmax (reference.argmax rule).
   Otherwise z = (logit - max) / T, and a non-NaN token is kept when its order key
   (`order_keys`) is >= the top-k key (the k-th largest, ties kept) and >= the top-p key (the
@@ -113,20 +116,29 @@ def _params(mem: HostMemory, ptr: int, rows: int) -> np.ndarray:
 
 @reference(SAMPLER_PENALTIES)
 def apply_penalties_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int,
-                        counts: int, prompt_mask: int, rows: int, vocab: int) -> None:
+                        counts: int, prompt_mask: int, bias_ids: int, bias_vals: int, rows: int,
+                        vocab: int, max_bias: int) -> None:
     params = _params(mem, row_params, rows)
     x_all = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
     for r, p in enumerate(params):
         rep = np.float32(p["repetition"]) if p["repetition"] > 0 else np.float32(1.0)
         presence, frequency = np.float32(p["presence"]), np.float32(p["frequency"])
         slot = int(p["slot"])
-        if slot < 0 or (rep == 1 and presence == 0 and frequency == 0):
+        if slot < 0:
             continue
-        c = mem.view(counts + 4 * slot * vocab, np.int32, vocab)
-        seen = (c > 0) | (mem.view(prompt_mask + slot * vocab, np.uint8, vocab) != 0)
-        x = x_all[r]
-        x = np.where(seen, np.where(x > 0, x / rep, x * rep), x)
-        x_all[r] = x - (presence * (c > 0).astype(np.float32) + frequency * c.astype(np.float32))
+        if not (rep == 1 and presence == 0 and frequency == 0):
+            c = mem.view(counts + 4 * slot * vocab, np.int32, vocab)
+            seen = (c > 0) | (mem.view(prompt_mask + slot * vocab, np.uint8, vocab) != 0)
+            x = x_all[r]
+            x = np.where(seen, np.where(x > 0, x / rep, x * rep), x)
+            x_all[r] = x - (presence * (c > 0).astype(np.float32)
+                            + frequency * c.astype(np.float32))
+        n = min(int(p["num_bias"]), max_bias)
+        if n:
+            ids = mem.view(bias_ids + 4 * slot * max_bias, np.int32, n).astype(np.int64)
+            vals = mem.view(bias_vals + 4 * slot * max_bias, np.float32, n)
+            ok = (ids >= 0) & (ids < vocab)
+            x_all[r, ids[ok]] += vals[ok]
 
 
 @reference(SAMPLER_SAMPLE)
