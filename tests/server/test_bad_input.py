@@ -87,8 +87,13 @@ def test_malformed_json(guarded):
     ("ignore_eos", "yes", "ignore_eos"),
     ("min_tokens", -1, "min_tokens"),
     ("min_tokens", 10**6, "min_tokens"),          # more than max_tokens
-    ("logit_bias", {"5": 50}, "logit_bias"),       # neither a ban nor a selection
+    ("logit_bias", {"5": 150}, "logit_bias"),      # beyond OpenAI's [-100, 100]
+    ("logit_bias", {"5": -100.5}, "logit_bias"),
+    ("logit_bias", {"5": "2"}, "logit_bias"),
+    ("logit_bias", {"5": True}, "logit_bias"),
+    ("logit_bias", {str(t): 1 for t in range(301)}, "logit_bias"),   # at most 300 entries
     ("logit_bias", {"five": -100}, "logit_bias"),
+    ("logit_bias", {"\u00b2": -100}, "logit_bias"),   # a digit, but not an ASCII one
     ("logit_bias", {"99999999": -100}, "logit_bias"),   # not in the vocabulary
     ("allowed_token_ids", [], "allowed_token_ids"),
     ("allowed_token_ids", [1, "2"], "allowed_token_ids"),
@@ -102,6 +107,23 @@ def test_malformed_json(guarded):
 def test_wrong_types_and_ranges(guarded, field, value, param):
     assert_openai_error(request(guarded.url + CHAT, {**GOOD_CHAT, field: value}, AUTH), 400,
                         param=param)
+
+
+def test_logit_bias_takes_every_value_in_range_and_at_most_300_entries(guarded):
+    """OpenAI's range: any number in [-100, 100] is accepted (chat and legacy completions);
+    past it, or more than MAX_LOGIT_BIAS entries, is a 400 that names the limit."""
+    good = {"model": "tiny", "prompt": "Hi", "max_tokens": 2}
+    for url, body in ((CHAT, GOOD_CHAT), ("/v1/completions", good)):
+        for bias in ({"5": 2.5}, {"5": -100, "6": 100, "7": -99.9, "8": 0},
+                     {str(t): -0.5 for t in range(300)}):
+            status, reply = request(guarded.url + url, {**body, "logit_bias": bias}, AUTH)
+            assert status == 200, reply
+        assert_openai_error(request(guarded.url + url, {**body, "logit_bias": {"5": 150}},
+                                    AUTH), 400, "logit_bias", "[-100, 100]")
+        many = {str(t): 1 for t in range(301)}
+        assert_openai_error(request(guarded.url + url, {**body, "logit_bias": many}, AUTH),
+                            400, "logit_bias", "301 entries; at most 300")
+    still_serves(guarded)
 
 
 def test_anthropic_wrong_types(guarded):

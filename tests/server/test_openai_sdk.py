@@ -97,22 +97,33 @@ def test_stop_strings_wait_for_min_tokens(client, server):
     assert early.choices[0].message.content == "The capital of "
 
 
-def test_logit_bias_reaches_the_sampler_as_a_mask(client, server):
+def test_logit_bias_reaches_the_sampler_as_masks_and_additive_biases(client, server):
     """-100 bans and 100 selects (the engine's token masks; tests/numerics/test_token_masks.py
-    checks the draws): every sampled step of the request carries a mask that says so."""
+    checks the draws): every sampled step of the request carries a mask that says so. Values
+    between reach the GPU sampler as SamplingParams.logit_bias (0 is left out), on chat and
+    legacy completions alike (tests/numerics/test_logit_bias.py checks the draws)."""
     import numpy as np
 
     before = len(server.executor.steps)
     resp = client.completions.create(model="tiny", prompt="The capital of France", max_tokens=3,
-                                     logit_bias={"7": -100, "11": 100, "12": 100})
+                                     logit_bias={"7": -100, "11": 100, "12": 100, "14": 2.5,
+                                                 "13": -0.75, "15": 0})
     assert resp.choices[0].finish_reason == "length"
-    masks = [st.token_mask for step in server.executor.steps[before:] for st in step
-             if st.sample]
+    sampled = [st for step in server.executor.steps[before:] for st in step if st.sample]
+    masks = [st.token_mask for st in sampled]
     assert len(masks) == 3 and all(m is not None for m in masks)
     row = np.zeros((1, 32), np.uint32)
     masks[0](row, 0)
     assert np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little")).tolist() == [
         11, 12]
+    assert all(st.sampling.logit_bias == ((13, -0.75), (14, 2.5)) for st in sampled)
+
+    before = len(server.executor.steps)
+    client.chat.completions.create(model="tiny", max_tokens=2, logit_bias={"20": 99.5},
+                                   messages=[{"role": "user", "content": "Name a color."}])
+    sampled = [st for step in server.executor.steps[before:] for st in step if st.sample]
+    assert sampled and all(st.sampling.logit_bias == ((20, 99.5),) and st.token_mask is None
+                           for st in sampled)
 
 
 def test_completions_batch_prompts_and_echo(client, server):

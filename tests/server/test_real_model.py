@@ -1,7 +1,7 @@
 """The server on HostBackend with the real default model (SmolLM2-135M-Instruct): greedy
-answers equal the offline engine loop's, usage equals the tokenizer's counts, and
-concurrent streams equal their solo runs. Slow (the model loads on the CPU), so few and
-short."""
+answers equal the offline engine loop's, usage equals the tokenizer's counts, concurrent
+streams equal their solo runs, and logit_bias steers the draws. Slow (the model loads on
+the CPU), so few and short."""
 
 from __future__ import annotations
 
@@ -59,6 +59,31 @@ def test_greedy_answers_equal_the_engine_loop_and_usage_counts(real):
         assert resp.usage.completion_tokens == len(ids)
         if "France" in q:
             assert "Paris" in resp.choices[0].message.content
+
+
+def test_logit_bias_steers_greedy_answers_through_the_sdk(real):
+    """A strong additive bias (below the 100 that would make it an exclusive selection) puts
+    a token the model would not say into the greedy answer; a small one is accepted; the
+    same request without it answers as before; out of range is a 400."""
+    client = openai.OpenAI(base_url=real.url + "/v1", api_key="k", max_retries=0)
+    (banana,) = real.tokenizer.encode(" banana")
+    question = [{"role": "user", "content": QUESTIONS[0]}]
+
+    def ask(**kw):
+        return client.chat.completions.create(model="smollm2", messages=question,
+                                              max_tokens=MAX_TOKENS, temperature=0, **kw)
+
+    plain = ask().choices[0].message.content
+    assert "banana" not in plain
+    assert "banana" in ask(logit_bias={str(banana): 40}).choices[0].message.content
+    assert ask(logit_bias={str(banana): 2.5}).choices[0].message.content
+    assert ask().choices[0].message.content == plain  # the slot's biases left with it
+    legacy = client.completions.create(model="smollm2", prompt="My favourite fruit is",
+                                       max_tokens=3, temperature=0,
+                                       logit_bias={str(banana): 40})
+    assert legacy.choices[0].text.startswith(" banana")
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        ask(logit_bias={str(banana): 150})
 
 
 #: 16 different prompts for the concurrency test (4 run at once; the rest queue and join

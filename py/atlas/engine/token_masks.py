@@ -6,7 +6,8 @@ composed with a grammar's mask where both apply:
   on), so the text never holds a stop token it did not end on.
 * OpenAI's `logit_bias` at its two documented extremes: -100 bans a token, 100 makes the
   100-biased tokens the only ones drawn ("exclusive selection"); vLLM's `allowed_token_ids`
-  is the latter.
+  is the latter. (A value between is no mask: SamplingParams.logit_bias, added to the
+  logits by the sampler's penalty launch.)
 * vLLM's `bad_words`: a one-token word is banned from every draw; a longer one bans its last
   token from the draws that would complete it (`bad_word_bans`: its other tokens end the
   output so far; like vLLM, the prompt does not count). Such a mask depends on the last

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Mapping
 
 import numpy as np
 
+from ..core.sampling import LOGIT_BIAS_LIMIT, SamplingParams
 from ..engine.grammar_state import GrammarRequest
 from ..engine.request import EngineRequest, FinishReason, ThinkingBudget
 from ..model.batch import TokenLogprobs
@@ -234,28 +235,41 @@ class Generation:
 
     def _make_request(self) -> EngineRequest:
         timeout = self.ctx.options.request_timeout_s
-        return EngineRequest(self.prompt.ids, self.spec.sampling, self.max_tokens,
+        masks = self._logit_masks()
+        return EngineRequest(self.prompt.ids, self._sampling(), self.max_tokens,
                              stop_token_ids=self._stop_ids(),
                              deadline=self.started + timeout if timeout else None,
                              thinking=self._thinking_budget(), grammar=self.grammar,
                              logprobs=self.spec.logprobs, min_tokens=self.spec.min_tokens,
                              prompt_logprobs=self.spec.prompt_top_n if self.index == 0
                              else None, priority=self.spec.priority, embed=self.spec.embed,
-                             **self._logit_masks())
+                             **masks)
+
+    def _sampling(self) -> SamplingParams:
+        """The spec's sampling with `logit_bias`'s values strictly between the mask values
+        (-100 and 100 are `_logit_masks`'; 0 changes nothing), which the GPU sampler adds to
+        the logits after the penalties."""
+        bias = {t: b for t, b in self.spec.logit_bias.items()
+                if -LOGIT_BIAS_LIMIT < b < LOGIT_BIAS_LIMIT and b != 0}
+        return replace(self.spec.sampling, logit_bias=bias) if bias else self.spec.sampling
 
     def _logit_masks(self) -> dict[str, Any]:
         """`logit_bias`, `allowed_token_ids` and `bad_words` as the engine's token masks:
         -100 bans a token; 100 makes the 100-biased tokens the only ones drawn, and
         allowed_token_ids the listed ones (both: those in both); a bad word of one token is
         banned, a longer one masked where it would complete (`bad_word_ids`). An id outside
-        the vocabulary, or nothing left to draw, is a 400."""
+        the vocabulary (the tokenizer's, and the model's logits), or nothing left to draw,
+        is a 400."""
         spec, tok = self.spec, self.ctx.tokenizer
+        structured = self.ctx.structured
+        logits = structured.vocab_size if structured is not None else tok.vocab_size
         for name, ids in (("logit_bias", list(spec.logit_bias)),
                           ("allowed_token_ids", spec.allowed_token_ids or [])):
-            bad = [t for t in ids if not tok.is_valid_id(t)]
+            bad = [t for t in ids if not (tok.is_valid_id(t) and t < logits)]
             if bad:
                 raise invalid(f"{name} token ids out of vocabulary: {bad[:5]}", name)
-        allowed = frozenset(t for t, b in spec.logit_bias.items() if b > 0) or None
+        allowed = frozenset(t for t, b in spec.logit_bias.items()
+                            if b >= LOGIT_BIAS_LIMIT) or None
         if spec.allowed_token_ids is not None:
             listed = frozenset(spec.allowed_token_ids)
             allowed = listed if allowed is None else allowed & listed
@@ -263,7 +277,8 @@ class Generation:
                 raise invalid("logit_bias and allowed_token_ids leave no token to draw",
                               "allowed_token_ids")
         words = {w for word in spec.bad_words for w in bad_word_ids(tok, word)}
-        return {"banned_tokens": frozenset(t for t, b in spec.logit_bias.items() if b < 0)
+        return {"banned_tokens": frozenset(t for t, b in spec.logit_bias.items()
+                                           if b <= -LOGIT_BIAS_LIMIT)
                 | {w[0] for w in words if len(w) == 1},
                 "allowed_tokens": allowed,
                 "bad_words": tuple(sorted(w for w in words if len(w) > 1))}

@@ -8,16 +8,19 @@ truncate_prompt_tokens, chat_template_kwargs),
 which benchmark clients send, and its guided decoding (`guided_json` / `_regex` / `_choice` /
 `_grammar`, or one of them under `structured_outputs`) on the same grammar engine as
 `response_format`, and its `prompt_logprobs` (the prompt tokens' logprobs, not streamed).
-`logit_bias` is taken at the two values OpenAI documents as a ban (-100) and an exclusive
-selection (100), as token masks; other values, and fields we know but do not implement
-(suffix, best_of other than n), are 400s naming the field. A legacy completion with `echo`
+`logit_bias` takes every value in [-100, 100], as OpenAI documents: -100 bans a token and 100
+makes the 100-biased tokens the only ones drawn (token masks: exact), and a value between is
+added to the token's logit on the GPU sampler, after the penalties; at most MAX_LOGIT_BIAS
+(300) entries. Fields we know but do not implement (suffix, best_of other than n) are 400s
+naming the field. A legacy completion with `echo`
 and `logprobs` reports its prompt tokens' logprobs before the generated ones', and with
 `max_tokens` 0 (echo only) it returns the prompt alone, as vLLM does.
 
 Logprobs are those of the distribution each token was drawn from after repetition/presence/
-frequency penalties and the structured-output mask, before temperature, top-k/top-p/min-p
-(so at temperature 0 they are the model's own log-softmax); the prompt's are the model's
-own log-softmax always: docs/grammar.md says more.
+frequency penalties, `logit_bias` and the structured-output mask, before temperature,
+top-k/top-p/min-p (so at temperature 0 without penalties or biases they are the model's own
+log-softmax); the prompt's are the model's own log-softmax always: docs/grammar.md says
+more.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.sampling import SamplingParams
+from ..core.sampling import LOGIT_BIAS_LIMIT, MAX_LOGIT_BIAS, SamplingParams
 from ..model.batch import MAX_TOP_LOGPROBS
 from .errors import invalid
 from .request_spec import GenerationSpec, ToolChoice
@@ -148,18 +151,23 @@ def continuation(f: Fields) -> dict[str, bool]:
             "add_generation_prompt": f.boolean("add_generation_prompt", not continuing)}
 
 
-def _logit_bias(f: Fields) -> dict[int, int]:
-    """`logit_bias` {"token id": bias}: -100 (never drawn) and 100 (the 100-biased tokens are
-    the only ones drawn) are what this server applies, as token masks."""
-    out: dict[int, int] = {}
-    for key, value in f.obj("logit_bias", {}).items():
-        if not (isinstance(key, str) and key.isdigit()):
+def _logit_bias(f: Fields) -> dict[int, float]:
+    """`logit_bias` {"token id": bias}, every bias a number in [-100, 100], at most
+    MAX_LOGIT_BIAS entries. -100 (never drawn) and 100 (the 100-biased tokens are the only
+    ones drawn) become token masks; a value between is added to the logit (generation.py)."""
+    given = f.obj("logit_bias", {})
+    if len(given) > MAX_LOGIT_BIAS:
+        raise invalid(f"logit_bias has {len(given)} entries; at most {MAX_LOGIT_BIAS} are "
+                      "allowed", "logit_bias")
+    out: dict[int, float] = {}
+    for key, value in given.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()):
             raise invalid(f"logit_bias keys must be token ids, got {key!r}", "logit_bias")
-        if isinstance(value, bool) or value not in (-100, 100):
-            raise invalid(f"logit_bias[{key}]={value!r}: this server applies -100 (ban the "
-                          "token) and 100 (choose among the 100-biased tokens) only",
-                          "logit_bias")
-        out[int(key)] = int(value)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not -LOGIT_BIAS_LIMIT <= value <= LOGIT_BIAS_LIMIT):  # NaN fails too
+            raise invalid(f"logit_bias[{key}]={value!r} must be a number in "
+                          f"[{-LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}]", "logit_bias")
+        out[int(key)] = float(value)
     return out
 
 

@@ -71,8 +71,9 @@ class GenerationSpec:
     #: prompt cut to its last `truncate_prompt_tokens` tokens
     skip_special_tokens: bool = True
     truncate_prompt_tokens: int | None = None
-    #: OpenAI's logit_bias, token id -> -100 (never drawn) or 100 (the only tokens drawn)
-    logit_bias: dict[int, int] = field(default_factory=dict)
+    #: OpenAI's logit_bias, token id -> bias in [-100, 100]: -100 never drawn, 100 the only
+    #: tokens drawn, a value between added to the token's logit
+    logit_bias: dict[int, float] = field(default_factory=dict)
     #: vLLM's: the request's place in the queue under the priority policy (lower first)
     priority: int = 0
     #: /v1/embeddings: the prompt's last-token final-norm hidden state is the answer (with
