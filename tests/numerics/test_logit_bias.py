@@ -3,34 +3,12 @@ to the token's logit before the draw, so a greedy draw is exactly the argmax of 
 logits, and a biased sequence keeps its biases on every step (the sampler's per-slot
 tables), beside an unbiased one in the same batch."""
 
-from pathlib import Path
-
 import numpy as np
 
 from atlas.core.sampling import GREEDY, SamplingParams
 from atlas.engine.llm_engine import LLMEngine
 from atlas.engine.request import EngineRequest
-from atlas.model.batch import PenaltyHistory, SeqChunk
-from atlas.model.load import load_runner
-from atlas.runtime.kv_cache import BlockAllocator
-
-MODEL = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
-PROMPT = [5, 9, 200, 17, 33, 61]
-
-
-def _runner():
-    return load_runner(MODEL, backend="host", max_seq_len=64, max_batch_size=2,
-                       max_prefill_tokens=32)
-
-
-def _logits(runner, tokens: list[int]) -> np.ndarray:
-    """The logits after prompt + tokens, one full prefill (no engine, no biases)."""
-    seq = PROMPT + tokens
-    pool = BlockAllocator(runner.num_kv_blocks)
-    runner.execute([SeqChunk(0, seq, 0, pool.allocate(4), GREEDY, history=PenaltyHistory(seq))])
-    logits = runner.read_logits(1)[0].copy()
-    runner.release(0)
-    return logits
+from tests.numerics.test_token_masks import PROMPT, _greedy_logits as _logits, _runner
 
 
 def test_greedy_draws_are_the_argmax_of_the_biased_logits():
