@@ -168,7 +168,8 @@ _MIXTRAL_8X7B = {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
 _MINIMAX_M2_229B = {**_MINIMAX_M2, "hidden_size": 3072, "intermediate_size": 1536,
                     "num_local_experts": 256, "num_experts_per_tok": 8, "num_hidden_layers": 62,
                     "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
-                    "rotary_dim": 64, "partial_rotary_factor": 0.5, "vocab_size": 200064, "max_position_embeddings": 196608,
+                    "rotary_dim": 64, "partial_rotary_factor": 0.5, "vocab_size": 200064,
+                    "max_position_embeddings": 196608,
                     "rms_norm_eps": 1e-6, "rope_theta": 5000000.0, "tie_word_embeddings": False,
                     "bos_token_id": 200034, "eos_token_id": 200020}
 
