@@ -179,33 +179,28 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
       atlas::cp_async_wait<0>();
       __syncthreads();
 #pragma unroll
-      for (int it = 0; it < kItems; ++it) {
+      for (int it = 0; it < kItems; ++it) {  // from shared memory: short loops, little code
         const int idx = threadIdx.x + it * kThreads;
         if (idx >= rows * kQuads) break;
         const int r = idx / kQuads, d = (idx % kQuads) * 4;
-        float2 e[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)  // an active split's m is finite
-          e[j] = j < nb ? sml[r * kBatch + j] : make_float2(-INFINITY, 0.f);
+        const float2* e = sml + r * kBatch;  // an active split's m is finite
+        const float* v = so + r * kBatch * D + d;
         float mx = top[it];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+        for (int j = 0; j < nb; ++j) mx = fmaxf(mx, e[j].x);
         const float rescale = expf(top[it] - mx);  // 0 on the first batch (top = -inf, acc = 0)
         total[it] *= rescale;
         acc[it].x *= rescale;
         acc[it].y *= rescale;
         acc[it].z *= rescale;
         acc[it].w *= rescale;
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
-          const float4 v = j < nb ? *reinterpret_cast<const float4*>(so + (r * kBatch + j) * D + d)
-                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int j = 0; j < nb; ++j) {
+          const float w = e[j].y * expf(e[j].x - mx);
+          const float4 o = *reinterpret_cast<const float4*>(v + j * D);
           total[it] += w;
-          acc[it].x = fmaf(w, v.x, acc[it].x);
-          acc[it].y = fmaf(w, v.y, acc[it].y);
-          acc[it].z = fmaf(w, v.z, acc[it].z);
-          acc[it].w = fmaf(w, v.w, acc[it].w);
+          acc[it].x = fmaf(w, o.x, acc[it].x);
+          acc[it].y = fmaf(w, o.y, acc[it].y);
+          acc[it].z = fmaf(w, o.z, acc[it].z);
+          acc[it].w = fmaf(w, o.w, acc[it].w);
         }
         top[it] = mx;
       }
@@ -601,7 +596,6 @@ __device__ __forceinline__ void decode_attn_long(
   float* sl = sm + kWarps * kMaxGroup;                 // [kWarps][kMaxGroup]
   atlas::stash_mma_partials<D, kPitch>(o, m_run, l_run, group, so, sm, sl);
   __syncthreads();
-#pragma unroll 4  // a thread's elements (group x D / kThreads) in flight together
   for (int idx = tid; idx < group * D; idx += kThreads) {
     const int row = idx / D, d = idx % D;
     float mx = -INFINITY;
