@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# session-33 call E: the batch-1 split merge staged in shared memory (56c714ad: the last block's partial reads in
-# one L2 trip for up to 11 heads, where a GQA group of 8 took two; the warps' merge unrolled) on the device: its
+# session-33 call E: the batch-1 split merge staged in shared memory (56c714ad + 13bfc38a: the last block's partial reads in
+# one L2 trip for up to 11 heads, where a GQA group of 8 took two) on the device: its
 # check cases, then GPU ms a step against the tree before it (.device/kernels_oldmerge: 56c714ad~1's
 # attention_long, the only module that differs), old / new / new / old on the groups of 8 and 6, new / old on the
 # groups of 2 and 4. Synthetic weights (seed 0), batch 1 x 512 keys, PDL on. Also the sampler's check cases (general
