@@ -106,18 +106,14 @@ struct LongTile {
 // (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
 // partials, takes a ticket; the block drawing the last of `active` (every other split has
 // written) resets the counter for the next launch (a graph replays it as is) and writes the
-// group's normalized output: each element of a head as sum_s w_s o_s / sum_s w_s with split
-// weights w_s = l_s e^(m_s - M) against the splits' max M, 16 splits at a time merged against
-// the running max. The ticket is one acq_rel read-modify-write at device scope: it releases
-// this block's partial stores (ordered before thread 0 by the barrier) and acquires those of
-// every earlier ticket holder, passed to the block's threads by the barrier after it.
-// The partials (other blocks wrote them: read through L2, never a stale L1 line) are staged
-// in `stage` (the ring, free by now) for kStageRows heads x 16 splits at a time, every one of
-// those reads in flight at once: o by cp.async (no registers held), (m, l) by L2 loads issued
-// before the copies are waited for. So the last block pays one L2 trip a batch of 16 splits
-// for up to 11 heads (a GQA group of 8 at batch 1: one trip), where each thread taking its
-// (head, 4 elements) items in turn paid one trip an item (session 33: Qwen3-30B-A3B's
-// group of 8 had two trips, Qwen3-0.6B's group of 2 one).
+// group's normalized output: each thread 4 elements of a head as sum_s w_s o_s / sum_s w_s
+// with split weights w_s = l_s e^(m_s - M) against the splits' max M, every split's (m, l)
+// and o requested at once, 16 splits at a time (one L2 trip up to 16 splits; other blocks
+// wrote them: read through L2, never a stale L1 line; session 18: a warp per head first
+// reduced M and sum_s w_s, a second trip before the o loads). The ticket is one acq_rel
+// read-modify-write at device scope: it releases this block's partial stores (ordered
+// before thread 0 by the barrier) and acquires those of every earlier ticket holder,
+// passed to the block's threads by the barrier after it.
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
@@ -125,7 +121,7 @@ template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active, float* stage) {
+                                                     int active) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -137,84 +133,50 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
+  // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
+  // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
   constexpr int kQuads = D / 4, kBatch = 16;
-  // heads staged at once: o [kStageRows][kBatch][D] then (m, l) [kStageRows][kBatch] f32
-  constexpr int kStageRows = LongTile<D>::kRingBytes / 4 / (kBatch * (D + 2));
-  constexpr int kItems = (kStageRows * kQuads + kThreads - 1) / kThreads;  // a thread's
-  constexpr int kMlLoads = (kStageRows * kBatch + kThreads - 1) / kThreads;
-  static_assert(kStageRows >= 1, "the ring holds a head's batch of partials");
-  float* so = stage;
-  float2* sml = reinterpret_cast<float2*>(so + kStageRows * kBatch * D);
-  const float2* ml_rows = reinterpret_cast<const float2*>(part_ml);
-  for (int r0 = 0; r0 < group; r0 += kStageRows) {
-    const int rows = min(kStageRows, group - r0);
-    float top[kItems], total[kItems];
-    float4 acc[kItems];
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      top[it] = -INFINITY;
-      total[it] = 0.f;
-      acc[it] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    const size_t row = row_of(r);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    float top = -INFINITY, total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < active; s0 += kBatch) {
-      const int nb = min(kBatch, active - s0);
-      __syncthreads();  // every thread is done with the stage's previous batch
-      for (int i = threadIdx.x; i < rows * nb * kQuads; i += kThreads) {
-        const int r = i / (nb * kQuads), c = i % (nb * kQuads);  // c: (split, quad)
-        atlas::cp_async_16(so + r * kBatch * D + c * 4,
-                           part_o + (row_of(r0 + r) * num_splits + s0) * D + c * 4, true);
-      }
-      atlas::cp_async_commit();
-      float2 ml[kMlLoads];
+      float2 e[kBatch];
+      float4 v[kBatch];
 #pragma unroll
-      for (int j = 0; j < kMlLoads; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < rows * nb) ml[j] = __ldcg(ml_rows + row_of(r0 + i / nb) * num_splits + s0 + i % nb);
+      for (int j = 0; j < kBatch; ++j) {
+        const bool ok = s0 + j < active;  // an active split's m is finite
+        e[j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
+        v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
       }
+      float mx = top;
 #pragma unroll
-      for (int j = 0; j < kMlLoads; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < rows * nb) sml[(i / nb) * kBatch + i % nb] = ml[j];
-      }
-      atlas::cp_async_wait<0>();
-      __syncthreads();
+      for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+      const float rescale = expf(top - mx);  // 0 on the first batch (top = -inf, acc = 0)
+      total *= rescale;
+      acc.x *= rescale;
+      acc.y *= rescale;
+      acc.z *= rescale;
+      acc.w *= rescale;
 #pragma unroll
-      for (int it = 0; it < kItems; ++it) {  // from shared memory: short loops, little code
-        const int idx = threadIdx.x + it * kThreads;
-        if (idx >= rows * kQuads) break;
-        const int r = idx / kQuads, d = (idx % kQuads) * 4;
-        const float2* e = sml + r * kBatch;  // an active split's m is finite
-        const float* v = so + r * kBatch * D + d;
-        float mx = top[it];
-        for (int j = 0; j < nb; ++j) mx = fmaxf(mx, e[j].x);
-        const float rescale = expf(top[it] - mx);  // 0 on the first batch (top = -inf, acc = 0)
-        total[it] *= rescale;
-        acc[it].x *= rescale;
-        acc[it].y *= rescale;
-        acc[it].z *= rescale;
-        acc[it].w *= rescale;
-        for (int j = 0; j < nb; ++j) {
-          const float w = e[j].y * expf(e[j].x - mx);
-          const float4 o = *reinterpret_cast<const float4*>(v + j * D);
-          total[it] += w;
-          acc[it].x = fmaf(w, o.x, acc[it].x);
-          acc[it].y = fmaf(w, o.y, acc[it].y);
-          acc[it].z = fmaf(w, o.z, acc[it].z);
-          acc[it].w = fmaf(w, o.w, acc[it].w);
-        }
-        top[it] = mx;
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
+        total += w;
+        acc.x = fmaf(w, v[j].x, acc.x);
+        acc.y = fmaf(w, v[j].y, acc.y);
+        acc.z = fmaf(w, v[j].z, acc.z);
+        acc.w = fmaf(w, v[j].w, acc.w);
       }
+      top = mx;
     }
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {  // active >= 1: total >= 1
-      const int idx = threadIdx.x + it * kThreads;
-      if (idx >= rows * kQuads) break;
-      const int d = (idx % kQuads) * 4;
-      const float t = total[it];
-      *reinterpret_cast<uint2*>(out + row_of(r0 + idx / kQuads) * D + d) =
-          make_uint2(atlas::pack_bf16x2(acc[it].x / t, acc[it].y / t),
-                     atlas::pack_bf16x2(acc[it].z / t, acc[it].w / t));
-    }
+    // active >= 1: total >= 1
+    *reinterpret_cast<uint2*>(out + row * D + d) =
+        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
+                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
 }
 
@@ -624,7 +586,7 @@ __device__ __forceinline__ void decode_attn_long(
   tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, group, num_splits, active, reinterpret_cast<float*>(smem));
+                            out_row, group, num_splits, active);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }
