@@ -178,8 +178,8 @@ def test_logit_bias_is_normalized_to_sorted_hashable_pairs() -> None:
     for given in ({7: 5, 3: -2.5}, [[7, 5.0], [3, -2.5]], ((3, -2.5), (7, 5))):
         p = SamplingParams(logit_bias=given)
         assert p.logit_bias == want and all(type(b) is float for _, b in p.logit_bias)
-        assert p.has_logit_bias and hash(p) == hash(SamplingParams(logit_bias=want))
-    assert SamplingParams(logit_bias=[]).logit_bias == () and not GREEDY.has_logit_bias
+        assert p.logit_bias and hash(p) == hash(SamplingParams(logit_bias=want))
+    assert SamplingParams(logit_bias=[]).logit_bias == () and not GREEDY.logit_bias
     p = SamplingParams(temperature=0.5, logit_bias={9: 1.5})
     assert SamplingParams(**json.loads(json.dumps(dataclasses.asdict(p)))) == p
 

@@ -54,10 +54,6 @@ class SamplingParams:
                 or self.frequency_penalty != 0.0)
 
     @property
-    def has_logit_bias(self) -> bool:
-        return bool(self.logit_bias)
-
-    @property
     def effective_repetition_penalty(self) -> float:
         return 1.0 if self.repetition_penalty <= 0.0 else self.repetition_penalty
 
