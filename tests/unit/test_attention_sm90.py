@@ -51,18 +51,30 @@ def test_cases_cover_tiles_and_groups() -> None:
 
 # ---- a numpy model of the kernel's schedule ------------------------------------------------
 
+def _case_window(case) -> int:
+    """The sliding window a case was built with (0: none)."""
+    for name, *_, window in case_defs.SM90_WINDOW_SHAPES:
+        if case.name in {name, *(f"{name} {v}" for v in case_defs.SM90_VARIANTS)}:
+            return window
+    return 0
+
+
 def _kernel_model(case) -> np.ndarray:
     """What attention_sm90.cu computes, block by block: per 128-query block (tiles from the
-    end), per warpgroup of 64 rows, every 8192 / D-key tile up to the block's last visible
-    key, masked only from the warpgroup's first diagonal tile on, f32 scores in log2 units,
-    running max / sum, P rounded to bf16 for PV, O rescaled per tile, out = bf16(O / l)."""
+    end), per warpgroup of 64 rows, every 8192 / D-key tile (16384 / D: the wide entry) from
+    the first one the block's first row sees (with a sliding window; that tile's keys before
+    it zero-filled) up to the block's last visible key, masked on both sides below the
+    block's lo_tiles (a row's window starts inside), else only from the warpgroup's first
+    diagonal tile on, f32 scores in log2 units, running max / sum, P rounded to bf16 for PV,
+    O rescaled per tile, out = bf16(O / l). The cache slots of keys no row of the sequence
+    sees are poisoned with NaN (a windowed cache need not hold them): a read would show."""
     x = case.inputs
     hkv, block_size, d = x["k_cache"].shape[1:]
     total, hq, _ = x["q"].shape
+    window = _case_window(case)
     q = bf16_bits_to_f32(x["q"])
-    kf, vf = bf16_bits_to_f32(x["k_cache"]), bf16_bits_to_f32(x["v_cache"])
     scale_log2 = np.float32(d ** -0.5 * 1.4426950408889634)
-    bkv = 8192 // d
+    bkv = (16384 if case.name.endswith(" wide") else 8192) // d
     out = np.zeros((total, hq, d), np.float32)
     cu, lens = x["cu_q"], x["kv_lens"]
     for b in range(len(lens)):
@@ -70,9 +82,17 @@ def _kernel_model(case) -> np.ndarray:
         first = kv_len - q_len
         slots = np.arange(kv_len)
         blk = x["block_tables"][b, slots // block_size]
+        kf, vf = bf16_bits_to_f32(x["k_cache"]), bf16_bits_to_f32(x["v_cache"])
+        if window:
+            unseen = slots[slots < first - window + 1]
+            kf[blk[unseen], :, unseen % block_size] = np.nan
+            vf[blk[unseen], :, unseen % block_size] = np.nan
         for q0 in range(0, q_len, 128):
             n_keys = first + min(q0 + 128, q_len)
+            lo_key = max(first + q0 - window + 1, 0) if window else 0
+            t0 = lo_key // bkv
             n_tiles = -(-n_keys // bkv)
+            lo_tiles = -(-max(n_keys - window, 0) // bkv) if window else 0
             for wg in range(2):
                 q0w = q0 + 64 * wg
                 rows = q0w + np.arange(64)
@@ -84,9 +104,9 @@ def _kernel_model(case) -> np.ndarray:
                 m = np.full((hq, 64), -np.inf, np.float32)
                 l = np.zeros((hq, 64), np.float32)
                 o = np.zeros((hq, 64, d), np.float32)
-                for t in range(n_tiles):
+                for t in range(t0, n_tiles):
                     keys = t * bkv + np.arange(bkv)
-                    ok = keys < n_keys
+                    ok = (keys < n_keys) & ((keys >= lo_key) | (t > t0))
                     kt = np.zeros((hkv, bkv, d), np.float32)
                     vt = np.zeros((hkv, bkv, d), np.float32)
                     kt[:, ok] = kf[blk[keys[ok]], :, keys[ok] % block_size].transpose(1, 0, 2)
@@ -94,8 +114,12 @@ def _kernel_model(case) -> np.ndarray:
                     group = hq // hkv
                     kt, vt = np.repeat(kt, group, axis=0), np.repeat(vt, group, axis=0)
                     s = (qw @ kt.transpose(0, 2, 1)) * scale_log2
-                    if t >= full_tiles:
-                        s = np.where(keys[None, None, :] <= limit[None, :, None], s, -np.inf)
+                    seen = keys[None, None, :] <= limit[None, :, None]
+                    if t < lo_tiles:
+                        seen &= keys[None, None, :] > limit[None, :, None] - window
+                        s = np.where(seen, s, -np.inf)
+                    elif t >= full_tiles:
+                        s = np.where(seen, s, -np.inf)
                     m_new = np.maximum(m, s.max(axis=2))
                     base = np.where(m_new == -np.inf, 0, m_new).astype(np.float32)
                     corr = np.exp2(m - base)
@@ -179,8 +203,9 @@ def test_head_dim_128_entry_points_follow_their_switches(variant, switch, shared
     assert _launch(_Sm90Mock(), head_dim=256, env=env).func == "prefill_attn_sm90_bf16"
     assert _launch(_Sm90Mock(), env={**env, "ATLAS_PREFILL_ATTN_SM90": "0"}).func == \
         "prefill_attn_bf16"
+    windowed = [name for name, g, *_ in case_defs.SM90_WINDOW_SHAPES if g.head_dim == 128]
     assert {c.name for c in CASES if c.name.endswith(f" {variant}")} == {
-        f"{name} {variant}" for name, *_ in case_defs.SM90_VARIANT_SHAPES}
+        f"{name} {variant}" for name in [s[0] for s in case_defs.SM90_VARIANT_SHAPES] + windowed}
     assert all(g.head_dim == 128 for _, g, _, _ in case_defs.SM90_VARIANT_SHAPES)
 
 

@@ -17,7 +17,10 @@
 //   from any reference by whole bf16 ulps wherever f32 noise flips a rounding). That costs
 //   one third more tensor-core work. Query i of a chunk of q_len sits at absolute
 //   position kv_len - q_len + i and sees keys 0..that position, so first and chunked prefill
-//   are the same kernel.
+//   are the same kernel. With a sliding window (window > 0) it sees the last `window` of
+//   them: a block starts at the first tile any of its rows sees, the tiles holding the start
+//   of some row's window are masked on both sides, and the first tile's keys before every
+//   row's window are zero-filled and never read.
 // decode_attn_bf16: grid (num_splits, hkv x slices, num_seqs), 128 threads. A block reads
 //   the K/V rows of its split once and serves one slice of up to 4 of the kv head's q heads
 //   (slices = ceil(group / 4): a group of 8 runs as 2 blocks side by side, the second K/V
@@ -47,7 +50,8 @@
 //   work done in the blocks (RopedQ), and everything but the qkv row read (or requested into
 //   L2) before the PDL wait (RopedQ says why that is sound).
 // decode_attn_combine_bf16: grid (1, hq, num_seqs), 128 threads: the same merge for the
-//   partials of the long-context kernel (attention_long.cu), which has no merge of its own.
+//   partials of the long-context kernel (attention_long.cu), which has no merge of its own;
+//   with a sliding window its splits cut the min(kv_len, window) keys the window sees.
 // The decode kernels are instances of decode_attn.cuh's template; attention_twins.cu holds
 // their twins the engine does not launch by default (phase-traced, for
 // tools/gpu/trace_decode_attn.py).
@@ -92,7 +96,8 @@ __device__ __forceinline__ void prefill_attn(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
-    int hq, int hkv, int block_size, int max_blocks, float scale, __nv_bfloat16* smem) {
+    int hq, int hkv, int block_size, int max_blocks, float scale, int window,
+    __nv_bfloat16* smem) {
   using P = Prefill<D>;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * P::kBQ;
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
@@ -102,6 +107,13 @@ __device__ __forceinline__ void prefill_attn(
   const int kvh = h / (hq / hkv);
   const int n_keys = first_pos + min(q0 + P::kBQ, q_len);  // keys any query here can see
   const int n_tiles = (n_keys + P::kBKV - 1) / P::kBKV;
+  // A sliding window (window > 0) lets row p see keys [p - span, p]: the block's first row
+  // sees from lo_key on (the tiles before t0 hold no key any row here sees), and below
+  // lo_tiles some row's window begins inside a tile (the last row's from n_keys - window)
+  const int span = window - 1;
+  const int lo_key = window > 0 ? max(first_pos + q0 - span, 0) : 0;
+  const int t0 = lo_key / P::kBKV;
+  const int lo_tiles = window > 0 ? (max(n_keys - window, 0) + P::kBKV - 1) / P::kBKV : 0;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
 
@@ -125,14 +137,16 @@ __device__ __forceinline__ void prefill_attn(
   __syncthreads();  // the ring below overwrites the staged Q
 
   // K/V tile `tile` -> ring stage `stage`: [K tile][V tile], rows = keys, swizzled chunks.
-  auto load_kv = [&](int stage, int tile) {
+  // `first` (tile t0 only): its keys before lo_key are zero-filled too, never read (a
+  // windowed cache need not hold them).
+  auto load_kv = [&](int stage, int tile, bool first) {
     __nv_bfloat16* sk = smem + stage * P::kStageElems;
     __nv_bfloat16* sv = sk + P::kTileElems;
 #pragma unroll
     for (int it = 0; it < P::kBKV * P::kChunks / kThreads; ++it) {
       const int i = tid + it * kThreads, r = i / P::kChunks, ch = i % P::kChunks;
       const int p = tile * P::kBKV + r;
-      const bool ok = p < n_keys;
+      const bool ok = p < n_keys && (!first || p >= lo_key);
       const size_t off = ok ? cache_row(table, p, hkv, kvh, block_size, D) + ch * 8 : 0;
       const int dst = atlas::swizzle_offset<P::kChunks>(r, ch);
       atlas::cp_async_16(sk + dst, k_cache + off, ok);
@@ -141,7 +155,8 @@ __device__ __forceinline__ void prefill_attn(
   };
 
   // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the last
-  // key each may see. Rows past the chunk get kv_len - 1 (finite, never stored).
+  // key each may see. Rows past the chunk get kv_len - 1 (finite, never stored; with a window
+  // the last row's keys).
   const int row_g = q0 + warp * 16 + (lane >> 2);
   int limit[2];
 #pragma unroll
@@ -157,10 +172,10 @@ __device__ __forceinline__ void prefill_attn(
     for (int e = 0; e < 4; ++e) o[j][e] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
 
-  load_kv(0, 0);
-  atlas::cp_async_commit();
-  for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) load_kv((t + 1) & 1, t + 1);
+  // Tile t, masked causally and (window_tile: the tiles below lo_tiles, in a loop of their
+  // own so the other tiles' loop is the one without a window) to each row's window.
+  auto step = [&](int t, bool window_tile) {
+    if (t + 1 < n_tiles) load_kv((t + 1) & 1, t + 1, false);
     atlas::cp_async_commit();
     atlas::cp_async_wait<1>();  // tile t has landed
     __syncthreads();
@@ -186,10 +201,14 @@ __device__ __forceinline__ void prefill_attn(
       }
     }
 
-    // Causal mask and online softmax (attention_tile.cuh).
+    // Causal (and window) mask and online softmax (attention_tile.cuh).
     float corr[2];
-    atlas::online_softmax_tile(s, t * P::kBKV + (lane & 3) * 2, limit, scale_log2, m_run,
-                               l_run, corr);
+    if (window_tile)
+      atlas::online_softmax_tile<P::kBKV / 8, true, true>(s, t * P::kBKV + (lane & 3) * 2, limit,
+                                                          scale_log2, m_run, l_run, corr, span);
+    else
+      atlas::online_softmax_tile(s, t * P::kBKV + (lane & 3) * 2, limit, scale_log2, m_run,
+                                 l_run, corr);
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
@@ -204,7 +223,12 @@ __device__ __forceinline__ void prefill_attn(
       atlas::pv_slice_mma<D, 2, false>(o, pf, sv, kt * 16, lane);
     }
     __syncthreads();  // stage t & 1 is refilled by the next iteration's prefetch
-  }
+  };
+  load_kv(t0 & 1, t0, true);
+  atlas::cp_async_commit();
+  int t = t0;
+  for (; t < lo_tiles; ++t) step(t, true);
+  for (; t < n_tiles; ++t) step(t, false);
 
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
@@ -232,19 +256,20 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       const __nv_bfloat16* v_cache, const int* block_tables, const int* cu_q,
                       const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                       uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                      float scale) {
+                      float scale, uint32_t window) {
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   // K/V ring: 2 stages x {K [kBKV][D], V [kBKV][D]} bf16, 16-byte chunks XOR-swizzled by row.
   __shared__ __align__(128) __nv_bfloat16 smem[kPrefillSmemElems];
+  const int w = static_cast<int>(window);
   if (head_dim == 128)
     prefill_attn<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                      max_blocks, scale, smem);
+                      max_blocks, scale, w, smem);
   else if (head_dim == 256)
     prefill_attn<256>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                      max_blocks, scale, smem);
+                      max_blocks, scale, w, smem);
   else if (head_dim == 64)
     prefill_attn<64>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                     max_blocks, scale, smem);
+                     max_blocks, scale, w, smem);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
@@ -344,10 +369,13 @@ template <bool kEarly>
 __device__ __forceinline__ void decode_attn_combine(const float* part_o, const float* part_ml,
                                                     const int* kv_lens, __nv_bfloat16* out,
                                                     uint32_t hq, uint32_t head_dim,
-                                                    uint32_t num_splits) {
+                                                    uint32_t num_splits, uint32_t window) {
   atlas::pdl_enter_early<kEarly>();  // the partials and kv_lens come from the kernels before
   const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
-  const int active = decode_active_splits(kv_lens[blockIdx.z], ns);
+  // the kernel split the keys its window sees (window > 0: the last min(kv_len, window))
+  const int kv_len = kv_lens[blockIdx.z];
+  const int n = window > 0 ? min(kv_len, static_cast<int>(window)) : kv_len;
+  const int active = decode_active_splits(n, ns);
   const int head = static_cast<int>(blockIdx.y);
   if (head_dim == 128)
     decode_merge_rows<128>(part_o, part_ml, out, h, head, 1, ns, active);
@@ -362,13 +390,14 @@ __device__ __forceinline__ void decode_attn_combine(const float* part_o, const f
 extern "C" __global__ void __launch_bounds__(kThreads)
     decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
                              __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
-                             uint32_t head_dim, uint32_t num_splits) {
-  decode_attn_combine<false>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits);
+                             uint32_t head_dim, uint32_t num_splits, uint32_t window) {
+  decode_attn_combine<false>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits, window);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     decode_attn_combine_early_bf16(const float* part_o, const float* part_ml,
                                    const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs,
-                                   uint32_t hq, uint32_t head_dim, uint32_t num_splits) {
-  decode_attn_combine<true>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits);
+                                   uint32_t hq, uint32_t head_dim, uint32_t num_splits,
+                                   uint32_t window) {
+  decode_attn_combine<true>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits, window);
 }

@@ -1,6 +1,8 @@
 // Split-K decode attention on tensor cores for batched and long-context decode: the same
 // contract as attention.cu's decode_attn_bf16 (grid (num_splits, hkv, num_seqs), the same
-// split rule, the same part_o / part_ml partials merged by decode_attn_combine_bf16), built
+// split rule, the same part_o / part_ml partials merged by decode_attn_combine_bf16; with a
+// sliding window, window > 0, the query at kv_len - 1 sees the last n = min(kv_len, window)
+// keys, split as a history of n keys starting at key kv_len - n), built
 // to stream K/V at copy bandwidth: histories of thousands of keys per split (the long
 // contexts) and the many short splits of a large batch, where the CUDA-core kernel's register
 // double buffer and per-iteration block-table reads leave too few bytes in flight.
@@ -199,8 +201,8 @@ __device__ __forceinline__ void decode_attn_long(
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, __nv_bfloat16* smem, const LongRope& rope = LongRope{},
-    unsigned long long* trace = nullptr) {
+    int num_splits, float scale, int window, __nv_bfloat16* smem,
+    const LongRope& rope = LongRope{}, unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
   using T = LongTile<D, kRope>;
@@ -240,10 +242,11 @@ __device__ __forceinline__ void decode_attn_long(
       page[j] = p < table_keys ? *entry : 0;
     }
   };
-  // A one-split launch (large batches) starts at key 0 whatever kv_len is: its first tile's
-  // entries are requested together with kv_len (one memory trip less before the first copy).
-  // So does an early launch merging its splits, guessing one tile a split (right up to
-  // kBKV x num_splits keys: 1,920 on batch 1's 30-split grid), checked once kv_len is in.
+  // A one-split launch (large batches) starts at key 0 whatever kv_len is (with a window:
+  // while kv_len <= window): its first tile's entries are requested together with kv_len
+  // (one memory trip less before the first copy). So does an early launch merging its
+  // splits, guessing one tile a split (right up to kBKV x num_splits keys: 1,920 on batch
+  // 1's 30-split grid). Both are checked against the real first key once kv_len is in.
   int page[R];
   int guess = -1;  // the first key whose entries were requested with kv_len
   if constexpr (kEarly) {
@@ -253,14 +256,18 @@ __device__ __forceinline__ void decode_attn_long(
     lookup_at(0, page);
   }
 
+  // A sliding window (window > 0) sees the last n = min(kv_len, window) keys, from lo on:
+  // the splits cut those n keys as they would a history of n keys (the combine re-derives
+  // its active splits from n too).
+  const int n = window > 0 ? min(kv_len, window) : kv_len, lo = kv_len - n;
   // Early (merging its splits itself): whole tiles a split (ops/attention_long.py
   // early_split_rule), so no block copies a half-empty tile and the last block merges half
   // as many partials at short contexts; the combine's rule otherwise (it re-derives it)
-  const int per = (kv_len + num_splits - 1) / num_splits;
+  const int per = (n + num_splits - 1) / num_splits;
   const int chunk = kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
                                                   : max(per, kMinKeysPerSplit);
-  const int begin = split * chunk, end = min(begin + chunk, kv_len);
-  const int active = (kv_len + chunk - 1) / chunk;  // the splits with keys: the tickets
+  const int begin = lo + split * chunk, end = min(begin + chunk, kv_len);
+  const int active = (n + chunk - 1) / chunk;  // the splits with keys: the tickets
   tr.mark(kTraceKvLen, active);
   tr.note(kTraceKeyedWord, begin < kv_len ? 1u : 0u);
   if (begin >= kv_len) {
@@ -354,7 +361,7 @@ __device__ __forceinline__ void decode_attn_long(
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (t < n_tiles) {
-      if (t > 0 || (kEarly ? guess != begin : num_splits != 1)) lookup(t, page);
+      if (t > 0 || (kEarly ? guess != begin : num_splits != 1 || begin != 0)) lookup(t, page);
       issue(t, page);
     }
     atlas::cp_async_commit();
@@ -600,16 +607,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           const int* kv_lens, float* part_o, float* part_ml,
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-                          uint32_t max_blocks, uint32_t num_splits, float scale) {
+                          uint32_t max_blocks, uint32_t num_splits, float scale,
+                          uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
-  const int ns = static_cast<int>(num_splits);
+  const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
   if (head_dim == 128)
     decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, w,
+                          long_smem);
   else if (head_dim == 64)
     decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, long_smem);
+                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, w,
+                         long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
 }
@@ -623,13 +633,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                                uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                               float scale) {
+                               float scale, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
                         out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
-                        scale, long_smem);
+                        scale, static_cast<int>(window), long_smem);
 }
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
@@ -642,18 +652,18 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, __nv_bfloat16* smem,
+    uint32_t num_splits, float scale, float eps, uint32_t window, __nv_bfloat16* smem,
     unsigned long long* trace = nullptr) {
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
-  const int ns = static_cast<int>(num_splits);
+  const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, smem, rope, trace);
   else if (head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
@@ -672,13 +682,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps) {
+                                    float eps, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                      positions, slots, block_tables, kv_lens, part_o, part_ml,
                                      counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                     num_splits, scale, eps, long_smem);
+                                     num_splits, scale, eps, window, long_smem);
 }
 
 // RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
@@ -698,13 +708,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                       uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                       uint32_t max_blocks, uint32_t num_splits, float scale,
-                                      float eps) {
+                                      float eps, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                    num_splits, scale, eps, long_smem);
+                                    num_splits, scale, eps, window, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
@@ -722,14 +732,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps) {
+                                    float eps, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
   decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                           positions, slots, block_tables, kv_lens, part_o,
                                           part_ml, counters, out, hq, hkv, head_dim,
                                           block_size, max_blocks, num_splits, scale, eps,
-                                          long_smem);
+                                          window, long_smem);
 }
 
 // RopeEarly (one sequence, ATLAS_DECODE_ATTN_LONG_EARLY; ops/attention_long.py
@@ -756,12 +766,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps) {
+                                     float eps, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
+      num_splits, scale, eps, window, long_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -775,12 +785,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                           uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                           uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps) {
+                                          float scale, float eps, uint32_t window) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem);
+      num_splits, scale, eps, window, long_smem);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -795,13 +805,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace);
+      num_splits, scale, eps, window, long_smem, trace);
 }
 
 // The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
@@ -814,13 +824,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace);
+      num_splits, scale, eps, window, long_smem, trace);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
@@ -833,14 +843,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
-        uint32_t max_blocks, uint32_t num_splits, float scale, float eps,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true, false, false, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, long_smem, trace);
+      num_splits, scale, eps, window, long_smem, trace);
 }
 
 
@@ -855,12 +865,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                      unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                                      uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                      uint32_t block_size, uint32_t max_blocks,
-                                     uint32_t num_splits, float scale,
+                                     uint32_t num_splits, float scale, uint32_t window,
                                      unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256, false, false, false, false, PhaseTrace>(
       q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
-      block_size, max_blocks, static_cast<int>(num_splits), scale, long_smem, LongRope{}, trace);
+      block_size, max_blocks, static_cast<int>(num_splits), scale, static_cast<int>(window),
+      long_smem, LongRope{}, trace);
 }

@@ -32,6 +32,12 @@
 // a last tile past their diagonal: probabilities 0), so no wgmma sits in a thread-dependent
 // branch, which ptxas would serialize.
 //
+// Sliding window (window > 0: row p sees keys [p - window + 1, p]): a block starts at the
+// first tile its first row sees (the ring and its commit groups are counted from there),
+// that tile's keys before the row's window are zero-filled and never read, and the tiles
+// holding the start of some row's window (block-wide) run in a loop of their own masked on
+// both sides, so the loop of the other tiles is the one without a window.
+//
 // Grid (hq, ceil(max_q_len / 128), num_seqs), query tiles numbered from the end (the longest
 // rows start first), 256 threads, dynamic shared memory kSmemBytes (ops/attention_sm90.py
 // prefill_sm90_smem). PDL: everything is read after the wait (q, the cache and the tables
@@ -97,7 +103,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
-    float scale, uint8_t* smem_raw) {
+    float scale, int window, uint8_t* smem_raw) {
   using G = Sm90Geometry<D, kWide>;
   constexpr int kBKV = G::kBKV, R = G::kKVRows, kStages = G::kStages, kAhead = G::kAhead;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
@@ -111,9 +117,17 @@ __device__ __forceinline__ void prefill_attn_sm90(
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp = (tid >> 5) & 3;
   const int g = lane >> 2, c = lane & 3;
   // this warpgroup's rows [q0w, q0w + 64) and the tiles every one of them sees whole (no
-  // causal mask)
+  // causal mask) from lo_tiles on
   const int q0w = q0 + 64 * wg;
   const int full_tiles = (first_pos + q0w + 1) / kBKV;
+  // A sliding window (window > 0) lets row p see keys [p - span, p]: the block's first row
+  // sees from lo_key on (the tiles before t0 hold no key any row here sees), and below
+  // lo_tiles (block-wide) some row's window begins inside a tile (the last row's, padding
+  // rows' too, from n_keys - window)
+  const int span = window - 1;
+  const int lo_key = window > 0 ? max(first_pos + q0 - span, 0) : 0;
+  const int t0 = lo_key / kBKV;
+  const int lo_tiles = window > 0 ? (max(n_keys - window, 0) + kBKV - 1) / kBKV : 0;
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
@@ -143,12 +157,14 @@ __device__ __forceinline__ void prefill_attn_sm90(
       page[j] = p < n_keys ? table[pages.page(p)] : 0;
     }
   };
-  auto issue = [&](int tile, const int (&page)[R]) {
+  // `first` (tile t0 only): its keys before lo_key are zero-filled too, never read (a
+  // windowed cache need not hold them)
+  auto issue = [&](int tile, const int (&page)[R], bool first) {
     const uint32_t kt = k_tile(tile), vt = kt + G::kTileBytes;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       const int r = row0 + j * G::kRowStep, p = tile * kBKV + r;
-      const bool ok = p < n_keys;
+      const bool ok = p < n_keys && (!first || p >= lo_key);
       const size_t off =
           ok ? ((static_cast<size_t>(page[j]) * hkv + kvh) * block_size + pages.row(p)) * D +
                    ch * 8
@@ -159,21 +175,22 @@ __device__ __forceinline__ void prefill_attn_sm90(
     }
   };
 
-  // Prologue: group 0 = Q and tile 0, group i < kAhead = tile i (commit group i holds tile
-  // i), tile kAhead's table entries requested.
+  // Prologue: group 0 = Q and tile t0, group i < kAhead = tile t0 + i, tile t0 + kAhead's
+  // table entries requested.
   int page[R];
 #pragma unroll
-  for (int t = 0; t < kAhead; ++t) {
-    if (t == 0 || t < n_tiles) {
-      lookup(t, page);
-      issue(t, page);
+  for (int i = 0; i < kAhead; ++i) {
+    if (i == 0 || t0 + i < n_tiles) {
+      lookup(t0 + i, page);
+      issue(t0 + i, page, i == 0);
     }
     atlas::cp_async_commit();
   }
-  if (kAhead < n_tiles) lookup(kAhead, page);
+  if (t0 + kAhead < n_tiles) lookup(t0 + kAhead, page);
 
   // This thread's two query rows (g and g + 8 of its warp's 16) and the last key each may
-  // see; rows past the chunk get kv_len - 1 (finite, never stored).
+  // see; rows past the chunk get kv_len - 1 (finite, never stored; with a window the last
+  // row's keys).
   const int row_g = q0w + warp * 16 + g;
   int limit[2];
 #pragma unroll
@@ -252,10 +269,14 @@ __device__ __forceinline__ void prefill_attn_sm90(
   };
 
   // Tile t's softmax: mask only where the tile reaches past the warpgroup's first row's
-  // diagonal (warpgroup-uniform), O rescaled once PV_{t-1} is done, then P_t packed.
-  auto softmax_tile = [&](int t, bool pv_in_flight) {
+  // diagonal (warpgroup-uniform), or (window_tile, below lo_tiles) to each row's window, O
+  // rescaled once PV_{t-1} is done, then P_t packed.
+  auto softmax_tile = [&](int t, bool pv_in_flight, bool window_tile) {
     float corr[2];
-    if (t < full_tiles)
+    if (window_tile)
+      atlas::online_softmax_tile<kBKV / 8, true, true>(s, t * kBKV + 2 * c, limit, scale_log2,
+                                                       m_run, l_run, corr, span);
+    else if (t < full_tiles)
       atlas::online_softmax_tile<kBKV / 8, false>(s, t * kBKV + 2 * c, limit, scale_log2,
                                                   m_run, l_run, corr);
     else
@@ -264,7 +285,8 @@ __device__ __forceinline__ void prefill_attn_sm90(
     if (pv_in_flight) pv_done();
     // kWide: past the first tiles of a long row the running max rarely moves, so a warp
     // whose rows all keep theirs (correction exactly 1) skips the rescale, which leaves the
-    // same bits (the 64-key entries rescale every tile, as measured).
+    // same bits (the 64-key entries rescale every tile, as measured). A row that has seen
+    // no key yet (its window starts in a later tile) has correction 0, not 1: rescaled.
     if (!kWide || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
       for (int dh = 0; dh < G::kSlabs; ++dh)
@@ -282,7 +304,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
     atlas::fence_proxy_async();          // visible to wgmma
     __syncthreads();  // ... for every thread; PV_{t-2} done in both warpgroups
     if (t + kAhead < n_tiles) {
-      issue(t + kAhead, page);
+      issue(t + kAhead, page, false);
       if (t + kAhead + 1 < n_tiles) lookup(t + kAhead + 1, page);
     }
     atlas::cp_async_commit();
@@ -291,19 +313,24 @@ __device__ __forceinline__ void prefill_attn_sm90(
   // Every warpgroup runs every tile of the block: a warpgroup whose rows end earlier sees
   // only masked keys there (probabilities 0, correction 1), which keeps the wgmma schedule
   // free of thread-dependent branches (ptxas serializes wgmma in divergent code).
-  next_tile(0);
-  issue_s(0);
+  // The tiles below lo_tiles (block-uniform: the loops hold wgmma) are masked to the rows'
+  // windows, the rest as without a window.
+  next_tile(t0);
+  issue_s(t0);
   atlas::wgmma_wait<0>();
   atlas::fence_acc(s_acc);
-  softmax_tile(0, false);
-  for (int t = 1; t < n_tiles; ++t) {
+  softmax_tile(t0, false, t0 < lo_tiles);
+  auto step = [&](int t, bool window_tile) {
     next_tile(t);
     issue_s(t);
     issue_pv(t - 1);
     atlas::wgmma_wait<1>();  // S_t done; PV_{t-1} may still run
     atlas::fence_acc(s_acc);
-    softmax_tile(t, true);
-  }
+    softmax_tile(t, true, window_tile);
+  };
+  int t = t0 + 1;
+  for (; t < lo_tiles; ++t) step(t, true);
+  for (; t < n_tiles; ++t) step(t, false);
   issue_pv(n_tiles - 1);
   pv_done();
   atlas::cp_async_wait<0>();  // only empty groups remain
@@ -333,15 +360,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                            const __nv_bfloat16* v_cache, const int* block_tables,
                            const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                            uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                           uint32_t block_size, uint32_t max_blocks, float scale) {
+                           uint32_t block_size, uint32_t max_blocks, float scale,
+                           uint32_t window) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
+  const int w = static_cast<int>(window);
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   if (head_dim == 128)
     prefill_attn_sm90<128, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
-                                  hkv, block_size, max_blocks, scale, sm90_smem);
+                                  hkv, block_size, max_blocks, scale, w, sm90_smem);
   else if (head_dim == 256)
     prefill_attn_sm90<256, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
-                                  hkv, block_size, max_blocks, scale, sm90_smem);
+                                  hkv, block_size, max_blocks, scale, w, sm90_smem);
   else
     __trap();  // ops/attention_sm90.py PREFILL_SM90_HEAD_DIMS
 }
@@ -355,12 +384,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                 const __nv_bfloat16* v_cache, const int* block_tables,
                                 const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                                 uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                                uint32_t block_size, uint32_t max_blocks, float scale) {
+                                uint32_t block_size, uint32_t max_blocks, float scale,
+                                uint32_t window) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
+  const int w = static_cast<int>(window);
   atlas::pdl_enter();
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_QREG_HEAD_DIM
   prefill_attn_sm90<128, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
-                               block_size, max_blocks, scale, sm90_smem);
+                               block_size, max_blocks, scale, w, sm90_smem);
 }
 
 // The same at head_dim 128 on 128-key tiles in a 3-stage ring (Sm90Geometry's kWide): the
@@ -370,10 +401,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                 const __nv_bfloat16* v_cache, const int* block_tables,
                                 const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                                 uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
-                                uint32_t block_size, uint32_t max_blocks, float scale) {
+                                uint32_t block_size, uint32_t max_blocks, float scale,
+                                uint32_t window) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
+  const int w = static_cast<int>(window);
   atlas::pdl_enter();
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_WIDE_HEAD_DIM
   prefill_attn_sm90<128, false, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out,
-                                      hq, hkv, block_size, max_blocks, scale, sm90_smem);
+                                      hq, hkv, block_size, max_blocks, scale, w, sm90_smem);
 }

@@ -60,11 +60,14 @@ __device__ __forceinline__ int verify_row_chunk(int len, int num_splits, int min
 // yet keeps max -inf, zero probabilities and corr 0 (its accumulators are zero anyway).
 // kMask = false skips the comparison with last[] for a tile the caller knows every row of
 // sees whole (causal tiles below the diagonal): same values, less work per score.
-template <int NT, bool kMask = true>
+// kWindow (sliding-window attention, a tile holding keys before some row's window): a key
+// counts only within [last[hh] - span, last[hh]] (span = window - 1 keys before the row's
+// own), one unsigned comparison a score: last - key is negative, so huge, past last.
+template <int NT, bool kMask = true, bool kWindow = false>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
                                                     const int (&last)[2], float scale_log2,
                                                     float (&m_run)[2], float (&l_run)[2],
-                                                    float (&corr)[2]) {
+                                                    float (&corr)[2], int span = 0) {
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float mx = -INFINITY;
@@ -73,7 +76,10 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], int key0,
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[j][2 * hh + e];
-        if (kMask && key0 + j * 8 + e > last[hh]) x = -INFINITY;
+        if (kWindow ? static_cast<unsigned>(last[hh] - (key0 + j * 8 + e)) >
+                          static_cast<unsigned>(span)
+                    : kMask && key0 + j * 8 + e > last[hh])
+          x = -INFINITY;
         mx = fmaxf(mx, x);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));

@@ -50,13 +50,31 @@ __device__ __forceinline__ float swiglu_f32(float g, float u) {
   return round_bf16(g / (1.f + expf(-g))) * u;
 }
 
-__device__ __forceinline__ uint4 swiglu_bf16x8(const uint4& gate, const uint4& up) {
+// Eight (gate, up) pairs through a gated activation `Act` (swiglu_f32, geglu_tanh_f32).
+template <float (*Act)(float, float)>
+__device__ __forceinline__ uint4 glu_bf16x8(const uint4& gate, const uint4& up) {
   float g[8], u[8], y[8];
   unpack_bf16x8(gate, g);
   unpack_bf16x8(up, u);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) y[e] = swiglu_f32(g[e], u[e]);
+  for (int e = 0; e < 8; ++e) y[e] = Act(g[e], u[e]);
   return pack_bf16x8(y);
+}
+
+__device__ __forceinline__ uint4 swiglu_bf16x8(const uint4& gate, const uint4& up) {
+  return glu_bf16x8<swiglu_f32>(gate, up);
+}
+
+// GeGLU (Gemma's gelu_pytorch_tanh) with the same op boundaries: bf16(gelu(g)) * u, gelu(g) =
+// 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) in f32, as PyTorch's tanh GELU computes
+// it for a bf16 tensor; the caller rounds the product to bf16.
+__device__ __forceinline__ float geglu_tanh_f32(float g, float u) {
+  const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+  return round_bf16(0.5f * g * (1.f + tanhf(inner))) * u;
+}
+
+__device__ __forceinline__ uint4 geglu_tanh_bf16x8(const uint4& gate, const uint4& up) {
+  return glu_bf16x8<geglu_tanh_f32>(gate, up);
 }
 
 }  // namespace atlas

@@ -1,6 +1,8 @@
 // Embedding lookup (also used as a row gather): out[i, :] = table[ids[i], :] for bf16 rows
 // of `dim` elements. An id outside [0, vocab) writes a zero row rather than reading out of
-// bounds, so a bad token id can never fault the device.
+// bounds, so a bad token id can never fault the device. embedding_scaled_bf16 multiplies each
+// element by `scale` with one bf16 rounding (Gemma's `embed * bf16(sqrt(hidden))`: the caller
+// passes the bf16 value of its scale).
 //
 // Launch: grid = (n, chunks), block = 32..1024 threads (multiple of 32), dim % 8 == 0.
 // Block (i, c) copies 16-byte vectors [c * kVecs * blockDim.x, (c + 1) * kVecs * blockDim.x)
@@ -11,11 +13,13 @@
 
 namespace {
 constexpr uint32_t kVecs = 4;
-}  // namespace
 
-extern "C" __global__ void __launch_bounds__(1024)
-embedding_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
-               __nv_bfloat16* __restrict__ out, uint32_t n, uint32_t dim, uint32_t vocab) {
+// kScale: every element times `scale`, rounded to bf16 once (a zero row stays zero)
+template <bool kScale>
+__device__ __forceinline__ void embedding_rows(const int32_t* __restrict__ ids,
+                                               const __nv_bfloat16* __restrict__ table,
+                                               __nv_bfloat16* __restrict__ out, uint32_t n,
+                                               uint32_t dim, uint32_t vocab, float scale) {
   const uint32_t i = blockIdx.x;
   if (i >= n) return;
   atlas::pdl_enter();  // ids and (for the row gather) the table come from earlier kernels
@@ -35,6 +39,30 @@ embedding_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict_
 #pragma unroll
   for (uint32_t j = 0; j < kVecs; ++j) {
     const uint32_t k = first + j * blockDim.x;
-    if (k < nvec) dst[k] = v[j];
+    if (k >= nvec) continue;
+    if constexpr (kScale) {
+      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v[j]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __bfloat1622float2(h[e]);
+        h[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+      }
+    }
+    dst[k] = v[j];
   }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+embedding_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+               __nv_bfloat16* __restrict__ out, uint32_t n, uint32_t dim, uint32_t vocab) {
+  embedding_rows<false>(ids, table, out, n, dim, vocab, 1.f);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embedding_scaled_bf16(const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+                      __nv_bfloat16* __restrict__ out, uint32_t n, uint32_t dim, uint32_t vocab,
+                      float scale) {
+  embedding_rows<true>(ids, table, out, n, dim, vocab, scale);
 }

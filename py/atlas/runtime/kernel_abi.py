@@ -54,9 +54,14 @@ GATED_RMSNORM = S("gated_rmsnorm", "gated_rmsnorm_bf16",
 SILU_MUL = S("silu_mul", "silu_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 # the same values, letting the down projection launch before its PDL wait (ops/early_trigger.py)
 SILU_MUL_EARLY = S("silu_mul", "silu_mul_early_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
+# GeGLU: bf16(bf16(gelu_tanh(gate)) * up), Gemma's `gelu_pytorch_tanh` MLP, the same layout
+GELU_TANH_MUL = S("silu_mul", "gelu_tanh_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 # x [rows, n] += bias [n] in place, in f32 with one bf16 rounding (bias_add.cu)
 BIAS_ADD = S("bias_add", "bias_add_bf16", "x:ptr bias:ptr rows:u32 n:u32")
 EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
+# the same rows times `scale`, one bf16 rounding (Gemma's embedding * bf16(sqrt(hidden)))
+EMBEDDING_SCALED = S("embedding", "embedding_scaled_bf16",
+                     "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32 scale:f32")
 # argmax splits a row over blocks: partials is scratch (8 bytes per block, ops.argmax sizes
 # it); counters u32 [rows] must be zero before a launch and are left zero after it.
 ARGMAX = S("argmax", "argmax_f32", "logits:ptr out:ptr partials:ptr counters:ptr rows:u32 n:u32")
@@ -404,28 +409,21 @@ GDN_DECODE = S(
     "hv:u32 dk:u32 dv:u32 kernel:u32 eps:f32")
 
 # --- attention ---------------------------------------------------------------------------
-PREFILL_ATTN = S(
-    "attention", "prefill_attn_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+# window: the layer's sliding window (a query at position p sees keys p - window + 1 .. p;
+# 0: every key up to p), here and on every entry point below that takes one
+_PREFILL = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
+            "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32 "
+            "window:u32")
+PREFILL_ATTN = S("attention", "prefill_attn_bf16", _PREFILL)
 # the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
 # head_dim 128 or 256, 128-query blocks, launched with dynamic shared memory
 # (ops/attention_sm90.py); probabilities enter PV as one bf16 each
-PREFILL_ATTN_SM90 = S(
-    "attention_sm90", "prefill_attn_sm90_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+PREFILL_ATTN_SM90 = S("attention_sm90", "prefill_attn_sm90_bf16", _PREFILL)
 # the same at head_dim 128 with Q in registers (the A/B of ATLAS_PREFILL_ATTN_QREG)
-PREFILL_ATTN_SM90_QREG = S(
-    "attention_sm90", "prefill_attn_sm90_qreg_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+PREFILL_ATTN_SM90_QREG = S("attention_sm90", "prefill_attn_sm90_qreg_bf16", _PREFILL)
 # the same at head_dim 128 on 128-key tiles in a 3-stage ring (the default at D = 128;
 # ATLAS_PREFILL_ATTN_WIDE=0 takes PREFILL_ATTN_SM90)
-PREFILL_ATTN_SM90_WIDE = S(
-    "attention_sm90", "prefill_attn_sm90_wide_bf16",
-    "q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
-    "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32")
+PREFILL_ATTN_SM90_WIDE = S("attention_sm90", "prefill_attn_sm90_wide_bf16", _PREFILL)
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. With
@@ -492,15 +490,11 @@ DECODE_ATTN_CLUSTER_PULL = S("attention_twins", "decode_attn_cluster_pull_bf16",
 DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_pull_bf16",
                                   _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
-DECODE_ATTN_COMBINE = S(
-    "attention", "decode_attn_combine_bf16",
-    "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
-    "num_splits:u32")
+_COMBINE = ("part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
+            "num_splits:u32 window:u32")
+DECODE_ATTN_COMBINE = S("attention", "decode_attn_combine_bf16", _COMBINE)
 # the same values, letting the kernel after it launch before its PDL wait (ops/early_trigger.py)
-DECODE_ATTN_COMBINE_EARLY = S(
-    "attention", "decode_attn_combine_early_bf16",
-    "part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
-    "num_splits:u32")
+DECODE_ATTN_COMBINE_EARLY = S("attention", "decode_attn_combine_early_bf16", _COMBINE)
 # the same partials for batched and long-context decode on tensor cores
 # (kernels/hopper/common/attention_long.cu, hopper only): hq / hkv <= 16, launched with
 # dynamic shared memory (ops/attention_long.py); decode_attn_combine_bf16 merges them. A
@@ -510,7 +504,7 @@ DECODE_ATTN_COMBINE_EARLY = S(
 # its last block (attention_long.cu SplitMerge) instead of DECODE_ATTN_COMBINE after it
 _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
                 "part_ml:ptr counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
-                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32")
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 window:u32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 # (its phase-traced twin: trace_decode_attn.py --long, Qwen3.5's heads)
@@ -523,7 +517,7 @@ _DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32 eps:f32")
+    "scale:f32 eps:f32 window:u32")
 # (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)

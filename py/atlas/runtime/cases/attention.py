@@ -95,7 +95,9 @@ def _softmax_rows(s: np.ndarray) -> np.ndarray:
 
 # ---- prefill ------------------------------------------------------------------------------
 def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                 kv_lens: list[int]) -> KernelCase:
+                 kv_lens: list[int], window: int = 0) -> KernelCase:
+    """Chunks of q_lens queries, the last of each sequence's kv_lens keys; `window` > 0: a
+    sliding window (a query at position p sees keys p - window + 1 .. p)."""
     cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
     total = int(cu[-1])
     inputs = paged_cache(rng, kv_lens, g)
@@ -110,7 +112,8 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
         attention.prefill_attention(
             KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
-            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=False)
+            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=False,
+            window=window)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -118,8 +121,8 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
         for b in range(num_seqs):
             k, v = _token_kv(x, b, g)
             q_len, kv_len = q_lens[b], kv_lens[b]
-            visible = (np.arange(kv_len)[None, :]
-                       <= (kv_len - q_len + np.arange(q_len))[:, None])
+            key, pos = np.arange(kv_len)[None, :], (kv_len - q_len + np.arange(q_len))[:, None]
+            visible = (key <= pos) & ((key > pos - window) if window else True)
             for h in range(g.hq):
                 kvh = h // (g.hq // g.hkv)
                 s = q[cu[b]:cu[b + 1], h] @ k[:, kvh].T * g.scale
@@ -152,6 +155,14 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
         # its parity prompt (512 tokens in one chunk) beside a chunked and a one-token chunk
         prefill_case(rng, "prefill D128 gqa8 bs16 (qwen3-30b-a3b)", Geometry(32, 4, 128, 16),
                      [512, 1, 70], [512, 40, 200]),
+        # sliding windows: shorter than a key tile (both mask ends in one tile), starting
+        # mid-page on 7-token pages, longer than one chunk's history (that chunk sees all)
+        prefill_case(rng, "prefill D128 gqa4 bs16 window 20", Geometry(8, 2, 128, 16),
+                     [100, 1, 15], [150, 60, 15], window=20),
+        prefill_case(rng, "prefill D64 mha bs7 window 150", Geometry(2, 2, 64, 7),
+                     [130, 40], [400, 100], window=150),
+        prefill_case(rng, "prefill D256 gqa8 bs16 window 70", Geometry(16, 2, 256, 16),
+                     [90, 1], [200, 90], window=70),
     ]
 
 
@@ -204,9 +215,12 @@ def traced_twins_apply() -> bool:
 
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
-                traced: bool = False, twin: str = "") -> KernelCase:
+                traced: bool = False, twin: str = "", long: bool | None = None,
+                window: int = 0) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
+    `long`: decode_attention's (True: the tensor-core kernel); `window` > 0: a sliding
+    window, the query seeing its sequence's last `window` keys only, split as that many.
     `rule`: (keys per partial, partials) of the kernel under test (default: what
     decode_attention launches under the environment's routes). `traced`: the clustered
     kernel's phase-traced twin (attention_twins.cu), which must compute the same; `twin`:
@@ -226,9 +240,11 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     part_ml_shape = (num_seqs, g.hq, num_splits, 2)
     # the partials a launch writes (ops.attention.decode_partial_rule): one per active split,
     # or per cluster holding keys on the clustered kernels; none where one covers the keys
-    chunks = [rule(n, num_splits)[0] for n in kv_lens]
+    first = [max(0, n - window) if window else 0 for n in kv_lens]  # the first key seen
+    seen = [n - f for n, f in zip(kv_lens, first)]
+    chunks = [rule(n, num_splits)[0] for n in seen]
     active = np.zeros((num_seqs, g.hq, num_splits), dtype=bool)
-    for b, (n, c) in enumerate(zip(kv_lens, chunks)):
+    for b, (n, c) in enumerate(zip(seen, chunks)):
         if n > c:
             active[b, :, :] = np.arange(num_splits)[None, :] * c < n
 
@@ -240,7 +256,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
                                        max_blocks, num_splits, g.scale,
-                                       trace=p.get("trace", 0))
+                                       trace=p.get("trace", 0), long=long, window=window)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -249,13 +265,14 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
         part_ml = np.zeros(part_ml_shape)
         for b in range(num_seqs):
             k, v = _token_kv(x, b, g)
+            k, v = k[first[b]:], v[first[b]:]
             for h in range(g.hq):
                 kvh = h // (g.hq // g.hkv)
                 s = k[:, kvh] @ q[b, h] * g.scale
                 if kv_lens[b]:
                     out[b, h] = _softmax_rows(s) @ v[:, kvh]
                 for i in np.flatnonzero(active[b, h]):
-                    lo, hi = i * chunks[b], min((i + 1) * chunks[b], kv_lens[b])
+                    lo, hi = i * chunks[b], min((i + 1) * chunks[b], seen[b])
                     m = s[lo:hi].max()
                     e = np.exp(s[lo:hi] - m)
                     part_ml[b, h, i] = (m, e.sum())

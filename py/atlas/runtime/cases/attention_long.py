@@ -37,13 +37,16 @@ from .attention_sm90 import probability_rounding_tol
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                     num_splits: int, twin: str = "", traced: bool = False) -> KernelCase:
+                     num_splits: int, twin: str = "", traced: bool = False, window: int = 0
+                     ) -> KernelCase:
     """cases/attention.decode_case launched with `long=True` (twice: the second launch
     finds the split counters the first left), the partials' and the output's tolerances
     widened by the bf16 probability rounding bound; `twin`: the routes of
     cases/attention.DECODE_TWINS[twin]; `traced`: the D-256 entry's phase-traced twin (its
-    stamps an input buffer, never compared), which must compute the same."""
-    case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule)
+    stamps an input buffer, never compared), which must compute the same; `window` > 0: a
+    sliding window (the partials the window's keys' splits)."""
+    case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule,
+                       window=window)
     num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
     if traced:
         case.inputs["trace"] = np.zeros((num_splits * g.hkv * num_seqs, attention.TRACE_WORDS),
@@ -62,7 +65,8 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                                        p["kv_lens"], p["part_o"], p["part_ml"], p["counters"],
                                        p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
                                        g.block_size, max_blocks, num_splits, g.scale,
-                                       long=True, trace=p["trace"] if traced else 0)
+                                       long=True, trace=p["trace"] if traced else 0,
+                                       window=window)
 
     return dataclasses.replace(case, module="attention_long", run=run, outputs=outputs,
                                reference_abs_tol=case.reference_abs_tol + p_tol)
@@ -112,7 +116,7 @@ LONG_MERGE_SHAPES = [
 
 
 def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                   num_splits: int, **kw: bool | str) -> KernelCase:
+                   num_splits: int, **kw: bool | str | int) -> KernelCase:
     """cases/attention_rope.decode_rope_case on the rope-fused entry (decode_attn_long_rope:
     q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
     widened by the bf16 probability rounding bound (its V includes the appended rows)."""
@@ -199,6 +203,35 @@ LONG_ROPE_EARLY_SHAPES = [
 ]
 
 
+#: (name, geometry, kv_lens, num_splits, twin, window): sliding windows on the plain entries
+#: (the splits of the window's keys from a first key mid-tile and mid-page; sequences shorter
+#: than the window see every key), merged by the combine, by the last split, and in one split
+LONG_WINDOW_SHAPES = [
+    ("long D128 gqa4 bs16 splits3 window 1000", Geometry(32, 8, 128, 16), [3200, 1, 700], 3,
+     "", 1000),
+    ("long D64 gqa2 bs7 splits4 window 77 merge", Geometry(4, 2, 64, 7), [3000, 65, 78], 4,
+     "long_merge", 77),
+    ("long D256 gqa8 bs16 splits1 window 300", Geometry(16, 2, 256, 16), [1100, 0, 33], 1,
+     "", 300),
+    ("long D128 gqa8 bs16 splits33 window 200 merge", Geometry(32, 4, 128, 16), [2048, 33],
+     33, "long_merge", 200),
+]
+#: ... and on the rope entries (the step's key the window's last): batches on the staged
+#: entry (one split, and 4 merged), batch 1 on the early entry (30 splits merged: the
+#: first tiles' table entries asked before the window's start is known), with the combine
+#: after 3 splits
+LONG_ROPE_WINDOW_SHAPES = [
+    ("long_rope D128 gqa4 splits1 window 500", Geometry(32, 8, 128, 16), [1536, 90, 1], 1,
+     {"window": 500}),
+    ("long_rope D128 gqa4 splits4 pad merge window 100", Geometry(32, 8, 128, 16),
+     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_merge", "window": 100}),
+    ("long_rope D128 gqa2 b1 splits30 merge early window 300", Geometry(16, 8, 128, 16),
+     [2500], 30, {"twin": "long_early_merge", "window": 300}),
+    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early window 50", Geometry(9, 3, 64, 7),
+     [200], 3, {"normed": False, "twin": "long_early", "window": 50}),
+]
+
+
 #: (name, geometry, kv_lens, num_splits) on the D-256 entry's phase-traced twin: Qwen3.5's
 #: batch 1 at 568 keys on 19 splits (its profile's grid; the combine after it)
 LONG_TRACED_SHAPES = [
@@ -212,7 +245,10 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_decode_case(rng, *shape, traced=True) for shape in LONG_TRACED_SHAPES]
             + [long_decode_case(rng, *shape, twin="long_merge")
                for shape in LONG_MERGE_SHAPES]
+            + [long_decode_case(rng, name, g, lens, splits, twin=twin, window=window)
+               for name, g, lens, splits, twin, window in LONG_WINDOW_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
                                                  + LONG_ROPE_LATE_SHAPES
-                                                 + LONG_ROPE_EARLY_SHAPES)])
+                                                 + LONG_ROPE_EARLY_SHAPES
+                                                 + LONG_ROPE_WINDOW_SHAPES)])

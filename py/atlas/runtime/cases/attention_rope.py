@@ -26,13 +26,14 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
                      graph: bool = False, traced: bool = False, twin: str = "",
-                     long: bool | None = None) -> KernelCase:
+                     long: bool | None = None, window: int = 0) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
     `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too;
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
-    num_splits splits, module attention_long)."""
+    num_splits splits, module attention_long); `window` > 0: a sliding window (the query
+    sees its sequence's last `window` keys, the appended one included)."""
     num_seqs, d = len(kv_lens), g.head_dim
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -63,7 +64,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
-                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long)
+                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long, window=window)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -83,10 +84,11 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
             blk, off = tables[b, (n - 1) // g.block_size], (n - 1) % g.block_size
             if slots[b] >= 0:  # padding writes nothing and attends over the cache as it is
                 kc[blk, :, off], vc[blk, :, off] = k[b], v[b]
+            seen = range(max(0, n - window) if window else 0, n)
             keys = np.stack([kc[tables[b, p // g.block_size], :, p % g.block_size]
-                             for p in range(n)])          # [n, hkv, D]
+                             for p in seen])              # [keys seen, hkv, D]
             vals = np.stack([vc[tables[b, p // g.block_size], :, p % g.block_size]
-                             for p in range(n)])
+                             for p in seen])
             for h in range(g.hq):
                 kvh = h // (g.hq // g.hkv)
                 s = keys[:, kvh] @ q[b, h] * g.scale

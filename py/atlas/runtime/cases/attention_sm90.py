@@ -40,10 +40,12 @@ def probability_rounding_tol(v_cache: np.ndarray) -> float:
 
 
 def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                      kv_lens: list[int], variant: str = "") -> KernelCase:
+                      kv_lens: list[int], variant: str = "", window: int = 0) -> KernelCase:
     """cases/attention.prefill_case launched with `sm90=True` (on the A/B entry point
-    `variant` where given), tolerances widened by the bf16 probability rounding bound."""
-    case = prefill_case(rng, name + (f" {variant}" if variant else ""), g, q_lens, kv_lens)
+    `variant` where given; `window` its sliding window), tolerances widened by the bf16
+    probability rounding bound."""
+    case = prefill_case(rng, name + (f" {variant}" if variant else ""), g, q_lens, kv_lens,
+                        window)
     num_seqs, max_blocks = len(q_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
 
@@ -53,7 +55,8 @@ def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: 
         attention.prefill_attention(
             KernelCache(backend, routes), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
-            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=True)
+            g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=True,
+            window=window)
 
     spec = case.outputs["out"]
     atol, rtol = spec.tol
@@ -77,6 +80,18 @@ SM90_PREFILL_SHAPES = [
 ]
 
 
+#: (name, geometry, q_lens, kv_lens, window): sliding windows shorter than a tile (the mask
+#: at both ends of one tile), of a few tiles starting mid-tile and mid-page, longer than some
+#: chunks' histories (those rows see every key), a one-token chunk, D 256
+SM90_WINDOW_SHAPES = [
+    ("prefill sm90 gqa4 bs16 window 40", Geometry(8, 2, 128, 16), [200, 1, 30], [200, 90, 30],
+     40),
+    ("prefill sm90 gqa2 bs7 window 300 deep history", Geometry(4, 2, 128, 7), [150, 64],
+     [1000, 500], 300),
+    ("prefill sm90 D256 gqa8 bs16 window 100", Geometry(16, 2, 256, 16), [130, 1],
+     [200, 333], 100),
+]
+
 #: the shapes run again on each A/B entry point (head_dim 128)
 SM90_VARIANT_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
     "prefill sm90 gqa4 bs16 mixed", "prefill sm90 mha bs7 three tiles",
@@ -86,6 +101,12 @@ SM90_VARIANTS = ("qreg", "wide")
 
 @kernel_cases("attention_sm90")
 def sm90_prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
+    # the variants are head_dim 128's
+    windowed_128 = [shape for shape in SM90_WINDOW_SHAPES if shape[1].head_dim == 128]
     return ([sm90_prefill_case(rng, *shape) for shape in SM90_PREFILL_SHAPES]
             + [sm90_prefill_case(rng, *shape, variant=v) for v in SM90_VARIANTS
-               for shape in SM90_VARIANT_SHAPES])
+               for shape in SM90_VARIANT_SHAPES]
+            + [sm90_prefill_case(rng, *shape[:4], window=shape[4])
+               for shape in SM90_WINDOW_SHAPES]
+            + [sm90_prefill_case(rng, *shape[:4], variant=v, window=shape[4])
+               for v in SM90_VARIANTS for shape in windowed_128])

@@ -27,9 +27,9 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
 from . import KernelCache
 from .early_trigger import triggers_early
 from .routes import KernelRoutes
-from .attention_long import (LONG_ROPE_HEAD_DIMS, decode_attention_long,
+from .attention_long import (LONG_HEAD_DIMS, LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
-                             uses_long)
+                             slides, uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
@@ -159,8 +159,9 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
-                      max_q_len: int, sm90: bool | None = None) -> None:
-    """Causal attention of packed query chunks (cu_q) against each sequence's cached keys.
+                      max_q_len: int, sm90: bool | None = None, window: int = 0) -> None:
+    """Causal attention of packed query chunks (cu_q) against each sequence's cached keys;
+    with a sliding `window` > 0 a query at position p sees keys p - window + 1 .. p only.
 
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
     it, while cu_q and kv_lens may change between replays within that bound). The Hopper
@@ -180,11 +181,11 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if sm90:
         prefill_attention_sm90(kc, stream, q, k_cache, v_cache, block_tables, cu_q, kv_lens,
                                out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                               scale, max_q_len)
+                               scale, max_q_len, window)
         return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
-                         max_blocks, scale)
+                         max_blocks, scale, window)
 
 
 def _check_decode(kernel: str, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -207,8 +208,9 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
                      long: bool | None = None, trace: DevicePtr = 0,
-                     max_splits: int = 0) -> None:
-    """One query per sequence, split-K.
+                     max_splits: int = 0, window: int = 0) -> None:
+    """One query per sequence, split-K; with a sliding `window` > 0 over its last `window`
+    keys only, on the long kernel (`windowed_long`).
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
@@ -233,10 +235,13 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
     if long is None:
-        long = uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)
+        long = (windowed_long(kc, "decode_attention", window, head_dim) or
+                uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
+    if window and not long:
+        raise ValueError("decode_attention: a sliding window runs on the long kernel only")
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and not long and (not clustered or kc.routes.decode_attn_split_major
                                or not kc.routes.decode_attn_b1_chain):
@@ -253,48 +258,62 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale, trace)
+                          max_blocks, num_splits, scale, trace, window)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits, rope=False)
+             num_splits, rope=False, window=window)
 
 
 def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
-             head_dim: int, num_splits: int, rope: bool) -> None:
+             head_dim: int, num_splits: int, rope: bool, window: int = 0) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
     out) or where the kernel merged them (`attention_long.merges_splits`), else one block
     per (q head, sequence), attention.cu's merge with a group of one head."""
     if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope):
         return
     combine_partials(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim,
-                     num_splits)
+                     num_splits, window)
 
 
 def combine_partials(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
-                     num_splits: int) -> None:
+                     num_splits: int, window: int = 0) -> None:
     """out = the merge of num_splits split partials: one block per (q head, sequence),
     attention.cu's merge with a group of one head (its early twin in batched steps,
-    ops/early_trigger.py)."""
+    ops/early_trigger.py); `window` the partials' (their splits cover the window's keys)."""
     sig = (DECODE_ATTN_COMBINE_EARLY if triggers_early(kc, "combine", num_seqs)
            else DECODE_ATTN_COMBINE)
     kc.get(sig)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml, kv_lens, out,
-                num_seqs, hq, head_dim, num_splits)
+                num_seqs, hq, head_dim, num_splits, window)
+
+
+def windowed_long(kc: KernelCache, op: str, window: int, head_dim: int) -> bool:
+    """Whether a launch slides (window > 0), and so must take the long kernel, the decode
+    kernel that takes a window: raises where it cannot launch (`attention_long.slides`; the
+    model refuses such configurations at load: model/windows.py)."""
+    if not window:
+        return False
+    if not slides(kc, head_dim):
+        raise ValueError(f"{op}: sliding-window decode needs the long attention kernel "
+                         f"(attention_long, head_dim in {LONG_HEAD_DIMS}, "
+                         "ATLAS_DECODE_ATTN_LONG on)")
+    return True
 
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
                  rotary_dim: int, norm_offset: bool, max_keys: int, num_seqs: int,
-                 step_keys: int = 1) -> bool:
+                 step_keys: int = 1, window: int = 0) -> bool:
     """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention for a
     step of num_seqs rows appending up to step_keys keys a sequence: the classic qkv layout
     (q heads head_dim apart, the whole head rotating, plain norm weights); where the launch
     takes the tensor-core kernel (`attention_long.uses_long`: long contexts, large batches)
     also one key a sequence (its rope-fused entry appends each row's own key only) and a
-    head dim it is compiled for (LONG_ROPE_HEAD_DIMS)."""
+    head dim it is compiled for (LONG_ROPE_HEAD_DIMS); a sliding `window` takes that kernel
+    at every launch."""
     if not (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
             and hkv >= 1 and hq % hkv == 0):
         return False
-    if uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs):
+    if window or uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs):
         return step_keys == 1 and head_dim in LONG_ROPE_HEAD_DIMS
     return True
 
@@ -316,7 +335,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
                           trace: DevicePtr = 0, long: bool | None = None,
-                          max_splits: int = 0) -> None:
+                          max_splits: int = 0, window: int = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
     classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
@@ -342,7 +361,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
     entry) on
     `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
-    merged as decode_attention's).
+    merged as decode_attention's). A sliding `window` > 0 takes that kernel at every launch
+    (as decode_attention's).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -356,8 +376,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
     if long is None:
-        long = (not trace and head_dim in LONG_ROPE_HEAD_DIMS
-                and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
+        long = (windowed_long(kc, "decode_attention_rope", window, head_dim) or (
+            not trace and head_dim in LONG_ROPE_HEAD_DIMS
+            and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
@@ -365,10 +386,13 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         decode_attention_long_rope(kc, stream, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
-                                   block_size, max_blocks, num_splits, scale, eps, trace)
+                                   block_size, max_blocks, num_splits, scale, eps, trace,
+                                   window)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-                 num_splits, rope=True)
+                 num_splits, rope=True, window=window)
         return
+    if window:
+        raise ValueError("decode_attention_rope: a sliding window runs on the long kernel only")
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major
                   or not kc.routes.decode_attn_b1_chain):

@@ -160,6 +160,14 @@ def available(kc: KernelCache) -> bool:
     return DECODE_ATTN_LONG.module in kc.backend.module_names
 
 
+def slides(kc: KernelCache, head_dim: int) -> bool:
+    """Whether a sliding-window decode can launch here: the long kernel, the decode kernel
+    that takes a window, is switched on for this head dim and is loaded, or the backend
+    resolves every entry point itself (the host's references, the mock: no modules)."""
+    return (kc.routes.decode_attn_long and head_dim in LONG_HEAD_DIMS
+            and (available(kc) or not kc.backend.module_names))
+
+
 def routes_long(routes: KernelRoutes, hq: int, hkv: int, head_dim: int, max_keys: int,
                 num_seqs: int) -> bool:
     """The routing rule without the loaded-module check: switched on, a head geometry the
@@ -246,13 +254,14 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                           part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                           out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                           block_size: int, max_blocks: int, num_splits: int,
-                          scale: float, trace: DevicePtr = 0) -> None:
+                          scale: float, trace: DevicePtr = 0, window: int = 0) -> None:
     """The split-K partials of decode_attention on the long kernel and, where
     `merges_splits`, their merge into out by the kernel's last split (counters: u32
     [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
     caller validated the shared arguments and runs the combine after a launch of more
     splits that does not merge). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
-    the D-256 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long)."""
+    the D-256 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long). `window`:
+    the layer's sliding window (ops.attention.decode_attention; 0: none)."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
@@ -268,7 +277,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
-           hkv, head_dim, block_size, max_blocks, num_splits, scale, *extra)
+           hkv, head_dim, block_size, max_blocks, num_splits, scale, window, *extra)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
@@ -278,7 +287,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                                out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, trace: DevicePtr = 0) -> None:
+                               eps: float, trace: DevicePtr = 0, window: int = 0) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
@@ -290,7 +299,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     entry (the same outputs). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed): the
     phase-traced twin of what the routes run, the early entry's at one sequence (its
     late-trigger twin's under routes.decode_attn_long_late_trigger), the staged entry's for
-    batches (tools/gpu/trace_decode_attn.py --long)."""
+    batches (tools/gpu/trace_decode_attn.py --long). `window` as decode_attention_long's."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -313,4 +322,4 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
-           max_blocks, num_splits, scale, eps, *extra)
+           max_blocks, num_splits, scale, eps, window, *extra)

@@ -76,9 +76,9 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
                            v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                            kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int,
                            hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                           scale: float, max_q_len: int) -> None:
+                           scale: float, max_q_len: int, window: int = 0) -> None:
     """The launch (ops.attention.prefill_attention validated the shared arguments) on the
-    entry point `sm90_variant` picks."""
+    entry point `sm90_variant` picks; `window` as prefill_attention's."""
     if head_dim not in PREFILL_SM90_HEAD_DIMS:
         raise ValueError(f"prefill_attention_sm90: head_dim={head_dim} (compiled: "
                          f"{PREFILL_SM90_HEAD_DIMS})")
@@ -90,4 +90,4 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
     launch = kc.get_with_shared(PREFILL_SM90_ENTRIES[variant], most)
     launch(stream, prefill_sm90_grid(hq, max_q_len, num_seqs), PREFILL_SM90_THREADS, smem, q,
            k_cache, v_cache, block_tables, cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim,
-           block_size, max_blocks, scale)
+           block_size, max_blocks, scale, window)

@@ -10,7 +10,7 @@ that an SM holds many rows at once (a 2048-token prefill of 4096-wide rows is on
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import EMBEDDING
+from ..kernel_abi import EMBEDDING, EMBEDDING_SCALED
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
@@ -31,12 +31,17 @@ def embedding_geometry(n: int, dim: int) -> tuple[tuple[int, int], int]:
 
 
 def embedding(kc: KernelCache, stream: Stream, ids: DevicePtr, table: DevicePtr, out: DevicePtr,
-              n: int, dim: int, vocab: int) -> None:
-    """out[i] = table[ids[i]] for i < n (bf16 rows of dim); ids outside [0, vocab) give zeros."""
+              n: int, dim: int, vocab: int, scale: float = 1.0) -> None:
+    """out[i] = table[ids[i]] for i < n (bf16 rows of dim); ids outside [0, vocab) give zeros.
+    `scale` != 1: each element times it, rounded to bf16 once (embedding_scaled_bf16)."""
     require_multiple("embedding", "dim", dim, 8)
     require_aligned("embedding", "table", table, 16)
     require_aligned("embedding", "out", out, 16)
     require_aligned("embedding", "ids", ids, 4)
     if n:
         grid, threads = embedding_geometry(n, dim)
-        kc.get(EMBEDDING)(stream, grid, threads, 0, ids, table, out, n, dim, vocab)
+        if scale == 1.0:
+            kc.get(EMBEDDING)(stream, grid, threads, 0, ids, table, out, n, dim, vocab)
+        else:
+            kc.get(EMBEDDING_SCALED)(stream, grid, threads, 0, ids, table, out, n, dim, vocab,
+                                     scale)

@@ -112,11 +112,18 @@ def _tables(mem: HostMemory, block_tables: int, kv_lens: int, num_seqs: int,
     return tables, mem.view(kv_lens, np.int32, num_seqs)
 
 
+def window_start(kv_len: int, window: int) -> int:
+    """The first key a decode query (at position kv_len - 1) sees under a sliding window
+    (0: none): kv_len - window, or 0."""
+    return max(0, kv_len - window) if window else 0
+
+
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray,
-                     scale: float) -> np.ndarray:
+                     scale: float, window: int = 0) -> np.ndarray:
     """Prefill attention of one sequence: q [T, hq, D], k/v [hkv, L, D], query t at absolute
-    position positions[t], computed in float64. Returns float32 [T, hq, D] (before output
-    rounding)."""
+    position positions[t] seeing keys up to it (and, with a sliding window, from
+    positions[t] - window + 1 on), computed in float64. Returns float32 [T, hq, D] (before
+    output rounding)."""
     t_all, hq, d = q.shape
     hkv = k.shape[0]
     g = hq // hkv
@@ -130,6 +137,8 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
         qg = qc.reshape(t, hkv, g, d).transpose(1, 2, 0, 3)              # [hkv, G, t, D]
         s = np.matmul(qg, kt) * scale                                    # [hkv, G, t, L]
         hidden = key_pos[None, :] > positions[t0:t0 + t, None]
+        if window:
+            hidden |= key_pos[None, :] <= positions[t0:t0 + t, None] - window
         s[:, :, hidden] = -np.inf
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         l = p.sum(axis=-1, keepdims=True)
@@ -145,19 +154,19 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
-                      max_blocks: int, scale: float) -> None:
+                      max_blocks: int, scale: float, window: int) -> None:
     prefill_over_gathered(
         mem, q, cu_q, block_tables, kv_lens, out, num_seqs, hq, head_dim, max_blocks, scale,
         lambda table, kv_len: (
             gather_kv(mem, k_cache, table, kv_len, hkv, block_size, head_dim),
-            gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)))
+            gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)), window)
 
 
 def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int, kv_lens: int,
                           out: int, num_seqs: int, hq: int, head_dim: int, max_blocks: int,
                           scale: float,
                           gather: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
-                          ) -> None:
+                          window: int = 0) -> None:
     """Causal prefill attention of every sequence's chunk over its cached keys, which
     `gather(block_table_row, kv_len)` returns as float32 (k, v) [hkv, kv_len, D]: the one
     loop of the bf16 and the quantized-cache references."""
@@ -176,7 +185,8 @@ def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int,
                              f"keys must already be in the cache)")
         k, v = gather(tables[b], kv_len)
         positions = np.arange(kv_len - (hi - lo), kv_len)
-        o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale))
+        o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale,
+                                                     window))
 
 
 def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
@@ -207,17 +217,19 @@ def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
 def _sequence_partials(mem: HostMemory, q: int, k_cache: int, v_cache: int,
                        block_tables: int, kv_lens: int, num_seqs: int, hq: int, hkv: int,
                        head_dim: int, block_size: int, max_blocks: int, num_splits: int,
-                       scale: float, rule: SplitRule = decode_split_rule
+                       scale: float, rule: SplitRule = decode_split_rule, window: int = 0
                        ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(o [hq, active, D], ml [hq, active, 2]) of each sequence's active splits."""
+    """(o [hq, active, D], ml [hq, active, 2]) of each sequence's active splits: under a
+    sliding window, the splits of its last `window` keys (`window_start` on)."""
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, num_seqs * hq * head_dim)).reshape(
         num_seqs, hq, head_dim)
     parts = []
     for b in range(num_seqs):
         kv_len = int(lens[b])
-        k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)
-        v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)
+        first = window_start(kv_len, window)
+        k = gather_kv(mem, k_cache, tables[b], kv_len, hkv, block_size, head_dim)[:, first:]
+        v = gather_kv(mem, v_cache, tables[b], kv_len, hkv, block_size, head_dim)[:, first:]
         parts.append(split_partials(qf[b], k, v, scale, num_splits, rule))
     return parts
 
@@ -226,7 +238,7 @@ def decode_partials_bf16(mem: HostMemory, q: int, k_cache: int, v_cache: int,
                          block_tables: int, kv_lens: int, part_o: int, part_ml: int,
                          num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                          max_blocks: int, num_splits: int, scale: float,
-                         rule: SplitRule = decode_split_rule) -> None:
+                         rule: SplitRule = decode_split_rule, window: int = 0) -> None:
     """The active splits' partials of every sequence (part_o / part_ml)."""
     po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
         num_seqs, hq, num_splits, head_dim)
@@ -234,7 +246,7 @@ def decode_partials_bf16(mem: HostMemory, q: int, k_cache: int, v_cache: int,
         num_seqs, hq, num_splits, 2)
     for b, (o, ml) in enumerate(_sequence_partials(
             mem, q, k_cache, v_cache, block_tables, kv_lens, num_seqs, hq, hkv, head_dim,
-            block_size, max_blocks, num_splits, scale, rule)):
+            block_size, max_blocks, num_splits, scale, rule, window)):
         po[b, :, :o.shape[1]], pml[b, :, :ml.shape[1]] = o, ml
 
 
@@ -244,26 +256,26 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
                           part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float,
+                          num_splits: int, scale: float, window: int,
                           merge_rule: SplitRule = decode_split_rule) -> None:
     """The long kernel's whole output: the active splits' partials, and given counters
     their merge into out (the last split's, SplitMerge, over `merge_rule`'s splits; counters
     are left as they are, zero), or with one split the normalized output instead (that one
     partial; zeros for a sequence without keys: what the combine would write) and no
-    partials."""
+    partials. Under a sliding window the splits cover the window's keys only."""
     if num_splits > 1:
         rule = merge_rule if counters else decode_split_rule
         decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                              num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
-                             scale, rule)
+                             scale, rule, window)
         if counters:
             decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs,
-                                     hq, head_dim, num_splits, rule)
+                                     hq, head_dim, num_splits, window, rule=rule)
         return
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b, (po, _) in enumerate(_sequence_partials(
             mem, q, k_cache, v_cache, block_tables, kv_lens, num_seqs, hq, hkv, head_dim,
-            block_size, max_blocks, 1, scale)):
+            block_size, max_blocks, 1, scale, window=window)):
         if po.shape[1]:
             o[b] = po[:, 0]
     mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
@@ -278,7 +290,8 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                                part_o: int, part_ml: int, counters: int, out: int,
                                num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, merge_rule: SplitRule = decode_split_rule) -> None:
+                               eps: float, window: int,
+                               merge_rule: SplitRule = decode_split_rule) -> None:
     """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
     kernel over the caches (merging `merge_rule`'s splits)."""
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
@@ -287,7 +300,8 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                          head_dim, block_size, eps)
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
                           block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
-                          hkv, head_dim, block_size, max_blocks, num_splits, scale, merge_rule)
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
+                          merge_rule)
 
 
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # its PDL trigger moved: the same bits
@@ -303,8 +317,10 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 @reference(DECODE_ATTN_COMBINE_EARLY)  # the same values; only its PDL trigger moves
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
                              part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
-                             head_dim: int, num_splits: int,
+                             head_dim: int, num_splits: int, window: int,
                              rule: SplitRule = decode_split_rule) -> None:
+    """The merge of each sequence's active splits, as many as `rule` gives the keys its
+    query sees (the window's under a sliding window)."""
     po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
         num_seqs, hq, num_splits, head_dim)
     pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
@@ -312,7 +328,8 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
     lens = mem.view(kv_lens, np.int32, num_seqs)
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b in range(num_seqs):
-        active = rule(int(lens[b]), num_splits)[1]
+        kv_len = int(lens[b])
+        active = rule(kv_len - window_start(kv_len, window), num_splits)[1]
         if active == 0:
             continue                                                    # no keys: zeros
         m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
@@ -333,7 +350,7 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
                          num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                          scale, rule)
     decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
-                             head_dim, num_splits, rule)
+                             head_dim, num_splits, 0, rule=rule)
 
 
 
@@ -410,7 +427,7 @@ def decode_attn_verify_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qk
     decode_attn_long_rope_bf16(mem, grid, block, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                cos_sin, positions, slots, block_tables, kv_lens, 0, 0, 0, out,
                                num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale,
-                               eps)
+                               eps, 0)
 
 
 # the A/B twins of the loop's prefetch: the same specifications
