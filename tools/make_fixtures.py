@@ -122,6 +122,10 @@ _SMOLLM3 = {**_COMMON, "architectures": ["SmolLM3ForCausalLM"], "model_type": "s
             "use_sliding_window": False, "sliding_window": None, "rope_scaling": None,
             "mlp_bias": False}
 _TINY_SPECIAL_IDS = {"bos_token_id": 1, "eos_token_id": 2}  # inside a 512-token vocab
+_GEMMA3 = {**_COMMON, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+           "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+           "final_logit_softcapping": None, "attn_logit_softcapping": None,
+           "pad_token_id": 0}
 #: the published Qwen/Qwen3-30B-A3B config
 _QWEN3_30B_A3B = {**_QWEN3_MOE, "hidden_size": 2048, "intermediate_size": 6144,
                   "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
@@ -155,6 +159,21 @@ _MISTRAL_7B = {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
                "head_dim": 128, "vocab_size": 32768, "max_position_embeddings": 32768,
                "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "tie_word_embeddings": False}
+_GEMMA3_1B = {**_GEMMA3, "bos_token_id": 2, "eos_token_id": 1, "hidden_size": 1152,
+              "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+              "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+              "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+              "query_pre_attn_scalar": 256, "rope_theta": 1000000.0,
+              "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
+              "sliding_window_pattern": 6, "tie_word_embeddings": True}
+_GEMMA3_4B = {**_GEMMA3_1B, "hidden_size": 2560, "intermediate_size": 10240,
+              "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4,
+              "vocab_size": 262208, "max_position_embeddings": 131072,
+              "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}
+_MISTRAL_7B_V01 = {**_MISTRAL, "hidden_size": 4096, "intermediate_size": 14336,
+                   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+                   "rope_theta": 10000.0, "tie_word_embeddings": False, "sliding_window": 4096}
 _MIXTRAL_8X7B = {**_MIXTRAL, "hidden_size": 4096, "intermediate_size": 14336,
                  "num_local_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 32,
                  "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
@@ -232,6 +251,40 @@ CONFIGS: dict[str, dict[str, Any]] = {
                      "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 64,
                      "vocab_size": 512, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
                      "rope_theta": 1000000.0, "tie_word_embeddings": False},
+    # Mistral-7B-v0.1 style sliding attention: every layer sees its last 8 keys (4,096
+    # published), so the 24-token prompt and the greedy tokens after it run past the window
+    # in prefill and in decode
+    "tiny-mistral-swa": {**_MISTRAL, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                         "intermediate_size": 192, "num_hidden_layers": 2,
+                         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                         "vocab_size": 512, "max_position_embeddings": 256,
+                         "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                         "tie_word_embeddings": False, "sliding_window": 8},
+    # Qwen2 with use_sliding_window on: layers from max_window_layers (1) slide over 6 keys,
+    # layer 0 attends to every key (a model mixing both)
+    "tiny-qwen2-swa": {**_QWEN2, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                       "intermediate_size": 192, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128,
+                       "vocab_size": 512, "max_position_embeddings": 256,
+                       "use_sliding_window": True, "sliding_window": 6,
+                       "max_window_layers": 1, "rms_norm_eps": 1e-6,
+                       "rope_theta": 1000000.0, "tie_word_embeddings": True},
+    # Gemma 3 (text): MQA with Gemma-3-1B's head_dim 256, two sliding layers (6 keys, their
+    # own rotary base) and a full one (linear rope scaling, as the 4B+ models), a softmax
+    # scale of 64^-0.5 (query_pre_attn_scalar, not head_dim), four (1 + w) norms a layer
+    "tiny-gemma3": {**_GEMMA3, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                    "intermediate_size": 256, "num_hidden_layers": 3,
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 256,
+                    "vocab_size": 512, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+                    "query_pre_attn_scalar": 64, "sliding_window": 6,
+                    "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+                    "rope_parameters": {
+                        "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                           "rope_theta": 1000000.0},
+                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                    # untied: tied, the scaled embedding dominates a random 3-layer stream
+                    # and every greedy step repeats the last token
+                    "tie_word_embeddings": False},
     # Mixtral: every layer routed, 6 experts of intermediate_size 96, top-2 renormalized,
     # experts as published (block_sparse_moe.experts.{e}.w1 / w3 / w2), head_dim 64 given
     # explicitly (4 * 64 = 256 != hidden 128)
@@ -328,6 +381,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "minimax-m2": _MINIMAX_M2_229B,
     "minimax-m2-2l": {**_MINIMAX_M2_229B, "num_hidden_layers": 2},
     "minimax-m2-8l": {**_MINIMAX_M2_229B, "num_hidden_layers": 8},
+    # Gemma 3 text as published (google/gemma-3-1b-it; gemma-3-4b-it's text_config, whose
+    # full layers scale their rope by 8), the older keys (rope_local_base_freq,
+    # sliding_window_pattern) transformers still reads; Mistral-7B-v0.1 (a 4,096-key window
+    # on every layer); each also with 4 layers and a 128-key window, for parity with
+    # transformers on the GPU past the window inside its 512-token prompt
+    "gemma-3-1b": _GEMMA3_1B,
+    "gemma-3-4b": _GEMMA3_4B,
+    "gemma-3-1b-4l": {**_GEMMA3_1B, "num_hidden_layers": 4, "sliding_window_pattern": 2,
+                      "sliding_window": 128},
+    "mistral-7b-v0.1": _MISTRAL_7B_V01,
+    "mistral-7b-v0.1-4l": {**_MISTRAL_7B_V01, "num_hidden_layers": 4, "sliding_window": 128},
 }
 
 
@@ -369,6 +433,16 @@ def _hybrid_configs() -> dict[str, dict[str, Any]]:
             "qwen3_5-9b-8l": {**nine_b, "mtp_num_hidden_layers": 1}}
 
 
+def zero_centred_norm(name: str, param: torch.Tensor, gen: torch.Generator
+                      ) -> torch.Tensor | None:
+    """N(0, 0.1^2) for an RMSNorm weight applied as (1 + w) (hybrid families, Gemma 3);
+    None for any other parameter (the generic rule)."""
+    if not name.endswith("norm.weight"):
+        return None
+    return 0.1 * torch.randn(param.shape, generator=gen, device=param.device,
+                             dtype=torch.float32)
+
+
 def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
     """Random values for the hybrid family's own parameters (None: the generic rule).
 
@@ -383,7 +457,7 @@ def hybrid_param(name: str, param: torch.Tensor, gen: torch.Generator) -> torch.
     if name.endswith("linear_attn.norm.weight"):
         return 1.0 + 0.1 * noise()
     if name.endswith("norm.weight"):
-        return 0.1 * noise()
+        return zero_centred_norm(name, param, gen)
     if name.endswith("A_log"):
         u = torch.rand(param.shape, generator=gen, device=param.device, dtype=torch.float32)
         return torch.log(0.02 + 0.48 * u)
@@ -464,7 +538,8 @@ class GoldenPlan:
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
-        "tiny-mistral", "tiny-phi3", "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
+        "tiny-mistral", "tiny-mistral-swa", "tiny-qwen2-swa", "tiny-gemma3", "tiny-phi3",
+        "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
         "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-qwen3_5_moe",
         "tiny-qwen3_next")
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
@@ -497,8 +572,10 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     params = list(model.named_parameters())  # tied weights appear once
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
     hybrid = model.config.model_type.startswith(("qwen3_5", "qwen3_next"))
+    gemma = model.config.model_type.startswith("gemma")
     for name, param in params:
-        special = hybrid_param(name, param, gen) if hybrid else None
+        special = (hybrid_param(name, param, gen) if hybrid
+                   else zero_centred_norm(name, param, gen) if gemma else None)
         if special is not None:
             param.copy_(special)
             continue

@@ -1,12 +1,15 @@
 """End-to-end numerics on the CPU reference backend.
 
 Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
-phi3 (fused tensors, partial rotary) / smollm3 (a NoPE layer) checkpoints (tests/fixtures, made by
-tools/make_fixtures.py with transformers) must reproduce transformers' last-position logits
-(cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must answer
-the capital-of-France question correctly.
+phi3 (fused tensors, partial rotary) / smollm3 (a NoPE layer) / gemma3 checkpoints, and mistral /
+qwen2 ones whose attention slides over a window far shorter than prompt + output (tests/fixtures,
+made by tools/make_fixtures.py with transformers) must reproduce transformers' last-position
+logits (cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must
+answer the capital-of-France question correctly.
 """
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +26,26 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-llama3-rope",
                                   "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3",
-                                  "tiny-smollm3"])
+                                  "tiny-smollm3", "tiny-mistral-swa", "tiny-qwen2-swa",
+                                  "tiny-gemma3"])
 def test_fixture_matches_transformers(name):
     golden = dict(np.load(FIXTURES / name / "golden.npz"))
     r = compare_with_golden(FIXTURES / name, golden, backend="host")
     assert r["cosine"] >= 0.999, r
     assert r["argmax_match"], r
     assert r["greedy_match"] == r["greedy_total"], r
+
+
+def test_the_sliding_window_is_what_matches(tmp_path):
+    """The windowed goldens depend on the window: the same checkpoint attending to every key
+    (its config's window taken out) is far from them."""
+    model = tmp_path / "tiny-mistral-swa"
+    shutil.copytree(FIXTURES / model.name, model)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {"sliding_window": None}))
+    golden = dict(np.load(model / "golden.npz"))
+    r = compare_with_golden(model, golden, backend="host")
+    assert r["cosine"] < 0.9 and r["greedy_match"] < r["greedy_total"], r
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-llama"])
@@ -43,7 +59,8 @@ def test_persistent_decode_matches_transformers(name, monkeypatch):
     assert r["greedy_match"] == r["greedy_total"], r
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3", "tiny-smollm3"])
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3", "tiny-smollm3",
+                                  "tiny-qwen2-swa", "tiny-gemma3"])
 def test_batched_decode_matches_solo_runs(name):
     """Three prompts decoded together give exactly what each gives alone (graph buckets,
     padding rows and per-row block tables must not mix sequences; a bias row per token)."""
@@ -60,7 +77,8 @@ def test_batched_decode_matches_solo_runs(name):
     assert blocks.num_available == blocks.num_blocks
 
 
-@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-qwen3-yarn"])
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-qwen3-yarn",
+                                  "tiny-mistral-swa", "tiny-gemma3"])
 def test_chunked_prefill_equals_one_shot(name):
     model = FIXTURES / name
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,

@@ -105,11 +105,35 @@ def test_canonical_model_type():
     assert canonical_model_type("qwen3-5.moe") == "qwen3_5_moe"
 
 
-def test_sliding_window_only_when_enabled():
-    assert ModelConfig.from_dict(SMOLLM2).sliding_window is None
-    qwen = SMOLLM2 | {"sliding_window": 32768, "use_sliding_window": False}
-    assert ModelConfig.from_dict(qwen).sliding_window is None
-    assert ModelConfig.from_dict(SMOLLM2 | {"sliding_window": 4096}).sliding_window == 4096
+def _windows(**fields) -> tuple[int, ...]:
+    return ModelConfig.from_dict(SMOLLM2 | {"num_hidden_layers": 4} | fields).attention_windows
+
+
+def test_sliding_windows_follow_each_familys_rule():
+    # Llama has no sliding attention: a stray field changes nothing
+    assert _windows(sliding_window=4096) == ()
+    # Mistral v0.1 / Phi-3 / Mixtral: every layer slides when the config sets a window
+    assert _windows(model_type="mistral", sliding_window=4096) == (4096,) * 4
+    assert _windows(model_type="phi3", sliding_window=2047) == (2047,) * 4
+    assert _windows(model_type="mistral", sliding_window=None) == ()
+    # Qwen2 / Qwen3 carry a window that is off unless use_sliding_window says so; on, the
+    # layers from max_window_layers slide
+    assert _windows(model_type="qwen2", sliding_window=32768) == ()
+    assert _windows(model_type="qwen2", sliding_window=64, use_sliding_window=True,
+                    max_window_layers=2) == (0, 0, 64, 64)
+    assert _windows(model_type="qwen3", sliding_window=64, use_sliding_window=True,
+                    max_window_layers=4) == ()
+    # an explicit layer_types list wins; Qwen2-MoE's rule: the even layers below the bound
+    assert _windows(model_type="qwen2", sliding_window=64, use_sliding_window=True,
+                    layer_types=["sliding_attention", "full_attention"] * 2) == (64, 0, 64, 0)
+    assert _windows(model_type="qwen2_moe", sliding_window=64, use_sliding_window=True,
+                    max_window_layers=3) == (64, 0, 64, 0)
+    # SmolLM3: the NoPE layers (every 4th by default) slide
+    assert _windows(model_type="smollm3", sliding_window=64,
+                    use_sliding_window=True) == (0, 0, 0, 64)
+    with pytest.raises(ConfigError, match="layer_types"):
+        _windows(model_type="qwen2", sliding_window=64, use_sliding_window=True,
+                 layer_types=["sliding_attention"])
 
 
 def test_qwen2_always_has_qkv_biases_and_llama_bias_covers_o_proj():
@@ -119,10 +143,38 @@ def test_qwen2_always_has_qkv_biases_and_llama_bias_covers_o_proj():
     assert llama.qkv_bias and llama.o_bias
 
 
-def test_context_limit_is_the_shorter_of_positions_and_window():
+#: google/gemma-3-4b-it's text_config as published (the older keys: rope_local_base_freq,
+#: sliding_window_pattern, rope_scaling for the full layers), scaled down to 12 layers
+GEMMA3_4B = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+             "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                             "intermediate_size": 10240, "num_hidden_layers": 12,
+                             "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                             "query_pre_attn_scalar": 256, "rope_local_base_freq": 10000.0,
+                             "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                             "rope_theta": 1000000.0, "sliding_window": 1024,
+                             "sliding_window_pattern": 6, "rms_norm_eps": 1e-6,
+                             "vocab_size": 262208, "max_position_embeddings": 131072,
+                             "hidden_activation": "gelu_pytorch_tanh"}}
+
+
+def test_gemma3_reads_the_published_keys():
+    cfg = ModelConfig.from_dict(GEMMA3_4B)
+    assert cfg.model_type == "gemma3" and cfg.multimodal_wrapper and cfg.norm_offset
+    assert cfg.attention_windows == (1024,) * 5 + (0,) + (1024,) * 5 + (0,)
+    assert cfg.rope_theta == 1e6 and cfg.rope_scaling == {"factor": 8.0, "rope_type": "linear"}
+    assert cfg.local_rope_theta == 1e4 and cfg.attention_scale == 256 ** -0.5
+    assert cfg.embed_scale == 50.5  # sqrt(2560) = 50.596 rounded to bf16
+    assert cfg.hidden_act == "gelu_pytorch_tanh" and cfg.unsupported_fields == ()
+    capped = ModelConfig.from_dict({**GEMMA3_4B, "text_config": {
+        **GEMMA3_4B["text_config"], "final_logit_softcapping": 30.0}})
+    assert capped.unsupported_fields == ("final_logit_softcapping",)
+
+
+def test_context_limit_is_the_positions_not_the_window():
     assert ModelConfig.from_dict(SMOLLM2).context_limit == (8192, "max_position_embeddings")
-    windowed = ModelConfig.from_dict(SMOLLM2 | {"sliding_window": 4096})
-    assert windowed.context_limit == (4096, "sliding_window")
+    windowed = ModelConfig.from_dict(SMOLLM2 | {"model_type": "mistral",
+                                                "sliding_window": 4096})
+    assert windowed.context_limit == (8192, "max_position_embeddings")
     unbounded = ModelConfig.from_dict({k: v for k, v in SMOLLM2.items()
                                        if k != "max_position_embeddings"})
     assert unbounded.context_limit is None

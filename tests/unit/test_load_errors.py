@@ -132,14 +132,28 @@ def test_both_expert_layouts_load_the_same_weights(tmp_path):
     assert np.isfinite(fused.read_logits(1)).all()
 
 
-def test_a_sliding_window_bounds_the_context(tmp_path):
-    """A windowed model is served up to its window (attention then never slides): the default
-    length stops there and a longer --max-seq-len is refused naming the window."""
-    model = _copy(tmp_path, FIXTURE.parent / "tiny-mistral")
+def test_a_binding_sliding_window_refuses_the_routes_that_do_not_slide():
+    """A window shorter than --max-seq-len slides on the bf16 pools' kernels; quantized KV
+    pools and speculative verification take no window, so the load refuses them naming the
+    way out (nothing is served past the window wrongly). A window the engine never outgrows
+    binds nothing and refuses nothing."""
+    model = FIXTURE.parent / "tiny-mistral-swa"  # every layer slides over 8 keys
+    runner = _load(model)
+    assert [lw.window for lw in runner.model.layers] == [8, 8]
+    with pytest.raises(StartupError, match="bf16 KV pools only.*--max-seq-len 8"):
+        _load(model, kv_cache_dtype="fp8")
+    with pytest.raises(StartupError, match="speculative drafts"):
+        _load(model, num_draft_tokens=2)
+    short = load_runner(model, backend="host", max_seq_len=8, max_batch_size=2,
+                        max_prefill_tokens=8, kv_cache_dtype="fp8")
+    assert [lw.window for lw in short.model.layers] == [0, 0]
+
+
+def test_gemma_logit_soft_capping_is_refused_by_name(tmp_path):
+    """Gemma 2's soft-capped logits are not implemented: a config asking for them fails at
+    load naming the field, rather than serving uncapped logits."""
+    model = _copy(tmp_path, FIXTURE.parent / "tiny-gemma3")
     config = json.loads((model / "config.json").read_text())
-    (model / "config.json").write_text(json.dumps(config | {"sliding_window": 48}))
-    with pytest.raises(StartupError, match="--max-seq-len 64 exceeds the model's "
-                                           "sliding_window 48"):
+    (model / "config.json").write_text(json.dumps(config | {"attn_logit_softcapping": 50.0}))
+    with pytest.raises(UnsupportedModelError, match="attn_logit_softcapping"):
         _load(model)
-    runner = load_runner(model, backend="host", max_batch_size=2, max_prefill_tokens=32)
-    assert runner.limits.max_seq_len == 48

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+import struct
 from typing import Any, Mapping
 
 #: model types whose attention applies a per-head RMSNorm to q and k before RoPE
@@ -27,7 +28,13 @@ WHOLE_QK_NORM_MODEL_TYPES = frozenset({"minimax_m2"})
 #: weights stored zero-centred and applied as (1 + w), partial rotary embeddings
 HYBRID_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe", "qwen3_next"})
 #: the text model's own model_type inside a multimodal wrapper -> the family name
-_TEXT_MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe"}
+_TEXT_MODEL_TYPES = {"qwen3_5_text": "qwen3_5", "qwen3_5_moe_text": "qwen3_5_moe",
+                     "gemma3_text": "gemma3"}
+#: Gemma 3: RMSNorm weights applied as (1 + w), a norm on each sublayer's output before the
+#: residual add (post_attention / post_feedforward), the tanh-GELU GLU, embeddings scaled by
+#: sqrt(hidden_size), softmax scale query_pre_attn_scalar^-0.5, sliding layers rotating by
+#: their own base (rope_local_base_freq)
+GEMMA_MODEL_TYPES = frozenset({"gemma3"})
 LAYER_TYPES = ("full_attention", "linear_attention")
 #: model types whose q/k/v projections carry a bias: always (HF Qwen2Attention: bias=True),
 #: or unless `qkv_bias` says otherwise (HF Qwen2-MoE default: qkv_bias = true)
@@ -47,6 +54,15 @@ SIGMOID_BIASED_ROUTER_MODEL_TYPES = frozenset({"minimax_m2"})
 #: families with NoPE layers (no rotary embedding) every `no_rope_layer_interval` layers unless
 #: `no_rope_layers` lists them
 NOPE_INTERVAL_MODEL_TYPES = frozenset({"smollm3"})
+#: families whose every attention layer slides over `sliding_window` keys when the config sets
+#: one (transformers' Mistral, Mixtral, Phi-3 and Qwen3-MoE attention)
+WINDOW_ALL_LAYERS_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "qwen3_moe"})
+#: families whose `layer_types` (or, in older configs, every `sliding_window_pattern`-th
+#: layer kept full) mark the sliding layers (transformers' Gemma 3)
+WINDOW_PATTERN_MODEL_TYPES = GEMMA_MODEL_TYPES
+#: families whose `use_sliding_window` switch (default off) turns the window on for the layers
+#: their `layer_types` rule names (transformers' Qwen2 / Qwen3 / Qwen2-MoE / SmolLM3 configs)
+WINDOW_SWITCH_MODEL_TYPES = frozenset({"qwen2", "qwen3", "qwen2_moe", "smollm3"})
 #: families whose experts are `intermediate_size` wide (no `moe_intermediate_size`: every
 #: layer is sparse, Mixtral)
 EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral", "minimax_m2"})
@@ -249,7 +265,9 @@ class ModelConfig:
     o_bias: bool
     mlp_bias: bool
     hidden_act: str
-    sliding_window: int | None = None
+    #: per layer, the keys a query sees when the layer slides (it and the window - 1 before
+    #: it; 0: every earlier key); () when no layer slides (`_attention_windows`)
+    attention_windows: tuple[int, ...] = ()
     moe: MoeConfig | None = None
     #: hybrid models: "full_attention" / "linear_attention" per layer; () for dense ones
     layer_types: tuple[str, ...] = ()
@@ -262,6 +280,15 @@ class ModelConfig:
     #: multi-token-prediction layers under `mtp.*` (Qwen3.5 `mtp_num_hidden_layers`,
     #: Qwen3-Next `num_nextn_predict_layers`); 0: none
     mtp_layers: int = 0
+    #: softmax scale of q . k (Gemma 3: query_pre_attn_scalar^-0.5); None: head_dim^-0.5
+    attention_scale: float | None = None
+    #: the token embeddings times this (Gemma 3: sqrt(hidden_size), as a bf16 value)
+    embed_scale: float = 1.0
+    #: sliding layers' rotary base where it differs from rope_theta (Gemma 3's local base)
+    local_rope_theta: float | None = None
+    #: config fields set to what no kernel implements (Gemma 2's logit soft-capping,
+    #: EmbeddingGemma's bidirectional attention): the loader refuses them by name
+    unsupported_fields: tuple[str, ...] = ()
     #: layers whose attention applies no rotary embedding (SmolLM3's NoPE layers:
     #: `no_rope_layers`, 1 = rope, 0 = none; by default every `no_rope_layer_interval`-th)
     nope_layers: tuple[int, ...] = ()
@@ -284,6 +311,16 @@ class ModelConfig:
         return self.model_type in HYBRID_MODEL_TYPES
 
     @property
+    def is_gemma(self) -> bool:
+        return self.model_type in GEMMA_MODEL_TYPES
+
+    @property
+    def norm_offset(self) -> bool:
+        """RMSNorm weights stored zero-centred and applied as (1 + w) (hybrid families,
+        Gemma 3)."""
+        return self.is_hybrid or self.is_gemma
+
+    @property
     def rotary_dim(self) -> int:
         """Leading dims of each head that rotate (all of them unless partial rotary)."""
         return int(self.head_dim * self.partial_rotary_factor)
@@ -293,16 +330,14 @@ class ModelConfig:
         """The longest sequence served exactly and the config field that sets it:
         max_position_embeddings (with YaRN, the original positions times its factor, as
         vLLM derives it: Qwen3's long-context recipe adds rope_scaling and leaves
-        max_position_embeddings as it was), or a shorter sliding attention window (a window
-        that never slides is full attention, so a windowed model is served up to its
-        window)."""
+        max_position_embeddings as it was). A sliding window does not bound it: the
+        attention kernels slide (`attention_windows`)."""
         positions = (self.max_position_embeddings, "max_position_embeddings")
         scaling = self.rope_scaling or {}
         if scaling.get("rope_type") == "yarn" and scaling.get("original_max_position_embeddings"):
             positions = (int(scaling["original_max_position_embeddings"]
                              * float(scaling.get("factor") or 1.0)), "rope_scaling (yarn)")
-        limits = [(v, k) for v, k in (positions, (self.sliding_window, "sliding_window")) if v]
-        return min(limits) if limits else None
+        return positions if positions[0] else None
 
     @property
     def eos_token_id(self) -> int | None:
@@ -353,10 +388,10 @@ class ModelConfig:
                 raise f.error("head_dim", f"is missing and hidden_size={hidden} is not a "
                               f"multiple of num_attention_heads={heads}")
             head_dim = hidden // heads
-        rope_theta, rope_scaling = _rope(f)
+        canonical = canonical_model_type(model_type)
+        rope_theta, rope_scaling = _rope(f, canonical)
         dtype = f.str_("torch_dtype") or f.str_("dtype")
         attention_bias = f.bool_("attention_bias", False)
-        canonical = canonical_model_type(model_type)
         hybrid = canonical in HYBRID_MODEL_TYPES
         layers = f.int_("num_hidden_layers")
         moe = MoeConfig.from_fields(f, layers, canonical)
@@ -388,7 +423,8 @@ class ModelConfig:
             o_bias=attention_bias,
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
-            sliding_window=_sliding_window(f),
+            attention_windows=_attention_windows(f, layers, canonical,
+                                                 _nope_layers(f, layers, canonical)),
             moe=moe,
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
@@ -396,6 +432,7 @@ class ModelConfig:
             multimodal_wrapper=text_config is not None,
             mtp_layers=_mtp_layers(f) if hybrid else 0,
             nope_layers=_nope_layers(f, layers, canonical),
+            **(_gemma_fields(f, hidden) if canonical in GEMMA_MODEL_TYPES else {}),
             source=source,
         )
 
@@ -426,13 +463,20 @@ def _mtp_layers(f: _Fields) -> int:
     return 0
 
 
-def _rope(f: _Fields) -> tuple[float, dict[str, Any] | None]:
+def _rope(f: _Fields, model_type: str) -> tuple[float, dict[str, Any] | None]:
     """rope_theta and the scaling dict, from the classic keys or newer `rope_parameters`.
 
     transformers >= 4.56 folds both into `rope_parameters` ({"rope_type": "default",
-    "rope_theta": ...}); a "default" rope_type means no scaling.
+    "rope_theta": ...}); a "default" rope_type means no scaling. Gemma 3 keeps one such dict
+    per layer type: the full-attention layers' are the model's (`_gemma_fields` reads the
+    sliding layers' base); its older configs default rope_theta to 1e6 as transformers does.
     """
     params = f.dict_("rope_parameters")
+    if model_type in GEMMA_MODEL_TYPES:
+        if params is not None and isinstance(params.get("full_attention"), Mapping):
+            params = dict(params["full_attention"])
+        if f.data.get("rope_theta") is None and (params or {}).get("rope_theta") is None:
+            params = {**(params or {}), "rope_theta": GEMMA_GLOBAL_ROPE_THETA}
     theta = f.data.get("rope_theta")
     if theta is None and params is not None:
         theta = params.get("rope_theta")
@@ -492,13 +536,78 @@ def _partial_rotary(f: _Fields, head_dim: int) -> float:
     return factor
 
 
-def _sliding_window(f: _Fields) -> int | None:
-    """The attention window, or None for full attention.
+def _bf16_value(x: float) -> float:
+    """x rounded to the nearest bf16 (ties to even), as a float: what transformers' bf16
+    tensors hold of a Python scalar (the CLI's config reading stays free of numpy)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
 
-    Qwen configs carry a `sliding_window` size even when `use_sliding_window` is false; a
-    window in force bounds the context served (ModelConfig.context_limit), so attention never
-    reaches past it.
-    """
-    if not f.bool_("use_sliding_window", True):
-        return None
-    return f.int_("sliding_window", required=False)
+
+#: transformers' Gemma 3 rotary bases where a config names none (global, sliding layers)
+GEMMA_GLOBAL_ROPE_THETA = 1_000_000.0
+GEMMA_LOCAL_ROPE_THETA = 10_000.0
+
+
+def _gemma_fields(f: _Fields, hidden: int) -> dict[str, Any]:
+    """Gemma 3's fields beyond the Llama ones: the softmax scale, the embedding scale (the
+    bf16 value of sqrt(hidden_size), which transformers multiplies by) and the sliding
+    layers' rotary base (`rope_parameters.sliding_attention.rope_theta`, or the older
+    `rope_local_base_freq`)."""
+    params = f.dict_("rope_parameters") or {}
+    local = params.get("sliding_attention")
+    local_theta = (local or {}).get("rope_theta") if isinstance(local, Mapping) else None
+    if local_theta is None:
+        local_theta = f.data.get("rope_local_base_freq", GEMMA_LOCAL_ROPE_THETA)
+    scalar = f.float_("query_pre_attn_scalar")
+    if scalar <= 0:
+        raise f.error("query_pre_attn_scalar", f"must be positive, got {scalar}")
+    embed_scale = _bf16_value(hidden ** 0.5)
+    unsupported = tuple(k for k in ("attn_logit_softcapping", "final_logit_softcapping",
+                                    "use_bidirectional_attention") if f.data.get(k))
+    return {"attention_scale": scalar ** -0.5, "embed_scale": embed_scale,
+            "local_rope_theta": f.float_("rope_local_base_freq", local_theta),
+            "unsupported_fields": unsupported}
+
+
+def _attention_windows(f: _Fields, layers: int, model_type: str,
+                       nope_layers: tuple[int, ...]) -> tuple[int, ...]:
+    """Each layer's sliding window (0: full attention) as transformers builds it: every layer
+    of the WINDOW_ALL_LAYERS families when `sliding_window` is set; in the WINDOW_SWITCH
+    families only under `use_sliding_window` (their configs carry a window size even when it
+    is off), on the layers an explicit `layer_types` list marks "sliding_attention", else by
+    the family's rule (Qwen2 / Qwen3: layers from `max_window_layers` on; Qwen2-MoE: the even
+    layers below it; SmolLM3: the NoPE layers; Gemma 3: all but every
+    `sliding_window_pattern`-th, 6); () when no layer slides. Other families have no sliding
+    attention and ignore the field."""
+    sliding_families = (WINDOW_ALL_LAYERS_MODEL_TYPES | WINDOW_SWITCH_MODEL_TYPES
+                        | WINDOW_PATTERN_MODEL_TYPES)
+    if model_type not in sliding_families:
+        return ()
+    if model_type in WINDOW_SWITCH_MODEL_TYPES and not f.bool_("use_sliding_window", False):
+        return ()
+    window = f.int_("sliding_window", required=False)
+    if window is None:
+        return ()
+    kinds = f.data.get("layer_types")
+    if kinds is not None and model_type not in WINDOW_ALL_LAYERS_MODEL_TYPES:
+        allowed = ("full_attention", "sliding_attention")
+        if not isinstance(kinds, list) or len(kinds) != layers or any(
+                k not in allowed for k in kinds):
+            raise f.error("layer_types", f"must list one of {allowed} per layer ({layers} "
+                          f"layers), got {kinds!r}")
+        sliding = [k == "sliding_attention" for k in kinds]
+    elif model_type in ("qwen2", "qwen3"):
+        first = f.int_("max_window_layers", default=28)
+        sliding = [i >= first for i in range(layers)]
+    elif model_type == "qwen2_moe":
+        below = f.int_("max_window_layers", default=28)
+        sliding = [i % 2 == 0 and i < below for i in range(layers)]
+    elif model_type == "smollm3":
+        sliding = [i in nope_layers for i in range(layers)]
+    elif model_type in WINDOW_PATTERN_MODEL_TYPES:
+        pattern = f.int_("sliding_window_pattern", default=6)
+        sliding = [(i + 1) % pattern != 0 for i in range(layers)]
+    else:
+        sliding = [True] * layers
+    return tuple(window if s else 0 for s in sliding) if any(sliding) else ()

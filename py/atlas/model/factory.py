@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from ..core.config import ModelConfig
-from .loaders.dense import DenseDecoderLoader, Phi3Loader, Qwen3Loader, UnsupportedModelError
+from .loaders.dense import (DenseDecoderLoader, Gemma3Loader, Phi3Loader, Qwen3Loader,
+                            UnsupportedModelError)
 from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
 from .loaders.moe import MiniMaxM2Loader, MixtralLoader, MoeDecoderLoader, Qwen3MoeLoader
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "mixtral",
                          "qwen2_moe", "qwen3_moe", "minimax_m2", "qwen3_5", "qwen3_5_moe",
-                         "qwen3_next")
+                         "qwen3_next", "gemma3")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -20,6 +21,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return Qwen3Loader()
         case "phi3":
             return Phi3Loader()
+        case "gemma3":
+            return Gemma3Loader()
         case "mixtral":
             return MixtralLoader()
         case "qwen2_moe":

@@ -26,10 +26,10 @@ from ..core.target import KernelTarget
 from ..kernels.registry import KernelsNotFound, load_registry
 from ..runtime.backend_select import kernel_hardware, make_backend, resolve_kind
 from ..runtime.buffers import BufferArena
-from ..runtime.gpu import GpuBackend
+from ..runtime.gpu import DevicePtr, GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
-from ..runtime.ops.attention_long import late_trigger_pays
+from ..runtime.ops.attention_long import late_trigger_pays, slides
 from ..runtime.ops.decode_persistent import PersistentTables, build_tables
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -50,6 +50,7 @@ from .model import (DenseDecoderModel, DenseMlp, Dims, KvStage, LayerWeights, Ml
                     persistent_pointers)
 from .moe import MoeBuffers, build_mlp
 from .moe_quant import build_quant_mlp, expert_scratch_bytes
+from .windows import WindowError, binding_windows, check_windows
 from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_layer_index,
                   plan_mtp, reserve_mtp_buffers)
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
@@ -250,6 +251,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     arena.reserve("cos_sin", DType.FP32, (max_seq_len, rotary_dim))
     if cfg.nope_layers:  # their identity table: cos 1, sin 0 at every position
         arena.reserve("cos_sin_nope", DType.FP32, (max_seq_len, rotary_dim))
+    if cfg.local_rope_theta:  # Gemma 3's sliding layers rotate by their own base
+        arena.reserve("cos_sin_local", DType.FP32, (max_seq_len, rotary_dim))
     vocab_local = dims.vocab // tp_size
     if tp_size > 1:
         arena.reserve("tp_logits", DType.FP32, (limits.max_sample_rows, vocab_local))
@@ -278,6 +281,9 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                                                  cfg.rope_scaling, max_seq_len))
     if cfg.nope_layers:
         dev.copy_h2d(arena["cos_sin_nope"], identity_cos_sin(rotary_dim, max_seq_len))
+    if cfg.local_rope_theta:
+        dev.copy_h2d(arena["cos_sin_local"], cos_sin_table(rotary_dim, cfg.local_rope_theta,
+                                                           None, max_seq_len))
     # only full-attention layers have a KV cache (a hybrid model's linear layers keep state)
     attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
     kv_index = {layer: n for n, layer in enumerate(attn_layers)}
@@ -314,6 +320,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         routes = replace(routes, decode_attn_long_late_trigger=o_proj is not None
                          and late_trigger_pays(o_proj.nbytes))
     kc = KernelCache(dev, routes)
+    windows = binding_windows(cfg, max_seq_len)
+    try:
+        check_windows(windows, max_seq_len, quantized_kv=kv_dtype != DType.BF16,
+                      num_draft_tokens=num_draft_tokens, slides=slides(kc, dims.head_dim))
+    except WindowError as e:
+        raise StartupError(str(e)) from None
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
@@ -330,10 +342,20 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             raise StartupError("expert parallelism does not split quantized experts yet")
         return build_quant_mlp(local_cfg, i, ptr, linears, moe_bufs)
 
+    def layer_cos_sin(i: int) -> DevicePtr:
+        """A layer's own rotary table where it is not the model's: a NoPE layer's identity,
+        a Gemma 3 sliding layer's local base; 0 for the model's."""
+        if i in cfg.nope_layers:
+            return arena["cos_sin_nope"]
+        if cfg.local_rope_theta and i < len(cfg.attention_windows) and cfg.attention_windows[i]:
+            return arena["cos_sin_local"]
+        return 0
+
     def layer_weights(i: int) -> LayerWeights:
         return LayerWeights(
             qkv=linears.get(f"l{i}.qkv"), o=linears.get(f"l{i}.o"),
-            mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"])
+            mlp=(DenseMlp(linears[f"l{i}.gate_up"], linears[f"l{i}.down"],
+                          gelu=cfg.hidden_act == "gelu_pytorch_tanh")
                  if f"l{i}.gate_up" in linears else _moe_block(i)),
             in_norm=ptr[f"l{i}.in_norm"], post_norm=ptr[f"l{i}.post_norm"],
             q_norm=0 if cfg.qk_norm_whole else ptr.get(f"l{i}.q_norm", 0),
@@ -343,9 +365,12 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
             kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16,
             qkv_bias=ptr.get(f"l{i}.qkv_bias", 0),
-            cos_sin=arena["cos_sin_nope"] if i in cfg.nope_layers else 0,
+            cos_sin=layer_cos_sin(i),
             whole_qk_norm=((ptr[f"l{i}.q_norm"], ptr[f"l{i}.k_norm"])
-                           if cfg.qk_norm_whole and f"l{i}.q_norm" in ptr else None))
+                           if cfg.qk_norm_whole and f"l{i}.q_norm" in ptr else None),
+            attn_out_norm=ptr.get(f"l{i}.attn_out_norm", 0),
+            mlp_out_norm=ptr.get(f"l{i}.mlp_out_norm", 0),
+            window=windows[i] if i < len(windows) else 0)
 
     layers = [layer_weights(i) for i in range(dims.layers)]
     # tied embeddings: the rank's LM-head shard is its vocabulary rows of the whole table

@@ -18,8 +18,8 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import (attention, attention_verify, bias, decode_persistent, embedding,
-                           gating, kv_quant, matmul, norm, rope)
+from ..runtime.ops import (activation, attention, attention_verify, bias, decode_persistent,
+                           embedding, gating, kv_quant, matmul, norm, rope)
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -59,6 +59,9 @@ class Dims:
     norm_offset: bool = False
     rotary_dim: int = 0
     linear: LinearAttentionConfig | None = None
+    #: Gemma 3: the softmax scale of q . k (0: head_dim^-0.5) and the token embeddings' scale
+    attn_scale: float = 0.0
+    embed_scale: float = 1.0
 
     @property
     def q_pitch(self) -> int:
@@ -77,8 +80,10 @@ class Dims:
     def from_config(cls, cfg: ModelConfig) -> "Dims":
         return cls(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
                    cfg.head_dim, dense_mlp_width(cfg), cfg.vocab_size, cfg.num_hidden_layers,
-                   float(cfg.rms_norm_eps), gated_attn=cfg.is_hybrid, norm_offset=cfg.is_hybrid,
-                   rotary_dim=cfg.rotary_dim, linear=cfg.linear_attention)
+                   float(cfg.rms_norm_eps), gated_attn=cfg.is_hybrid,
+                   norm_offset=cfg.norm_offset, rotary_dim=cfg.rotary_dim,
+                   linear=cfg.linear_attention, attn_scale=cfg.attention_scale or 0.0,
+                   embed_scale=cfg.embed_scale)
 
 
 class MlpBlock(Protocol):
@@ -104,11 +109,13 @@ def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
 
 @dataclass(frozen=True, slots=True)
 class DenseMlp:
-    """The SwiGLU MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I], each
-    bf16 or quantized (the LinearWeight interface)."""
+    """The gated MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I], each
+    bf16 or quantized (the LinearWeight interface); SwiGLU, or with `gelu` the tanh-GELU
+    GLU (Gemma 3), which no projection fuses: gate_up, gelu_tanh_mul, down."""
 
     gate_up: LinearWeight
     down: LinearWeight
+    gelu: bool = False
 
     def forward(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 norm: "moe_ops.RouterNorm | None" = None) -> None:
@@ -120,11 +127,15 @@ class DenseMlp:
         """A dense MLP has no router: its input norm is the model's launch."""
         return False
 
+    def fuses_act(self, kc: KernelCache, t: int) -> bool:
+        """Whether gate_up ends with the activation (a SwiGLU the weight's route fuses)."""
+        return not self.gelu and self.gate_up.fuses_swiglu(kc, t)
+
     def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 out: DevicePtr) -> None:
         """out = the MLP of the step's `normed` rows (a quantized MoE layer's shared expert
         writes beside the routed experts' delta)."""
-        if self.gate_up.fuses_swiglu(kc, t):
+        if self.fuses_act(kc, t):
             # gate_up ends with the SwiGLU (no silu_mul): a quantized decode step, bf16 on the
             # decode GEMM or the batch-1 GEMV
             self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
@@ -135,8 +146,13 @@ class DenseMlp:
 
     def down_proj(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                   out: DevicePtr | None = None) -> None:
-        """out (default delta) = down(swiglu(gate_up)): the half after gate_up (which the
+        """out (default delta) = down(act(gate_up)): the half after gate_up (which the
         model may have run with the RMSNorm fused in)."""
+        if self.gelu:
+            activation.gelu_tanh_mul(kc, s, b.gate_up, b.act, t, self.down.k)
+            self.down.linear(kc, s, b.act, b.delta if out is None else out, t,
+                             w_scratch=b.w_scratch)
+            return
         # SwiGLU fused into the down projection's input where that measured faster
         self.down.linear_silu(kc, s, b.gate_up, b.delta if out is None else out, t,
                               act_scratch=b.act, w_scratch=b.w_scratch)
@@ -168,6 +184,13 @@ class LayerWeights:
     #: and k parts of the qkv projection over all heads at once (MiniMax-M2), right after it;
     #: q_norm / k_norm (per head, inside the rotary kernels) are then 0
     whole_qk_norm: tuple[DevicePtr, DevicePtr] | None = None
+    #: Gemma 3's RMSNorm weights of the attention's and the MLP's outputs, applied before
+    #: each is added to the residual stream (0: added as they are)
+    attn_out_norm: DevicePtr = 0
+    mlp_out_norm: DevicePtr = 0
+    #: the layer's sliding attention window where it binds (shorter than the engine's
+    #: max_seq_len: model/windows.py); 0: every earlier key
+    window: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +252,8 @@ class Residual:
     Python bookkeeping at capture time: the graph replays the same sequence every step."""
 
     pending: bool = False
+    #: the RMSNorm weight the pending delta takes before it is added (0: none; Gemma 3)
+    out_norm: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +300,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     for lw in layers:
         mlp = lw.mlp
         if (not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales
-                or lw.qkv_bias or lw.cos_sin or lw.whole_qk_norm):
+                or lw.qkv_bias or lw.cos_sin or lw.whole_qk_norm or lw.window):
             return None
         projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
         if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
@@ -312,10 +337,13 @@ class DenseDecoderModel:
         self.cos_sin = cos_sin
         self.block_size = block_size
         self.max_blocks = max_blocks
-        self.scale = dims.head_dim ** -0.5
+        self.scale = dims.attn_scale or dims.head_dim ** -0.5
         self.tp = tp
         self.kv_stage = kv_stage
         self.persistent = persistent
+        #: the longest sliding window of a layer (0: none slides); a model with one decodes
+        #: on the long attention kernel, the one that slides
+        self.windowed = max((lw.window for lw in layers), default=0)
 
     def _rope_fused(self, plan: AttentionPlan) -> bool:
         """Whether a decode step's bf16-cache attention takes decode_attention_rope (q/k
@@ -325,7 +353,7 @@ class DenseDecoderModel:
                 and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
                                            d.rotary_dim or d.head_dim, d.norm_offset,
                                            self.max_blocks * self.block_size, plan.num_seqs,
-                                           plan.step_keys))
+                                           plan.step_keys, self.windowed))
 
     def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
         """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
@@ -364,7 +392,8 @@ class DenseDecoderModel:
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
-        embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab)
+        embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab,
+                            d.embed_scale)
         res = Residual()
         persistent = self._persistent_step(t, plan, n_sample)
         if persistent is not None:
@@ -386,14 +415,15 @@ class DenseDecoderModel:
             if isinstance(lw.mlp, DenseMlp):
                 # gate_up ends with its SwiGLU into act where the weight's route allows (a
                 # quantized decode step, bf16 on the decode GEMM or the batch-1 GEMV)
-                swiglu = lw.mlp.gate_up.fuses_swiglu(kc, t)
+                swiglu = lw.mlp.fuses_act(kc, t)
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up,
                                   b.act if swiglu else b.gate_up, t, swiglu)
                 self._down_proj(s, b, res, lw.mlp, t, swiglu)
+                res.out_norm = lw.mlp_out_norm
             else:
                 # the block's router launch may do the pending add + norm before it
                 router_norm = None
-                if res.pending and lw.mlp.router_takes_norm(kc, t):
+                if res.pending and not res.out_norm and lw.mlp.router_takes_norm(kc, t):
                     router_norm = moe_ops.RouterNorm(b.resid, b.delta, lw.post_norm, d.eps,
                                                      d.norm_offset)
                     res.pending = False
@@ -426,10 +456,17 @@ class DenseDecoderModel:
         return self.persistent
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
-        """normed = RMSNorm(resid (+= delta when one is pending)) * w."""
+        """normed = RMSNorm(resid (+= delta when one is pending)) * w; a pending delta with
+        an output norm (Gemma 3) is normalized first, into gate_up (free between sublayers,
+        2 x inter >= hidden wide)."""
         d = self.dims
         if res.pending:
-            norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
+            delta = b.delta
+            if res.out_norm:
+                norm.rmsnorm(self.kc, s, b.delta, res.out_norm, b.gate_up, t, d.hidden, d.eps,
+                             d.norm_offset)
+                delta, res.out_norm = b.gate_up, 0
+            norm.add_rmsnorm(self.kc, s, b.resid, delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
         else:
             norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
@@ -504,7 +541,8 @@ class DenseDecoderModel:
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
-                max_splits=plan.split_capacity, long=False if plan.row_invariant else None)
+                max_splits=plan.split_capacity, long=False if plan.row_invariant else None,
+                window=lw.window)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-
@@ -547,14 +585,15 @@ class DenseDecoderModel:
                                            b.attn, rows, d.heads, d.kv_heads, d.head_dim,
                                            self.block_size, self.max_blocks, plan.num_splits,
                                            self.scale, max_splits=plan.split_capacity,
-                                           long=False if plan.row_invariant else None)
+                                           long=False if plan.row_invariant else None,
+                                           window=lw.window)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,
                                         b.cu_q + 4 * rows, b.kv_lens + 4 * rows, b.attn,
                                         plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
                                         self.block_size, self.max_blocks, self.scale,
-                                        plan.max_q_len)
+                                        plan.max_q_len, window=lw.window)
         self._output_projection(s, b, lw, t, res)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
@@ -610,4 +649,4 @@ class DenseDecoderModel:
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials
             self.tp.reduce_delta(s, b.delta, t, self.dims.hidden)
         if res is not None:
-            res.pending = True
+            res.pending, res.out_norm = True, lw.attn_out_norm

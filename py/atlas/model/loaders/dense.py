@@ -88,6 +88,8 @@ class DenseDecoderLoader:
     has_qk_norm = False
     #: attention head dims the kernels are compiled for
     head_dims: tuple[int, ...] = SUPPORTED_HEAD_DIMS
+    #: the MLP activations (config hidden_act) the family's kernels implement
+    activations: tuple[str, ...] = ("silu",)
 
     def check_config(self, cfg: ModelConfig) -> None:
         """Reject config values the kernels do not implement, naming the field."""
@@ -103,8 +105,9 @@ class DenseDecoderLoader:
             if getattr(cfg, flag):
                 raise UnsupportedModelError(f"{what} is not supported for {cfg.model_type}")
         act = cfg.hidden_act
-        if act != "silu":
-            raise UnsupportedModelError(f"hidden_act={act!r} is not supported (only 'silu')")
+        if act not in self.activations:
+            raise UnsupportedModelError(f"hidden_act={act!r} is not supported for "
+                                        f"{cfg.model_type} (only {self.activations})")
         for name, value in (("hidden_size", cfg.hidden_size), ("intermediate_size",
                                                                cfg.intermediate_size)):
             if value % 16:
@@ -119,9 +122,10 @@ class DenseDecoderLoader:
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
         plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
-        plan.add("embed", [("model.embed_tokens.weight", (vocab, h))])
+        pre = self.prefix(cfg, names)
+        plan.add("embed", [(pre + "embed_tokens.weight", (vocab, h))])
         for i in range(cfg.num_hidden_layers):
-            p = f"model.layers.{i}."
+            p = f"{pre}layers.{i}."
             add_linear(plan, f"l{i}.qkv", self.qkv_parts(p, q_rows, kv_rows), h)
             if cfg.qkv_bias:  # bf16 whatever the weights' format, added after the product
                 plan.add(f"l{i}.qkv_bias", [(p + "self_attn.q_proj.bias", (q_rows,)),
@@ -129,17 +133,25 @@ class DenseDecoderLoader:
                                             (p + "self_attn.v_proj.bias", (kv_rows,))])
             add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
             self.plan_mlp(plan, cfg, i, names)
-            plan.add(f"l{i}.in_norm", [(p + "input_layernorm.weight", (h,))])
-            plan.add(f"l{i}.post_norm", [(p + "post_attention_layernorm.weight", (h,))])
+            self.plan_norms(plan, p, i, h)
             if self.has_qk_norm:  # per head, or over the whole projection (MiniMax-M2)
                 q_w, k_w = (q_rows, kv_rows) if cfg.qk_norm_whole else (d, d)
                 plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (q_w,))])
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (k_w,))])
-        plan.add("final_norm", [("model.norm.weight", (h,))])
+        plan.add("final_norm", [(pre + "norm.weight", (h,))])
         if not cfg.tie_word_embeddings:
             # a linear: bf16, or quantized where the checkpoint stores it so
             add_linear(plan, "lm_head", [("lm_head.weight", vocab)], h)
         return plan
+
+    def prefix(self, cfg: ModelConfig, names: Container[str]) -> str:
+        """Where the decoder's tensors live in the checkpoint (`model.`)."""
+        return "model."
+
+    def plan_norms(self, plan: WeightPlan, p: str, layer: int, hidden: int) -> None:
+        """Layer `layer`'s RMSNorm weights: before attention and before the MLP."""
+        plan.add(f"l{layer}.in_norm", [(p + "input_layernorm.weight", (hidden,))])
+        plan.add(f"l{layer}.post_norm", [(p + "post_attention_layernorm.weight", (hidden,))])
 
     def qkv_parts(self, p: str, q_rows: int, kv_rows: int) -> list[tuple[str, int]]:
         """The checkpoint tensors of layer prefix `p`'s fused [q | k | v] projection."""
@@ -149,8 +161,8 @@ class DenseDecoderLoader:
     def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
                  names: Container[str]) -> None:
         """Layer `layer`'s MLP: SwiGLU with gate and up fused into one [gate|up] matrix."""
-        add_swiglu(plan, f"l{layer}.", f"model.layers.{layer}.mlp.", cfg.intermediate_size,
-                   cfg.hidden_size, quantizable=True)
+        add_swiglu(plan, f"l{layer}.", f"{self.prefix(cfg, names)}layers.{layer}.mlp.",
+                   cfg.intermediate_size, cfg.hidden_size, quantizable=True)
 
 
 def add_swiglu(plan: WeightPlan, buffer: str, prefix: str, inter: int, hidden: int,
@@ -189,3 +201,37 @@ class Phi3Loader(DenseDecoderLoader):
         p, h, inter = f"model.layers.{layer}.mlp.", cfg.hidden_size, cfg.intermediate_size
         add_linear(plan, f"l{layer}.gate_up", [(p + "gate_up_proj.weight", 2 * inter)], h)
         add_linear(plan, f"l{layer}.down", [(p + "down_proj.weight", h)], inter)
+
+
+class Gemma3Loader(DenseDecoderLoader):
+    """Gemma 3 (text): Qwen3's per-head q/k norms, a tanh-GELU GLU, and four RMSNorms a
+    layer: before attention (input_layernorm) and the MLP (pre_feedforward_layernorm), and on
+    each one's output before it joins the residual stream (post_attention_layernorm,
+    post_feedforward_layernorm); every norm weight zero-centred, applied as (1 + w). The
+    text-only checkpoints keep the decoder under `model.`, the multimodal ones under
+    `model.language_model.` (transformers 5) or `language_model.model.` (as Google published
+    them; the vision tower is not loaded)."""
+
+    family = "gemma3"
+    has_qk_norm = True
+    head_dims = (64, 128, 256)
+    activations = ("gelu_pytorch_tanh",)
+    _PREFIXES = ("model.", "model.language_model.", "language_model.model.")
+
+    def check_config(self, cfg: ModelConfig) -> None:
+        super().check_config(cfg)
+        for field in cfg.unsupported_fields:
+            raise UnsupportedModelError(f"{field} is not supported for {cfg.model_type}")
+
+    def prefix(self, cfg: ModelConfig, names: Container[str]) -> str:
+        found = [p for p in self._PREFIXES if p + "embed_tokens.weight" in names]
+        if found:
+            return found[0]
+        return "model.language_model." if cfg.multimodal_wrapper else "model."
+
+    def plan_norms(self, plan: WeightPlan, p: str, layer: int, hidden: int) -> None:
+        for buffer, name in (("in_norm", "input_layernorm"),
+                             ("post_norm", "pre_feedforward_layernorm"),
+                             ("attn_out_norm", "post_attention_layernorm"),
+                             ("mlp_out_norm", "post_feedforward_layernorm")):
+            plan.add(f"l{layer}.{buffer}", [(f"{p}{name}.weight", (hidden,))])

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# session-34 call F (prepared with no H200 lent): sliding-window attention and Gemma 3 on the device.
+# 1. check cases: the window cases of prefill (classic and wgmma, every entry), the long decode kernel (plain,
+#    merged, one-split, the rope entries, the early entry's table guesses past the window) and the combine;
+#    gelu_tanh_mul and embedding_scaled (Gemma 3); the sampler's general logit_bias (session 33, never on a GPU).
+# 2. the tiny fixtures that run past their windows (and Gemma 3) on CUDA against transformers' goldens.
+# 3. published per-layer shapes on the device against transformers float32: Gemma-3-1B and Mistral-7B-v0.1 with
+#    4 layers and 128-key windows inside the 512-token prompt; MiniMax-M2 2 of 62 layers (its reference config
+#    now states partial_rotary_factor; gpu119's 0.48 was transformers 5.17 ignoring rotary_dim).
+# 4. batch-1 GPU ms a step, synthetic weights: Gemma-3-1B / 4B and Mistral-7B-v0.1 at 512 keys, and Mistral-7B-v0.1
+#    at 8,000 keys (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window).
+# Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
+tar xzf .device/head_src.tgz || exit 3
+source tools/gpu/call_head.sh
+TAILN=3 t 240 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
+  -m silu_mul -m embedding -m sampler --out $R/checks.json
+for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral; do
+  TAILN=3 t 90 "tiny_$f" python3 tools/gpu/model_parity.py --backend cuda --model tests/fixtures/$f \
+    --out $R/parity_$f.json
+done
+for c in gemma-3-1b-4l mistral-7b-v0.1-4l minimax-m2-2l; do
+  TAILN=2 t 150 "mk_$c" python3 tools/make_fixtures.py --config $c --device cuda --out $C/$c
+  TAILN=6 t 120 "par_$c" python3 tools/gpu/model_parity.py --backend cuda --model $C/$c --tail \
+    --out $R/parity_$c.json
+done
+b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
+b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512; b1 m01 mistral-7b-v0.1 512
+b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000
+step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
+echo "== GPU ms a step (graph replay), batch 1"
+for m in g1 g4 m01 m01_8k m03_8k; do echo "$m $(step $m)"; done
+echo "ALL DONE"
