@@ -4,6 +4,9 @@
 // The two roundings are the `hidden.to(bf16)` and `weight * hidden` op boundaries of HF's
 // LlamaRMSNorm/Qwen3RMSNorm. The *_offset_* entry points take zero-centred weights
 // (Qwen3.5/Qwen3-Next): out = bf16((r * rsqrt(mean(r^2) + eps)) * (1 + w)), all f32, one rounding.
+// norm_add_rmsnorm_offset_bf16 (Gemma 3) first normalizes delta the same way with its own
+// weights (the sublayer's output norm), then adds and normalizes:
+//   r = bf16(residual + bf16(delta * rsqrt(mean(delta^2) + eps) * (1 + w_delta))).
 //
 // Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
@@ -34,20 +37,37 @@ __device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&ds
   }
 }
 
-template <bool kAdd, bool kOffset>
+// kNormDelta: delta is normalized by w_delta (zero-centred) before the add.
+template <bool kAdd, bool kOffset, bool kNormDelta = false>
 __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
                                             const __nv_bfloat16* __restrict__ delta,
                                             __nv_bfloat16* residual,
                                             const __nv_bfloat16* __restrict__ w,
                                             __nv_bfloat16* out, uint32_t dim,
-                                            float eps, uint32_t pitch) {
+                                            float eps, uint32_t pitch,
+                                            const __nv_bfloat16* __restrict__ w_delta = nullptr) {
   const size_t base = static_cast<size_t>(blockIdx.x) * pitch;
   const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
   uint4 packed[kMaxVecs];
+  __shared__ float scratch[32];
   load_vecs(reinterpret_cast<const uint4*>(x + base), nvec, packed);
   if constexpr (kAdd) {
     uint4 dpacked[kMaxVecs];
     load_vecs(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
+    if constexpr (kNormDelta) {
+      float dsq = 0.f;
+#pragma unroll
+      for (int j = 0; j < kMaxVecs; ++j)
+        if (threadIdx.x + j * blockDim.x < nvec)
+          dsq = atlas::rmsnorm::sumsq_bf16x8(dpacked[j], dsq);
+      const float dinv = rsqrtf(atlas::block_sum(dsq, scratch) / static_cast<float>(dim) + eps);
+      const uint4* wdv = reinterpret_cast<const uint4*>(w_delta);
+#pragma unroll
+      for (int j = 0; j < kMaxVecs; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < nvec) dpacked[j] = atlas::rmsnorm::scale_bf16x8(dpacked[j], wdv[i], dinv, true);
+      }
+    }
     uint4* rv = reinterpret_cast<uint4*>(residual + base);
 #pragma unroll
     for (int j = 0; j < kMaxVecs; ++j) {
@@ -63,7 +83,6 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
   for (int j = 0; j < kMaxVecs; ++j)
     if (threadIdx.x + j * blockDim.x < nvec)
       sumsq = atlas::rmsnorm::sumsq_bf16x8(packed[j], sumsq);
-  __shared__ float scratch[32];
   const float total = atlas::block_sum(sumsq, scratch);
   const float inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
   const uint4* wv = reinterpret_cast<const uint4*>(w);
@@ -167,4 +186,19 @@ add_rmsnorm_offset_early_bf16(__nv_bfloat16* __restrict__ residual,
                               const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                               uint32_t rows, uint32_t dim, float eps) {
   add_rmsnorm_entry<true, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+// Gemma 3's residual step: the sublayer's output norm (w_delta), the add, the next norm (w),
+// all zero-centred weights, in one launch instead of rmsnorm_offset then add_rmsnorm_offset.
+extern "C" __global__ void __launch_bounds__(1024)
+norm_add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
+                             const __nv_bfloat16* __restrict__ delta,
+                             const __nv_bfloat16* __restrict__ w_delta,
+                             const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                             uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  prefetch_weight(w_delta, dim);
+  prefetch_weight(w, dim);
+  atlas::pdl_enter();
+  rmsnorm_row<true, true, true>(residual, delta, residual, w, out, dim, eps, dim, w_delta);
 }

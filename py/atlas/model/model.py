@@ -457,16 +457,15 @@ class DenseDecoderModel:
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
         """normed = RMSNorm(resid (+= delta when one is pending)) * w; a pending delta with
-        an output norm (Gemma 3) is normalized first, into gate_up (free between sublayers,
-        2 x inter >= hidden wide)."""
+        an output norm (Gemma 3) is normalized first, in the same launch."""
         d = self.dims
-        if res.pending:
-            delta = b.delta
-            if res.out_norm:
-                norm.rmsnorm(self.kc, s, b.delta, res.out_norm, b.gate_up, t, d.hidden, d.eps,
-                             d.norm_offset)
-                delta, res.out_norm = b.gate_up, 0
-            norm.add_rmsnorm(self.kc, s, b.resid, delta, w, b.normed, t, d.hidden, d.eps,
+        if res.pending and res.out_norm:
+            assert d.norm_offset  # Gemma 3's zero-centred weights: the fused entry's
+            norm.norm_add_rmsnorm(self.kc, s, b.resid, b.delta, res.out_norm, w, b.normed, t,
+                                  d.hidden, d.eps)
+            res.out_norm = 0
+        elif res.pending:
+            norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
                              d.norm_offset)
         else:
             norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)

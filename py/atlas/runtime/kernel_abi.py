@@ -38,6 +38,11 @@ RMSNORM_OFFSET = S("rmsnorm", "rmsnorm_offset_bf16",
                    "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET = S("rmsnorm", "add_rmsnorm_offset_bf16",
                        "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# Gemma 3's residual step: delta normalized by its own zero-centred weights (the sublayer's
+# output norm, one rounding), then ADD_RMSNORM_OFFSET (rmsnorm.cu)
+NORM_ADD_RMSNORM_OFFSET = S("rmsnorm", "norm_add_rmsnorm_offset_bf16",
+                            "residual:ptr delta:ptr w_delta:ptr w:ptr out:ptr rows:u32 dim:u32 "
+                            "eps:f32")
 # the two add + norms letting the next kernel launch before their PDL wait
 # (ops/early_trigger.py): the same values
 ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",

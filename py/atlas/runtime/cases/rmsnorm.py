@@ -1,4 +1,5 @@
-"""Check cases for rmsnorm_bf16 / add_rmsnorm_bf16: model widths, odd widths, one vector."""
+"""Check cases for rmsnorm_bf16 / add_rmsnorm_bf16 (and Gemma 3's norm_add_rmsnorm_offset):
+model widths, odd widths, one vector."""
 
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def _make_oracle(offset: bool):
     def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
         if "delta" in inputs:
-            total = (bf16_bits_to_f32(inputs["residual"]).astype(np.float64)
-                     + bf16_bits_to_f32(inputs["delta"]).astype(np.float64))
+            delta = bf16_bits_to_f32(inputs["delta"]).astype(np.float64)
+            if "w_delta" in inputs:  # the sublayer output's norm, rounded to bf16
+                wd = bf16_bits_to_f32(inputs["w_delta"]).astype(np.float64)
+                delta = round_bf16(offset_normed_f64(delta, wd, EPS).astype(np.float32))
+            total = bf16_bits_to_f32(inputs["residual"]).astype(np.float64) + delta
             r = round_bf16(total.astype(np.float32)).astype(np.float64)
             return {"residual": r, "out": norm(r, w, EPS)}
         return {"out": norm(bf16_bits_to_f32(inputs["x"]).astype(np.float64), w, EPS)}
@@ -48,7 +52,9 @@ def _make_oracle(offset: bool):
 
 
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
-          offset: bool = False, early: bool | None = None) -> KernelCase:
+          offset: bool = False, early: bool | None = None,
+          norm_delta: bool = False) -> KernelCase:
+    """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -57,21 +63,29 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         inputs["delta"] = random_bf16(rng, (rows, dim), 1.0)
     else:
         inputs["x"] = random_bf16(rng, (rows, dim), 4.0)
+    if norm_delta:
+        inputs["w_delta"] = f32_to_bf16_bits(rng.normal(0.0, 0.1, dim).astype(np.float32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = (KernelCache(backend) if early is None else KernelCache(
             backend, KernelRoutes(early_trigger=frozenset({"norm"} if early else ()))))
-        if fused:
+        if norm_delta:
+            norm.norm_add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w_delta"], p["w"],
+                                  p["out"], rows, dim, EPS)
+        elif fused:
             norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
                              EPS, offset)
         else:
             norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS, offset)
 
     outputs = {"out": OutputSpec(DType.BF16, (rows, dim))}
-    if fused:  # bf16(r + d) is fully determined: no tolerance
-        outputs["residual"] = OutputSpec(DType.BF16, (rows, dim), tol=(0.0, 0.0))
-    kind = (("add_rmsnorm" if fused else "rmsnorm") + ("_offset" if offset else "")
-            + ("_early" if early else ""))
+    if fused:  # bf16(r + d) is fully determined: no tolerance (but a normalized delta is
+        # rounded from f32 sums: an ulp of it, 2^-6 at its largest values (|d| < 4), may move
+        # the sum, plus the sum's own rounding)
+        outputs["residual"] = OutputSpec(DType.BF16, (rows, dim),
+                                         tol=(2.0 ** -6, 2.0 ** -8) if norm_delta else (0.0, 0.0))
+    kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
+            + ("_offset" if offset else "") + ("_early" if early else ""))
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
                       _make_oracle(offset))
 
@@ -112,4 +126,7 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             # the entries letting the next kernel launch before their wait (the same values)
             + [_case(rng, rows, dim, True, offset, early=True)
                for rows, dim, offset in ((1, 4096, False), (300, 2048, True), (1, 2048, True))]
+            # Gemma 3's residual step (its widths: 1B 1,152, 4B 2,560)
+            + [_case(rng, rows, dim, True, True, norm_delta=True)
+               for rows, dim in ((1, 1152), (3, 2560), (300, 1152), (2, 8200))]
             + [_pitched_case(rng, rows, dim, pitch) for rows, dim, pitch in PITCHED_SHAPES])

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET, RMSNORM_PITCHED)
+                          ADD_RMSNORM_OFFSET_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
+                          RMSNORM_OFFSET, RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple, warp_threads
@@ -71,6 +72,18 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     if rows:
         kc.get(RMSNORM_PITCHED)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows,
                                 dim, pitch, eps)
+
+
+def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
+                     w_delta: DevicePtr, w: DevicePtr, out: DevicePtr, rows: int, dim: int,
+                     eps: float) -> None:
+    """Gemma 3's residual step in one launch: residual += RMSNorm(delta) * (1 + w_delta)
+    (rounded to bf16, then the bf16 add), out = RMSNorm(residual) * (1 + w)."""
+    _check("norm_add_rmsnorm", dim, {"residual": residual, "delta": delta,
+                                     "w_delta": w_delta, "w": w, "out": out})
+    if rows:
+        kc.get(NORM_ADD_RMSNORM_OFFSET)(stream, rows, rmsnorm_threads(dim, rows), 0, residual,
+                                        delta, w_delta, w, out, rows, dim, eps)
 
 
 def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,

@@ -15,7 +15,8 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, RMSNORM, RMSNORM_OFFSET, RMSNORM_PITCHED)
+                          ADD_RMSNORM_OFFSET_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
+                          RMSNORM_OFFSET, RMSNORM_PITCHED)
 from . import HostMemory, reference
 
 
@@ -92,10 +93,22 @@ def rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int
 @reference(ADD_RMSNORM_OFFSET)
 @reference(ADD_RMSNORM_OFFSET_EARLY)
 def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
-                            w: int, out: int, rows: int, dim: int, eps: float) -> None:
+                            w: int, out: int, rows: int, dim: int, eps: float,
+                            delta_bits: np.ndarray | None = None) -> None:
+    """`delta_bits`: the delta rows to add instead of the ones at `delta` (the fused entry's
+    normalized delta)."""
     resid = _rows(mem, residual, rows, dim)
-    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid)
-                              + bf16_bits_to_f32(_rows(mem, delta, rows, dim)))
+    d = _rows(mem, delta, rows, dim) if delta_bits is None else delta_bits
+    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid) + bf16_bits_to_f32(d))
     resid[:] = summed
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     _rows(mem, out, rows, dim)[:] = rms_norm_offset_bf16(bf16_bits_to_f32(summed), wf, eps)
+
+
+@reference(NORM_ADD_RMSNORM_OFFSET)
+def norm_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int,
+                                 delta: int, w_delta: int, w: int, out: int, rows: int, dim: int,
+                                 eps: float) -> None:
+    wd = bf16_bits_to_f32(mem.view(w_delta, np.uint16, dim))
+    normed = rms_norm_offset_bf16(bf16_bits_to_f32(_rows(mem, delta, rows, dim)), wd, eps)
+    add_rmsnorm_offset_bf16(mem, grid, block, residual, delta, w, out, rows, dim, eps, normed)
