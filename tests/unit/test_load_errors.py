@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from atlas.core.config import ConfigError
+from atlas.engine.parity import compare_with_golden
 from atlas.model.load import StartupError, load_runner
 from atlas.model.loaders.dense import UnsupportedModelError
 from atlas.runtime.kv_cache import KvCacheBudgetError
@@ -157,3 +158,29 @@ def test_gemma_logit_soft_capping_is_refused_by_name(tmp_path):
     (model / "config.json").write_text(json.dumps(config | {"attn_logit_softcapping": 50.0}))
     with pytest.raises(UnsupportedModelError, match="attn_logit_softcapping"):
         _load(model)
+
+
+@pytest.mark.parametrize("prefix", ["model.language_model.", "language_model.model."])
+def test_gemma3_multimodal_layouts_load_the_same_decoder(tmp_path, prefix):
+    """Gemma 3's multimodal checkpoints keep the decoder under model.language_model.
+    (transformers 5) or language_model.model. (as Google published them) beside a vision
+    tower that is not loaded: the same weights give the same logits as the text-only
+    layout."""
+    text = FIXTURE.parent / "tiny-gemma3"
+    model = _copy(tmp_path, text)
+    config = json.loads((model / "config.json").read_text())
+    wrapped = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+               "text_config": config, "vision_config": {"hidden_size": 8}}
+    (model / "config.json").write_text(json.dumps(wrapped))
+
+    def rename(tensors):
+        moved = {(prefix + n[len("model."):] if n.startswith("model.") else n): t
+                 for n, t in tensors.items()}
+        moved["vision_tower.patch_embedding.weight"] = ("BF16", np.zeros((8, 8), np.uint16))
+        tensors.clear()
+        tensors.update(moved)
+    _edit_tensors(model, rename)
+    golden = dict(np.load(text / "golden.npz"))
+    want = compare_with_golden(text, golden, backend="host")
+    got = compare_with_golden(model, golden, backend="host")
+    assert got["greedy_match"] == got["greedy_total"] and got["cosine"] == want["cosine"]

@@ -82,6 +82,12 @@ class _LoadedTarget:
     stamps: tuple[dict, ...] = ()
 
 
+#: where multimodal checkpoints keep the vision tower (Qwen3.5's, Gemma 3's as published and
+#: as transformers 5 writes them): not loaded (text-only serving), said so in the log
+VISION_PREFIXES = ("model.visual.", "visual.", "vision_tower.", "model.vision_tower.",
+                   "multi_modal_projector.", "model.multi_modal_projector.")
+
+
 def _select_kernels(backend_kind: str, cfg: ModelConfig,
                     backend: GpuBackend) -> _LoadedTarget:
     """Pick the PTX set for this device and checkpoint and load it into a CUDA backend.
@@ -171,7 +177,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     unused = store.validate(plan.expected())  # every tensor checked before any device work
     scales = {buf: data for lp in plan.linears.values()
               for buf, data in read_host_scales(store, lp, quant).items()}
-    vision = [n for n in unused if n.startswith(("model.visual.", "visual."))]
+    vision = [n for n in unused if n.startswith(VISION_PREFIXES)]
     if vision:
         _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
                      len(vision))
