@@ -2,7 +2,8 @@
 # session-34 call F (prepared with no H200 lent): sliding-window attention and Gemma 3 on the device.
 # 1. check cases: the window cases of prefill (classic and wgmma, every entry), the long decode kernel (plain,
 #    merged, one-split, the rope entries, the early entry's table guesses past the window) and the combine;
-#    gelu_tanh_mul and embedding_scaled (Gemma 3); the sampler's general logit_bias (session 33, never on a GPU).
+#    Gemma 3's gelu_tanh_mul, embedding_scaled, norm_add_rmsnorm_offset and the batch-1 gate_up GEMV ending with
+#    the GELU GLU (gemv_geglu); the sampler's general logit_bias (session 33, never on a GPU).
 # 2. the tiny fixtures that run past their windows (and Gemma 3) on CUDA against transformers' goldens.
 # 3. published per-layer shapes on the device against transformers float32: Gemma-3-1B and Mistral-7B-v0.1 with
 #    4 layers and 128-key windows inside the 512-token prompt; MiniMax-M2 2 of 62 layers (its reference config
@@ -13,7 +14,9 @@
 tar xzf .device/head_src.tgz || exit 3
 source tools/gpu/call_head.sh
 TAILN=3 t 240 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
-  -m silu_mul -m embedding -m sampler --out $R/checks.json
+  -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
+TAILN=3 t 90 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
+  --out $R/checks_glu.json
 for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral; do
   TAILN=3 t 90 "tiny_$f" python3 tools/gpu/model_parity.py --backend cuda --model tests/fixtures/$f \
     --out $R/parity_$f.json

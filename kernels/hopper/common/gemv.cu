@@ -138,6 +138,16 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<>{});
 }
 
+// ... ending with the tanh-GELU GLU instead (Gemma 3): bit for bit the GEMV, then
+// gelu_tanh_mul_bf16
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_geglu_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                           __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums,
+                      StoreSwiglu<kRowsPerBlock, true>{});
+}
+
 // ---- the same two single-row products in 8-row blocks (gemv_core.cuh StoreY<8> /
 // StoreSwiglu<8>: 4 features a block; ATLAS_GEMV_ROWS=8, ops/matmul.py): twice the weight bytes
 // a block (32 KiB at k 2,048) for the same launch, reduction and exit. Bit for bit the 4-row

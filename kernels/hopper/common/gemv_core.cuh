@@ -146,8 +146,9 @@ struct StoreY {
 // bf16(gate), bf16(up))), t < F: the plain GEMV's bf16 outputs (the same sums, see above)
 // through silu_mul_bf16's arithmetic (atlas::swiglu_f32), so act is bit for bit the GEMV
 // followed by silu_mul. Grid ceil(I / F) = ceil(n / R); n even. Features of the last block
-// past I re-read feature I - 1's rows and are not stored.
-template <int R = kRowsPerBlock>
+// past I re-read feature I - 1's rows and are not stored. kGelu: the tanh-GELU GLU
+// (gelu_tanh_mul_bf16's arithmetic, atlas::geglu_tanh_f32: Gemma 3) instead of the SwiGLU.
+template <int R = kRowsPerBlock, bool kGelu = false>
 struct StoreSwiglu {
   static constexpr int kRows = R;
   static constexpr int kFeatures = R / 2;
@@ -164,7 +165,8 @@ struct StoreSwiglu {
     const int j = static_cast<int>(blockIdx.x) * kFeatures + t;
     if (t < kFeatures && j < (n >> 1))
       static_cast<__nv_bfloat16*>(act)[j] = atlas::f32_to_bf16(
-          atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
+          kGelu ? atlas::geglu_tanh_f32(atlas::round_bf16(sum), atlas::round_bf16(up))
+                : atlas::swiglu_f32(atlas::round_bf16(sum), atlas::round_bf16(up)));
   }
 };
 

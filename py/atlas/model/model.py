@@ -111,7 +111,8 @@ def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
 class DenseMlp:
     """The gated MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I], each
     bf16 or quantized (the LinearWeight interface); SwiGLU, or with `gelu` the tanh-GELU
-    GLU (Gemma 3), which no projection fuses: gate_up, gelu_tanh_mul, down."""
+    GLU (Gemma 3), which only the bf16 single-row gate_up GEMV ends with (else gate_up,
+    gelu_tanh_mul, down)."""
 
     gate_up: LinearWeight
     down: LinearWeight
@@ -128,8 +129,8 @@ class DenseMlp:
         return False
 
     def fuses_act(self, kc: KernelCache, t: int) -> bool:
-        """Whether gate_up ends with the activation (a SwiGLU the weight's route fuses)."""
-        return not self.gelu and self.gate_up.fuses_swiglu(kc, t)
+        """Whether gate_up ends with the activation (the weight's route fuses it)."""
+        return self.gate_up.fuses_swiglu(kc, t, self.gelu)
 
     def project(self, kc: KernelCache, s: Stream, b: "StepBuffers", t: int,
                 out: DevicePtr) -> None:
@@ -138,7 +139,7 @@ class DenseMlp:
         if self.fuses_act(kc, t):
             # gate_up ends with the SwiGLU (no silu_mul): a quantized decode step, bf16 on the
             # decode GEMM or the batch-1 GEMV
-            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t)
+            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t, self.gelu)
             self.down.linear(kc, s, b.act, out, t, w_scratch=b.w_scratch)
             return
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
@@ -417,7 +418,7 @@ class DenseDecoderModel:
                 # quantized decode step, bf16 on the decode GEMM or the batch-1 GEMV)
                 swiglu = lw.mlp.fuses_act(kc, t)
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up,
-                                  b.act if swiglu else b.gate_up, t, swiglu)
+                                  b.act if swiglu else b.gate_up, t, swiglu, lw.mlp.gelu)
                 self._down_proj(s, b, res, lw.mlp, t, swiglu)
                 res.out_norm = lw.mlp_out_norm
             else:
@@ -472,13 +473,14 @@ class DenseDecoderModel:
         res.pending = False
 
     def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
-                     proj: LinearWeight, out: DevicePtr, t: int, swiglu: bool = False) -> None:
+                     proj: LinearWeight, out: DevicePtr, t: int, swiglu: bool = False,
+                     gelu: bool = False) -> None:
         """out = proj(RMSNorm(resid (+= pending delta)) * w): the norm into `normed`, then the
         projection. With `swiglu` (proj.fuses_swiglu), proj is a [gate | up] weight and out
-        its activation: every route's launch ends with the SwiGLU."""
+        its activation: every route's launch ends with the SwiGLU (`gelu`: the GELU GLU)."""
         self._norm(s, b, res, w, t)
         if swiglu:
-            proj.linear_swiglu(self.kc, s, b.normed, out, t)
+            proj.linear_swiglu(self.kc, s, b.normed, out, t, gelu)
         else:
             proj.linear(self.kc, s, b.normed, out, t, w_scratch=b.w_scratch)
 

@@ -107,6 +107,8 @@ GEMV_SWIGLU_X8_SINGLE = S("gemv", "gemv_swiglu_bf16_x8_single",
                           "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
+# ... ending with the tanh-GELU GLU (Gemma 3): GEMV_SINGLE followed by GELU_TANH_MUL
+GEMV_GEGLU_SINGLE = S("gemv", "gemv_geglu_bf16_single", "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks

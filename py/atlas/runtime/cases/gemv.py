@@ -144,6 +144,17 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
 
 
 # ---- down projection with SwiGLU fused in ------------------------------------------------
+def geglu_oracle(gate_up: np.ndarray) -> np.ndarray:
+    """bf16(bf16(gelu_tanh(gate)) * up) from bf16 bits [m, 2k], the GELU in float64;
+    returned as float64 [m, k]."""
+    gu = bf16_bits_to_f32(gate_up).astype(np.float64)
+    k = gu.shape[1] // 2
+    gate, up = gu[:, :k], gu[:, k:]
+    inner = np.sqrt(2.0 / np.pi) * (gate + 0.044715 * gate ** 3)
+    gelu = round_bf16((0.5 * gate * (1.0 + np.tanh(inner))).astype(np.float32))
+    return round_bf16((gelu.astype(np.float64) * up).astype(np.float32)).astype(np.float64)
+
+
 def swiglu_oracle(gate_up: np.ndarray) -> np.ndarray:
     """bf16(bf16(silu(gate)) * up) from bf16 bits [m, 2k], silu in float64 (sigmoid through
     tanh, which cannot overflow); returned as float64 [m, k]."""

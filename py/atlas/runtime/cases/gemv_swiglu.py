@@ -15,7 +15,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul
-from .gemv import UNFUSED, swiglu_oracle
+from .gemv import UNFUSED, geglu_oracle, swiglu_oracle
 
 
 def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: int,
@@ -24,8 +24,8 @@ def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: in
     return f32_to_bf16_bits((rng.integers(lo, hi + 1, shape) * step).astype(np.float32))
 
 
-def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4
-                     ) -> KernelCase:
+def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4,
+                     gelu: bool = False) -> KernelCase:
     """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k] in blocks of
     `rows` weight rows (routes.gemv_rows: 8 runs gemv_swiglu_bf16_x8_single); its unfused
     twin (the 4-row GEMV, then silu_mul) into `act_unfused` where silu_mul takes inter.
@@ -34,7 +34,8 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4
     x w of multiples of powers of two fit 24 bits with their sum), so the kernels round
     the very values the reference does: the SiLU turns a one-ulp difference of a gate into
     several ulps of act, which an f32-order difference would bring to ~1e-4 of the outputs.
-    The gates spread over the SiLU's curved range (standard deviation ~1.5 to 2.5)."""
+    The gates spread over the SiLU's curved range (standard deviation ~1.5 to 2.5). `gelu`:
+    gemv_geglu_bf16_single, its twin ending with gelu_tanh_mul."""
     n = 2 * inter
     w_step = 2.0 ** -round(np.log2(2.0 * np.sqrt(k)))
     inputs = {"w": _grid_bf16(rng, (n, k), -8, 8, w_step),
@@ -50,19 +51,21 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         fused = KernelCache(backend, routes=replace(kc.routes, gemv_rows=rows))
-        matmul.gemv_swiglu(fused, stream, p["x"], p["w"], p["act"], 1, n, k)
+        matmul.gemv_swiglu(fused, stream, p["x"], p["w"], p["act"], 1, n, k, gelu)
         if twin:
             matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k, single=True)
-            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, inter)
+            act = activation.gelu_tanh_mul if gelu else activation.silu_mul
+            act(kc, stream, p["gate_up"], p["act" + UNFUSED], 1, inter)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xs = bf16_bits_to_f32(x["x"]).astype(np.float64)
         gate_up = f32_to_bf16_bits((xs @ bf16_bits_to_f32(x["w"]).astype(np.float64).T)
                                    .astype(np.float32))
-        act = swiglu_oracle(gate_up)
+        act = geglu_oracle(gate_up) if gelu else swiglu_oracle(gate_up)
         return {"act": act, "act" + UNFUSED: act}
 
-    return KernelCase(f"gemv swiglu{' x8' if rows == 8 else ''} i{inter} k{k}", "gemv", inputs,
+    name = "geglu" if gelu else "swiglu"
+    return KernelCase(f"gemv {name}{' x8' if rows == 8 else ''} i{inter} k{k}", "gemv", inputs,
                       outputs, run, oracle,
                       same_bits=tuple(same_bits))
 
@@ -82,4 +85,7 @@ GEMV_SWIGLU_X8_SHAPES = [(1536, 2048), (40, 4104), (1001, 576), (3, 8)]
 @kernel_cases("gemv")
 def gemv_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([gemv_swiglu_case(rng, inter, k) for inter, k in GEMV_SWIGLU_SHAPES]
-            + [gemv_swiglu_case(rng, inter, k, rows=8) for inter, k in GEMV_SWIGLU_X8_SHAPES])
+            + [gemv_swiglu_case(rng, inter, k, rows=8) for inter, k in GEMV_SWIGLU_X8_SHAPES]
+            # Gemma 3's GELU GLU: its 1B's k (1,152: 144 chunks), and the odd-I and k-8 rows
+            + [gemv_swiglu_case(rng, inter, k, gelu=True)
+               for inter, k in ((6912, 1152), (1001, 576), (3, 8))])

@@ -31,7 +31,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
                           GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
                           GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
-                          GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_GEGLU_SINGLE, GEMV_RING,
+                          GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
                           GEMV_X8_SINGLE)
@@ -210,7 +211,7 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
     kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, threads, 0, x, w, y, m, n, k)
 
 
-def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
+def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = False) -> bool:
     """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
     (`linear_swiglu`; the down projection then reads the activation), n even:
     * on the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
@@ -220,23 +221,27 @@ def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int) -> bool:
     * one row on the single-row GEMV (not the ring kernel) under ATLAS_GEMV_SWIGLU (on by
       default, `gemv_swiglu`): the silu_mul launch (past FUSED_SILU_MAX_K) or the down GEMV's
       recomputation of the whole activation in every block (up to it) leaves batch-1 decode.
-      Unmeasured: the A/B is tools/gpu/profile_decode.py with ATLAS_GEMV_SWIGLU=0."""
+      Unmeasured: the A/B is tools/gpu/profile_decode.py with ATLAS_GEMV_SWIGLU=0.
+    `gelu`: the tanh-GELU GLU (Gemma 3), which only the single-row GEMV ends with."""
     if n % 2:
         return False
     route = linear_route(kc, m, n)
     if route == "gemm_decode_sm90":
-        return kc.routes.decode_gemm_swiglu
+        return kc.routes.decode_gemm_swiglu and not gelu
     return (m == 1 and route == "gemv" and kc.routes.gemv_swiglu
             and _ring_plan(kc, n, k, True) is None)
 
 
 def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
-                  m: int, n: int, k: int) -> None:
-    """act[m, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] in one launch,
-    on the single-row GEMV or the decode GEMM (`fuses_gate_up_swiglu` must hold)."""
+                  m: int, n: int, k: int, gelu: bool = False) -> None:
+    """act[m, n / 2] = swiglu(x @ w.T) (`gelu`: the tanh-GELU GLU) for a bf16 [gate | up]
+    weight w [n, k] in one launch, on the single-row GEMV or the decode GEMM
+    (`fuses_gate_up_swiglu` must hold)."""
     if linear_route(kc, m, n) == "gemv":
-        gemv_swiglu(kc, stream, x, w, act, m, n, k)
+        gemv_swiglu(kc, stream, x, w, act, m, n, k, gelu)
         return
+    if gelu:
+        raise ValueError("linear_swiglu: only the single-row GEMV ends with the GELU GLU")
     decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
 
 
@@ -247,14 +252,16 @@ def _check_swiglu(name: str, n: int) -> None:
 
 
 def gemv_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
-                m: int, n: int, k: int) -> None:
+                m: int, n: int, k: int, gelu: bool = False) -> None:
     """One row: act[1, n / 2] = swiglu(x @ w.T) for a bf16 [gate | up] weight w [n, k] (n
     even), bit for bit the single-row `gemv` into [gate | up] followed by silu_mul. Its
     blocks each own two gate rows and their up rows (gemv.cu gemv_swiglu_bf16_single): the
-    grid and threads of the plain GEMV."""
+    grid and threads of the plain GEMV. `gelu`: the tanh-GELU GLU (gemv_geglu_bf16_single,
+    bit for bit the GEMV followed by gelu_tanh_mul; 4-row blocks only)."""
     _check_gemv("gemv_swiglu", x, w, act, m, n, k, True)
     _check_swiglu("gemv_swiglu", n)
-    _launch_single(kc, stream, GEMV_SWIGLU_SINGLE, x, w, act, n, k)
+    _launch_single(kc, stream, GEMV_GEGLU_SINGLE if gelu else GEMV_SWIGLU_SINGLE, x, w, act,
+                   n, k)
 
 
 def gemv_silu(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: DevicePtr, y: DevicePtr,

@@ -365,16 +365,18 @@ class Bf16Linear:
     def scratch_bytes(self, m: int) -> int:
         return 0
 
-    def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
+    def fuses_swiglu(self, kc: KernelCache, m: int, gelu: bool = False) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product ends with the SwiGLU
-        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM); otherwise gate_up
-        ends in memory and the down GEMV may fuse the SwiGLU instead."""
-        return fuses_gate_up_swiglu(kc, m, self.n, self.k)
+        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM; `gelu`: the
+        tanh-GELU GLU, one row); otherwise gate_up ends in memory and the down GEMV may fuse
+        the SwiGLU instead."""
+        return fuses_gate_up_swiglu(kc, m, self.n, self.k, gelu)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
-                      m: int) -> None:
-        """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
-        linear_swiglu(kc, stream, x, self.ptr, act, m, self.n, self.k)
+                      m: int, gelu: bool = False) -> None:
+        """act = swiglu(x @ [gate | up].T) (`gelu`: the tanh-GELU GLU) in one launch
+        (`fuses_swiglu` must hold)."""
+        linear_swiglu(kc, stream, x, self.ptr, act, m, self.n, self.k, gelu)
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
                out_f32: bool = False, w_scratch: DevicePtr | None = None) -> None:
@@ -409,14 +411,16 @@ class QuantLinear:
     def scratch_bytes(self, m: int) -> int:
         return 0 if gemv_passes(self.nbytes, self.n, self.k, m) else 2 * self.n * self.k
 
-    def fuses_swiglu(self, kc: KernelCache, m: int) -> bool:
+    def fuses_swiglu(self, kc: KernelCache, m: int, gelu: bool = False) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product can end with the SwiGLU
-        (`linear_swiglu`)."""
-        return fuses_swiglu(kc, self.w, m)
+        (`linear_swiglu`; no quantized kernel ends with the tanh-GELU GLU: `gelu` never)."""
+        return not gelu and fuses_swiglu(kc, self.w, m)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
-                      m: int) -> None:
+                      m: int, gelu: bool = False) -> None:
         """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
+        if gelu:
+            raise ValueError("linear_swiglu: no quantized kernel ends with the GELU GLU")
         linear_swiglu_quant(kc, stream, x, self.w, act, m)
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,

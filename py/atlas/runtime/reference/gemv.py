@@ -27,11 +27,11 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING,
                           GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE,
-                          GEMV_SINGLE, GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE,
-                          GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
+                          GEMV_GEGLU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
+                          GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
-from .silu_mul import silu_mul_bf16, swiglu_rows
+from .silu_mul import geglu_tanh_rows, silu_mul_bf16, swiglu_rows
 
 
 def product_bits(mem: HostMemory, x_bits: np.ndarray, w: int, n: int, k: int) -> np.ndarray:
@@ -95,12 +95,13 @@ def gemv_ring_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, gate_up: int, 
 
 
 def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int,
-                   k: int) -> None:
-    """act [n / 2] = silu_mul of the bf16 product x @ w.T [n] (w a [gate | up] weight)."""
+                   k: int, rows=swiglu_rows) -> None:
+    """act [n / 2] = silu_mul (`rows`: or geglu_tanh_rows) of the bf16 product x @ w.T [n]
+    (w a [gate | up] weight)."""
     if n % 2:
         raise ValueError(f"a [gate | up] product needs an even n, got {n}")
-    mem.view(act, np.uint16, n // 2)[:] = swiglu_rows(product_bits(mem, x_bits, w, n, k),
-                                                      n // 2).reshape(-1)
+    mem.view(act, np.uint16, n // 2)[:] = rows(product_bits(mem, x_bits, w, n, k),
+                                               n // 2).reshape(-1)
 
 
 @reference(GEMV_SWIGLU_SINGLE)
@@ -108,6 +109,12 @@ def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int
 def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             act: int, m: int, n: int, k: int) -> None:
     swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
+
+
+@reference(GEMV_GEGLU_SINGLE)
+def gemv_geglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
+                           m: int, n: int, k: int) -> None:
+    swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k, geglu_tanh_rows)
 
 
 def gated_row(mem: HostMemory, x: int, gate: int, k: int, head_dim: int,
