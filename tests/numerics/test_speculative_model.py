@@ -137,3 +137,20 @@ def test_default_model_ngram_greedy_is_unchanged(default_model_dir):
     spec = Speculator(NgramDrafter(), 3)
     assert generate(runner, reqs, spec) == generate(runner, reqs)
     assert spec.accepted > 0
+
+
+@pytest.mark.parametrize("name", ["tiny-mistral-swa", "tiny-gemma3"])
+def test_ngram_speculation_past_the_window_keeps_transformers_tokens(name):
+    """A model whose windows bind verifies drafts as one-row-a-sequence decode rows on the
+    long kernel (no verification kernel, no row-invariant bound): n-gram drafts past the
+    window, accepted or not, leave transformers' 16 greedy tokens as they are."""
+    model = FIXTURE.parent / name
+    golden = dict(np.load(model / "golden.npz"))
+    runner = load_runner(model, backend="host", max_seq_len=96, max_batch_size=2,
+                         max_prefill_tokens=64, num_draft_tokens=3)
+    assert runner.invariant_rows == 0 and not runner.verify_kernel
+    want = golden["greedy"].tolist()
+    prompt = golden["input_ids"].tolist()
+    spec = Speculator(NgramDrafter(), 3)
+    (got,) = generate(runner, [EngineRequest(prompt, GREEDY, len(want))], spec)
+    assert got == want and spec.drafted > 0

@@ -135,16 +135,14 @@ def test_both_expert_layouts_load_the_same_weights(tmp_path):
 
 def test_a_binding_sliding_window_refuses_the_routes_that_do_not_slide():
     """A window shorter than --max-seq-len slides on the bf16 pools' kernels; quantized KV
-    pools and speculative verification take no window, so the load refuses them naming the
-    way out (nothing is served past the window wrongly). A window the engine never outgrows
-    binds nothing and refuses nothing."""
+    pools take no window, so the load refuses them naming the way out (nothing is served
+    past the window wrongly). A window the engine never outgrows binds nothing and refuses
+    nothing."""
     model = FIXTURE.parent / "tiny-mistral-swa"  # every layer slides over 8 keys
     runner = _load(model)
     assert [lw.window for lw in runner.model.layers] == [8, 8]
     with pytest.raises(StartupError, match="bf16 KV pools only.*--max-seq-len 8"):
         _load(model, kv_cache_dtype="fp8")
-    with pytest.raises(StartupError, match="speculative drafts"):
-        _load(model, num_draft_tokens=2)
     short = load_runner(model, backend="host", max_seq_len=8, max_batch_size=2,
                         max_prefill_tokens=8, kv_cache_dtype="fp8")
     assert [lw.window for lw in short.model.layers] == [0, 0]

@@ -20,10 +20,9 @@ def test_a_window_binds_only_below_the_engines_length():
 
 
 def test_a_binding_window_refuses_each_route_that_does_not_slide():
-    ok = dict(quantized_kv=False, num_draft_tokens=0, slides=True)
+    ok = dict(quantized_kv=False, slides=True)
     check_windows((512, 0), 4096, **ok)
     for change, match in ((dict(quantized_kv=True), "bf16 KV pools only"),
-                          (dict(num_draft_tokens=3), "speculative drafts"),
                           (dict(slides=False), "long decode attention kernel")):
         with pytest.raises(WindowError, match=match + ".*--max-seq-len 512"):
             check_windows((512, 0), 4096, **ok | change)

@@ -329,7 +329,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     windows = binding_windows(cfg, max_seq_len)
     try:
         check_windows(windows, max_seq_len, quantized_kv=kv_dtype != DType.BF16,
-                      num_draft_tokens=num_draft_tokens, slides=slides(kc, dims.head_dim))
+                      slides=slides(kc, dims.head_dim))
     except WindowError as e:
         raise StartupError(str(e)) from None
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None

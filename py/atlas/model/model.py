@@ -362,10 +362,12 @@ class DenseDecoderModel:
         once for all its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route,
         and `attention_verify.uses_verify` for the fewest sequences the rows can be. Its
         rows are then not bit for bit the plain decode kernel's (the runner's invariant_rows
-        is 0)."""
+        is 0). Never for a model whose windows bind: its rows attend one a sequence on the
+        long kernel, the one that slides."""
         d = self.dims
         plan = AttentionPlan(decode=True, num_seqs=rows, step_keys=step_keys)
         return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
+                and not self.windowed
                 and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
                                                  step_keys, -(-rows // step_keys)))
 

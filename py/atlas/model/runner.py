@@ -308,7 +308,9 @@ class ModelRunner:
         self._logprobs_last = False  # the last step asked the sampler for logprobs
         #: verification steps of up to this many rows compute each row as a plain decode
         #: step would (see the module docstring); 0 without speculation, for mixtures of
-        #: experts (whose expert kernels route by row count), where a plain step runs the
+        #: experts (whose expert kernels route by row count), for models whose sliding
+        #: windows bind (their rows attend on the long kernel, whose splits follow the row
+        #: count), where a plain step runs the
         #: persistent decode kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the
         #: per-op kernels'), and where verification steps of one sequence attend on the
         #: verification kernel (each
@@ -319,6 +321,7 @@ class ModelRunner:
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
                                and model.persistent is None
+                               and not model.windowed
                                and not self.verify_kernel
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes

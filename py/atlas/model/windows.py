@@ -25,10 +25,11 @@ def binding_windows(cfg: ModelConfig, max_seq_len: int) -> tuple[int, ...]:
 
 
 def check_windows(windows: tuple[int, ...], max_seq_len: int, *, quantized_kv: bool,
-                  num_draft_tokens: int, slides: bool) -> None:
-    """Refuse what a binding window cannot run on: quantized KV pools and speculative
-    verification (their attention kernels take no window) and a target whose decode kernel
-    does not slide (`slides`: ops.attention_long.slides for the model's head dim)."""
+                  slides: bool) -> None:
+    """Refuse what a binding window cannot run on: quantized KV pools (their attention
+    kernels take no window) and a target whose decode kernel does not slide (`slides`:
+    ops.attention_long.slides for the model's head dim). Speculative verification slides:
+    its rows attend one a sequence on the long kernel (model.verifies_on_kernel)."""
     window = max(windows, default=0)
     if not window:
         return
@@ -37,10 +38,6 @@ def check_windows(windows: tuple[int, ...], max_seq_len: int, *, quantized_kv: b
         raise WindowError(f"sliding-window attention (window {window} < --max-seq-len "
                           f"{max_seq_len}) runs on bf16 KV pools only: use --kv-cache-dtype "
                           f"bf16 {way_out}")
-    if num_draft_tokens:
-        raise WindowError(f"sliding-window attention (window {window} < --max-seq-len "
-                          f"{max_seq_len}) does not verify speculative drafts yet: serve "
-                          f"without speculation {way_out}")
     if not slides:
         raise WindowError(f"sliding-window attention (window {window} < --max-seq-len "
                           f"{max_seq_len}) needs the long decode attention kernel "
