@@ -106,11 +106,12 @@ CASES = gemv_swiglu_cases(np.random.default_rng(1234))
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_check_cases_hold_on_the_host(case) -> None:
-    """The device check's cases (`-k "gemv swiglu"`) on the references: act against the
-    float64 oracle and, where silu_mul takes I, bit for bit against the unfused twin."""
+    """The device check's cases (`-k "gemv swiglu"`, `-k "gemv geglu"`: Gemma 3's GELU GLU)
+    on the references: act against the float64 oracle and, where the activation kernel takes
+    I, bit for bit against the unfused twin."""
     result = check(HostBackend(), case)
     assert result.passed, result.detail
-    assert "gemv swiglu" in case.name
+    assert case.name.startswith(("gemv swiglu", "gemv geglu"))
 
 
 def _decode_logprobs(runner, steps: int = 4) -> list[TokenLogprobs]:
