@@ -391,6 +391,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "gemma-3-1b-4l": {**_GEMMA3_1B, "num_hidden_layers": 4, "sliding_window_pattern": 2,
                       "sliding_window": 128},
     "mistral-7b-v0.1": _MISTRAL_7B_V01,
+    # microsoft/Phi-3-mini-4k-instruct: every layer slides over 2,047 keys of its 4,096
+    "phi-3-mini-4k": {**_PHI3, "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000,
+                      "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+                      "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+                      "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+                      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 2047,
+                      "tie_word_embeddings": False},
     "mistral-7b-v0.1-4l": {**_MISTRAL_7B_V01, "num_hidden_layers": 4, "sliding_window": 128},
 }
 

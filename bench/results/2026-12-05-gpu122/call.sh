@@ -9,7 +9,8 @@
 #    4 layers and 128-key windows inside the 512-token prompt; MiniMax-M2 2 of 62 layers (its reference config
 #    now states partial_rotary_factor; gpu119's 0.48 was transformers 5.17 ignoring rotary_dim).
 # 4. batch-1 GPU ms a step, synthetic weights: Gemma-3-1B / 4B and Mistral-7B-v0.1 at 512 keys, and Mistral-7B-v0.1
-#    at 8,000 keys (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window).
+#    at 8,000 keys (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window); Phi-3-mini-4k at 3,000
+#    keys (its 2,047-key window binding).
 # Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
 tar xzf .device/head_src.tgz || exit 3
 source tools/gpu/call_head.sh
@@ -28,8 +29,8 @@ for c in gemma-3-1b-4l mistral-7b-v0.1-4l minimax-m2-2l; do
 done
 b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512; b1 m01 mistral-7b-v0.1 512
-b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000
+b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi3_3k phi-3-mini-4k 3000
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1"
-for m in g1 g4 m01 m01_8k m03_8k; do echo "$m $(step $m)"; done
+for m in g1 g4 m01 m01_8k m03_8k phi3_3k; do echo "$m $(step $m)"; done
 echo "ALL DONE"
