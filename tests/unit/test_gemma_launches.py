@@ -1,0 +1,40 @@
+"""The batch-1 decode graph of Gemma 3 (tiny-gemma3: two sliding layers of 6 keys, then a full
+one), recorded by MockGpuBackend: the embedding scaled by bf16(sqrt(hidden)); each sublayer's
+output norm, residual add and next norm in one launch; batch 1's gate_up GEMV ending with the
+GELU GLU (no gelu_tanh_mul launch); the sliding layers' attention on the long kernel with
+their window, the full layer's without one; the softmax scale query_pre_attn_scalar^-0.5."""
+
+from pathlib import Path
+
+from atlas.core.sampling import GREEDY
+from atlas.model.batch import PenaltyHistory, SeqChunk
+from atlas.model.load import load_runner
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-gemma3"
+
+ATTENTION = ["gemv_bf16_single", "qk_norm_rope_kv_partial_bf16"]
+MLP = ["gemv_bf16_single", "norm_add_rmsnorm_offset_bf16", "gemv_geglu_bf16_single",
+       "gemv_bf16_single", "norm_add_rmsnorm_offset_bf16"]
+
+
+def test_batch1_decode_graph():
+    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
+    (replay,) = dev.graph_launches
+    launches = replay.graph
+    names = [r.func for r in launches]
+    sliding = ATTENTION + ["decode_attn_long_d256_bf16"] + MLP
+    full = ATTENTION + ["decode_attn_bf16"] + MLP
+    assert names[:2] == ["embedding_scaled_bf16", "rmsnorm_offset_bf16"]
+    assert names[2:2 + 3 * len(sliding)] == sliding + sliding + full
+    assert "gelu_tanh_mul_bf16" not in names and "add_rmsnorm_offset_bf16" not in names
+    assert launches[0].args["scale"] == 11.3125  # sqrt(128) = 11.31 as bf16
+    attention = [r for r in launches if r.func.startswith("decode_attn")]
+    assert [r.args.get("window", 0) for r in attention] == [6, 6, 0]
+    assert {r.args["scale"] for r in attention} == {64 ** -0.5}
