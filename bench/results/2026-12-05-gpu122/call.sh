@@ -11,9 +11,12 @@
 # 4. batch-1 GPU ms a step, synthetic weights: Gemma-3-1B / 4B and Mistral-7B-v0.1 at 512 keys, and Mistral-7B-v0.1
 #    at 8,000 keys (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window); Phi-3-mini-4k at 3,000
 #    keys (its 2,047-key window binding).
+# Two device calls, each under the 10-minute limit: `call.sh checks` (1-3), then `call.sh steps` (4).
 # Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
+PART=${1:?usage: call.sh checks|steps}
 tar xzf .device/head_src.tgz || exit 3
 source tools/gpu/call_head.sh
+if [ "$PART" = checks ]; then
 TAILN=3 t 240 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
   -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
 TAILN=3 t 90 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
@@ -27,10 +30,13 @@ for c in gemma-3-1b-4l mistral-7b-v0.1-4l minimax-m2-2l; do
   TAILN=6 t 120 "par_$c" python3 tools/gpu/model_parity.py --backend cuda --model $C/$c --tail \
     --out $R/parity_$c.json
 done
+fi
+if [ "$PART" = steps ]; then
 b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512; b1 m01 mistral-7b-v0.1 512
 b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi3_3k phi-3-mini-4k 3000
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1"
 for m in g1 g4 m01 m01_8k m03_8k phi3_3k; do echo "$m $(step $m)"; done
+fi
 echo "ALL DONE"
