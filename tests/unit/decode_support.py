@@ -1,6 +1,6 @@
 """Greedy decode on the host backend with every decode launch's kernel name recorded: the
 A/B of a kernel-path switch at model level (the same tokens and logits either way, and which
-kernels ran)."""
+kernels ran); and the launches of one batch-1 decode graph on the mock backend."""
 
 from __future__ import annotations
 
@@ -45,3 +45,19 @@ def decode_recorded(model: str, monkeypatch: pytest.MonkeyPatch, env: dict[str, 
                                     for i, p in enumerate(prompts)]))
         logits.append(runner.read_logits(len(prompts)).copy())
     return logits, toks, launched
+
+
+def batch1_decode_graph(model: Path) -> list:
+    """The launch records of the decode graph one sequence replays on the mock backend,
+    after a 5-token prefill (a hybrid model's recurrent state starts at position 0)."""
+    runner = load_runner(model, backend="mock", max_seq_len=64, max_batch_size=4,
+                         max_prefill_tokens=32)
+    dev = runner.backend
+    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
+                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    dev.drain_launches()
+    dev.graph_launches.clear()
+    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
+    assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
+    (replay,) = dev.graph_launches
+    return list(replay.graph)

@@ -6,9 +6,7 @@ their window, the full layer's without one; the softmax scale query_pre_attn_sca
 
 from pathlib import Path
 
-from atlas.core.sampling import GREEDY
-from atlas.model.batch import PenaltyHistory, SeqChunk
-from atlas.model.load import load_runner
+from tests.unit.decode_support import batch1_decode_graph
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-gemma3"
 
@@ -18,16 +16,7 @@ MLP = ["gemv_bf16_single", "norm_add_rmsnorm_offset_bf16", "gemv_geglu_bf16_sing
 
 
 def test_batch1_decode_graph():
-    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=2,
-                         max_prefill_tokens=32)
-    dev = runner.backend
-    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
-                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
-    (replay,) = dev.graph_launches
-    launches = replay.graph
+    launches = batch1_decode_graph(FIXTURE)
     names = [r.func for r in launches]
     sliding = ATTENTION + ["decode_attn_long_d256_bf16"] + MLP
     full = ATTENTION + ["decode_attn_bf16"] + MLP

@@ -15,6 +15,7 @@ from atlas.model.batch import PenaltyHistory, SeqChunk
 from atlas.model.load import load_runner
 from atlas.runtime.quantize import quantize_checkpoint
 from tests.numerics.quant_support import narrow_shared_expert
+from tests.unit.decode_support import batch1_decode_graph
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # NVFP4 experts' down launch is the early twin by default (ops/moe_quant.py down_early); the
@@ -33,24 +34,9 @@ def nvfp4_folded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "q"
 
 
-def _decode_graph(model: Path) -> list:
-    runner = load_runner(model, backend="mock", max_seq_len=64, max_batch_size=4,
-                         max_prefill_tokens=32)
-    dev = runner.backend
-    # a hybrid model's recurrent state starts at position 0: prefill, then one decode step
-    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
-                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
-    assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
-    (replay,) = dev.graph_launches
-    return list(replay.graph)
-
-
 def test_decode_layer_is_three_launches_with_the_shared_expert_folded(nvfp4_folded: Path
                                                                       ) -> None:
-    graph = _decode_graph(nvfp4_folded)
+    graph = batch1_decode_graph(nvfp4_folded)
     names = [r.func for r in graph]
     assert names.count(ROUTER) == names.count(GATE_UP) == names.count(DOWN) == 3
     for at in [i for i, n in enumerate(names) if n == ROUTER]:
@@ -67,7 +53,7 @@ def test_decode_layer_is_three_launches_with_the_shared_expert_folded(nvfp4_fold
 def test_fused_decode_switch_keeps_the_add_rmsnorm_launch(nvfp4_folded: Path,
                                                           monkeypatch) -> None:
     monkeypatch.setenv("ATLAS_MOE_FUSED_DECODE", "0")
-    graph = _decode_graph(nvfp4_folded)
+    graph = batch1_decode_graph(nvfp4_folded)
     names = [r.func for r in graph]
     downs = [i for i, n in enumerate(names) if n == DOWN]
     assert len(downs) == 3
@@ -95,7 +81,7 @@ def test_decode_launches_the_early_entry_with_the_switch(nvfp4_folded: Path, mon
         monkeypatch.delenv("ATLAS_MOE_QUANT_DOWN_EARLY", raising=False)
     else:
         monkeypatch.setenv("ATLAS_MOE_QUANT_DOWN_EARLY", switch)
-    graph = _decode_graph(nvfp4_folded)
+    graph = batch1_decode_graph(nvfp4_folded)
     names = [r.func for r in graph]
     # unset: NVFP4 experts (this checkpoint's) take the early entry
     want, other = (PLAIN, DOWN) if switch == "0" else (DOWN, PLAIN)

@@ -394,6 +394,7 @@ class ModelConfig:
         attention_bias = f.bool_("attention_bias", False)
         hybrid = canonical in HYBRID_MODEL_TYPES
         layers = f.int_("num_hidden_layers")
+        nope = _nope_layers(f, layers, canonical)
         moe = MoeConfig.from_fields(f, layers, canonical)
         intermediate = f.int_("intermediate_size", required=not (
             canonical in ALL_SPARSE_MODEL_TYPES and moe is not None))
@@ -423,15 +424,14 @@ class ModelConfig:
             o_bias=attention_bias,
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
-            attention_windows=_attention_windows(f, layers, canonical,
-                                                 _nope_layers(f, layers, canonical)),
+            attention_windows=_attention_windows(f, layers, canonical, nope),
             moe=moe,
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
             partial_rotary_factor=_partial_rotary(f, head_dim),
             multimodal_wrapper=text_config is not None,
             mtp_layers=_mtp_layers(f) if hybrid else 0,
-            nope_layers=_nope_layers(f, layers, canonical),
+            nope_layers=nope,
             **(_gemma_fields(f, hidden) if canonical in GEMMA_MODEL_TYPES else {}),
             source=source,
         )
