@@ -426,9 +426,10 @@ def test_table_has_the_decode_latency_rows_of_every_head_geometry() -> None:
             for s in ks.table_shapes() if s.family in (Family.DECODE_ATTENTION,
                                                         Family.DECODE_ATTENTION_ROPE)
             and s.label.endswith("latency")}
-    # Qwen3-0.6B, -8B, -30B-A3B (rope fused) and Qwen3.5-35B-A3B (D 256, unfused) at batch 1
-    # and 8, 512 and 2,048 keys
+    # Qwen3-0.6B, -8B, -30B-A3B, Qwen2.5-1.5B (rope fused) and Qwen3.5-35B-A3B (D 256, unfused)
+    # at batch 1 and 8, 512 and 2,048 keys
     want = {(hq, hkv, d, rope, b, h) for hq, hkv, d, rope in
-            ((16, 8, 128, True), (32, 8, 128, True), (32, 4, 128, True), (16, 2, 256, False))
+            ((16, 8, 128, True), (32, 8, 128, True), (32, 4, 128, True), (12, 2, 128, True),
+             (16, 2, 256, False))
             for b in (1, 8) for h in (512, 2048)}
     assert rows == want

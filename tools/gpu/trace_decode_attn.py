@@ -80,7 +80,7 @@ from atlas.runtime.ops.attention_long import (LONG_CONTEXT_KEYS, LONG_ROPE_HEAD_
                                               late_trigger_pays)
 
 #: the projection GEMV's input width per traced geometry (the real models' hidden sizes)
-HIDDEN = {"qwen3-0.6b": 1024, "qwen3-8b": 4096, "qwen3-30b-a3b": 2048,
+HIDDEN = {"qwen3-0.6b": 1024, "qwen3-8b": 4096, "qwen3-30b-a3b": 2048, "qwen2.5-1.5b": 1536,
           "qwen3.5-35b-a3b": 2048}
 TRACE_KEYS = (64, 512, 4096)
 CURVE_KEYS = (1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192)

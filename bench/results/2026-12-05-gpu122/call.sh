@@ -33,10 +33,13 @@ done
 fi
 if [ "$PART" = steps ]; then
 b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
-b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512; b1 m01 mistral-7b-v0.1 512
+# the window argument is on the default prefill and long decode kernels: the headline steps first (gpu114-115:
+# Qwen3-0.6B 0.718 ms, Qwen3-30B-A3B 2.674 ms at 512 keys)
+b1 q06 qwen3-0.6b 512; b1 q30 qwen3-30b-a3b 512; b1 q8 qwen3-8b 512
+b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512
 b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi3_3k phi-3-mini-4k 3000
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1"
-for m in g1 g4 m01 m01_8k m03_8k phi3_3k; do echo "$m $(step $m)"; done
+for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi3_3k; do echo "$m $(step $m)"; done
 fi
 echo "ALL DONE"

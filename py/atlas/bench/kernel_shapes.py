@@ -166,12 +166,14 @@ class AttentionHeads:
     rope: bool
 
 
-#: the decode attention latency rows' head geometries: Qwen3-0.6B, -8B and -30B-A3B launch the
+#: the decode attention latency rows' head geometries: Qwen3-0.6B, -8B, -30B-A3B and Qwen2.5-1.5B
+#: (group 6 over 2 KV heads, its batch-1 attention 11.3 us a layer at gpu119) launch the
 #: rope-fused kernel; Qwen3.5-35B-A3B's gated attention (D 256) the unfused one
 DECODE_LATENCY_HEADS = (
     AttentionHeads("qwen3-0.6b", 16, 8, 128, True),
     AttentionHeads("qwen3-8b", 32, 8, 128, True),
     AttentionHeads("qwen3-30b-a3b", 32, 4, 128, True),
+    AttentionHeads("qwen2.5-1.5b", 12, 2, 128, True),
     AttentionHeads("qwen3.5-35b-a3b", 16, 2, 256, False),
 )
 
