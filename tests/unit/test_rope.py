@@ -40,8 +40,8 @@ def test_llama3_scaling_bands():
 def test_linear_scaling_and_unknown_types():
     lin = inverse_frequencies(16, 10000.0, {"rope_type": "linear", "factor": 4.0})
     np.testing.assert_allclose(lin, inverse_frequencies(16, 10000.0, None) / 4, rtol=1e-6)
-    with pytest.raises(RopeConfigError, match="'longrope' is not supported"):
-        inverse_frequencies(16, 10000.0, {"rope_type": "longrope", "factor": 4.0})
+    with pytest.raises(RopeConfigError, match="'dynamic' is not supported"):
+        inverse_frequencies(16, 10000.0, {"rope_type": "dynamic", "factor": 4.0})
     with pytest.raises(RopeConfigError, match="missing 'original_max_position_embeddings'"):
         inverse_frequencies(16, 10000.0, {"rope_type": "yarn", "factor": 4.0})
     with pytest.raises(RopeConfigError, match="missing 'low_freq_factor'"):

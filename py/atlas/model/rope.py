@@ -4,6 +4,17 @@ The kernel reads cos_sin f32 [max_positions, head_dim] (cos of the head_dim/2 fr
 then their sin) and rounds to bf16 itself, as transformers does when it casts cos/sin to the
 activation dtype. Frequency scaling variants are applied here, on the host, so one kernel
 serves every rope_type this module accepts.
+
+LongRoPE (Phi-3.5, Phi-4-mini) has two sets of per-frequency divisors: `short_factor` for
+sequences within the pretraining context (`original_max_position_embeddings`) and
+`long_factor` beyond it. transformers picks the set per forward pass, from the longest
+position in it; Atlas picks once per engine, from the table's length (the engine's
+max_seq_len), so a sequence's cached keys never need re-rotating and prefix caching and
+speculation stay exact. The two agree whenever the engine's context is within the original
+one (short factors everywhere) or a prompt alone is longer than it (long factors for the
+prompt and every later step); they differ only for a sequence that stays within the
+original context on an engine serving more: transformers rotates it by the short factors,
+Atlas by the long ones.
 """
 
 from __future__ import annotations
@@ -13,18 +24,28 @@ from typing import Any, Mapping
 
 import numpy as np
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
 
 
 class RopeConfigError(ValueError):
     """rope_scaling names a type this engine does not implement."""
 
 
-def inverse_frequencies(head_dim: int, theta: float,
-                        scaling: Mapping[str, Any] | None) -> np.ndarray:
-    """Per-pair inverse frequencies in float32, with linear / llama3 / YaRN scaling applied."""
-    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
-    inv_freq = (1.0 / (np.float32(theta) ** exponents)).astype(np.float32)
+def _theta_powers(dim: int, theta: float) -> np.ndarray:
+    """theta ** (2i / dim) for each rotation pair i, as float32: the exponents in float32 as
+    transformers forms them, the power evaluated in float64 and rounded once. torch's
+    float32 pow lands on that correctly rounded value for all but a few (dim, theta, i),
+    where numpy's float32 power is up to 2 ulps off in about a fifth of the entries."""
+    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
+    return (np.float64(theta) ** exponents.astype(np.float64)).astype(np.float32)
+
+
+def inverse_frequencies(head_dim: int, theta: float, scaling: Mapping[str, Any] | None,
+                        max_positions: int | None = None) -> np.ndarray:
+    """Per-pair inverse frequencies in float32, with linear / llama3 / YaRN / LongRoPE
+    scaling applied. `max_positions` (the table's length) only matters to LongRoPE, which
+    takes its long factors when it exceeds the original context (None: within it)."""
+    inv_freq = (np.float32(1.0) / _theta_powers(head_dim, theta)).astype(np.float32)
     rope_type = "default"
     if scaling:
         rope_type = str(scaling.get("rope_type", scaling.get("type", "default")))
@@ -47,6 +68,8 @@ def inverse_frequencies(head_dim: int, theta: float,
         return np.where(medium, smoothed, scaled).astype(np.float32)
     if rope_type == "yarn":
         return _yarn_frequencies(head_dim, theta, scaling)
+    if rope_type == "longrope":
+        return _longrope_frequencies(head_dim, theta, scaling, max_positions)
     raise RopeConfigError(
         f"rope_scaling type {rope_type!r} is not supported; supported: "
         f"{', '.join(SUPPORTED_ROPE_TYPES)}")
@@ -72,8 +95,7 @@ def _yarn_frequencies(dim: int, theta: float, scaling: Mapping[str, Any] | None)
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # transformers' guard against a zero-width ramp
-    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
-    pos_freqs = (np.float32(theta) ** exponents).astype(np.float32)
+    pos_freqs = _theta_powers(dim, theta)
     extrapolated = (np.float32(1.0) / pos_freqs).astype(np.float32)
     interpolated = (np.float32(1.0) / (factor * pos_freqs)).astype(np.float32)
     ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - np.float32(low))
@@ -82,15 +104,43 @@ def _yarn_frequencies(dim: int, theta: float, scaling: Mapping[str, Any] | None)
     return (interpolated * (np.float32(1.0) - keep) + extrapolated * keep).astype(np.float32)
 
 
+def longrope_uses_long_factors(scaling: Mapping[str, Any], max_positions: int | None) -> bool:
+    """Whether a LongRoPE table of `max_positions` rows takes `long_factor` (its positions
+    reach past `original_max_position_embeddings`) rather than `short_factor`, at every
+    position: one set per engine (see the module docstring)."""
+    original = int(_require(scaling, "original_max_position_embeddings"))
+    return max_positions is not None and max_positions > original
+
+
+def _longrope_frequencies(dim: int, theta: float, scaling: Mapping[str, Any] | None,
+                          max_positions: int | None) -> np.ndarray:
+    """LongRoPE (arXiv 2402.13753): each default frequency divided by its own factor from
+    the set `longrope_uses_long_factors` picks, in float32 as transformers computes it."""
+    assert scaling is not None
+    key = "long_factor" if longrope_uses_long_factors(scaling, max_positions) else "short_factor"
+    factors = np.asarray(_require(scaling, key), dtype=np.float32)
+    if factors.shape != (dim // 2,):
+        raise RopeConfigError(f"rope_scaling.{key} must have {dim // 2} entries (rotary dim "
+                              f"{dim} / 2), got {factors.size}")
+    wavelengths = (factors * _theta_powers(dim, theta)).astype(np.float32)
+    return (np.float32(1.0) / wavelengths).astype(np.float32)
+
+
 def attention_factor(scaling: Mapping[str, Any] | None) -> float:
     """What cos and sin are multiplied by: YaRN's attention temperature (`attention_factor`,
     else from `mscale` / `mscale_all_dim` as DeepSeek-V3 sets them, else
-    0.1 ln(factor) + 1), 1 for the other types."""
-    if not scaling or scaling.get("rope_type", scaling.get("type")) != "yarn":
+    0.1 ln(factor) + 1), LongRoPE's (`attention_factor`, else sqrt(1 + ln(factor) /
+    ln(original_max_position_embeddings)), whichever factor set the table uses), 1 for the
+    other types."""
+    rope_type = scaling.get("rope_type", scaling.get("type")) if scaling else None
+    if rope_type not in ("yarn", "longrope"):
         return 1.0
+    assert scaling is not None
     if scaling.get("attention_factor") is not None:
         return float(scaling["attention_factor"])
     factor = float(_require(scaling, "factor"))
+    if rope_type == "longrope":
+        return _longrope_attention_factor(factor, scaling)
 
     def mscale(weight: float) -> float:
         return 1.0 if factor <= 1 else 0.1 * weight * math.log(factor) + 1.0
@@ -99,6 +149,15 @@ def attention_factor(scaling: Mapping[str, Any] | None) -> float:
     if m and m_all:
         return mscale(float(m)) / mscale(float(m_all))
     return mscale(1.0)
+
+
+def _longrope_attention_factor(factor: float, scaling: Mapping[str, Any]) -> float:
+    """LongRoPE's default scale of cos and sin: 1 without extension, else
+    sqrt(1 + ln(factor) / ln(original context))."""
+    if factor <= 1.0:
+        return 1.0
+    original = float(_require(scaling, "original_max_position_embeddings"))
+    return math.sqrt(1.0 + math.log(factor) / math.log(original))
 
 
 def _require(scaling: Mapping[str, Any] | None, key: str) -> Any:
@@ -113,9 +172,9 @@ def cos_sin_table(head_dim: int, theta: float, scaling: Mapping[str, Any] | None
 
     The angle is formed in float32 (position * inv_freq, as transformers' f32 matmul does)
     and its cos/sin evaluated in float64 before rounding to float32, then scaled in float32
-    by the type's attention factor (YaRN's; 1 otherwise).
+    by the type's attention factor (YaRN's, LongRoPE's; 1 otherwise).
     """
-    inv_freq = inverse_frequencies(head_dim, theta, scaling)
+    inv_freq = inverse_frequencies(head_dim, theta, scaling, max_positions)
     pos = np.arange(max_positions, dtype=np.float32)[:, None]
     angles = (pos * inv_freq[None, :]).astype(np.float32).astype(np.float64)
     table = np.concatenate([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
