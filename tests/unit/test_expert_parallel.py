@@ -28,6 +28,7 @@ LONG_PROMPTS = ([3, 17, 42, 99, 5, 8, 13, 21, 34, 55, 89, 144], [200, 1, 77, 6, 
     "tiny-qwen3-moe",    # fused [E, 2I, H] experts, a dense layer (mlp_only_layers)
     "tiny-qwen2-moe",    # one tensor per expert, a gated shared expert, a dense layer
     "tiny-qwen3_5_moe",  # hybrid: Gated-DeltaNet layers replicated, shared experts
+    "tiny-glm4-moe",     # an ungated shared expert, a float32 router, a dense layer
 ])
 def test_ep2_matches_one_process(model: str) -> None:
     ref = generate(model, 1, 0, 0, prompts=LONG_PROMPTS)

@@ -50,7 +50,9 @@ def test_wrong_shape_names_the_tensor(tmp_path):
 @pytest.mark.parametrize("fixture, name", [
     ("tiny-qwen3", "model.layers.0.self_attn.k_norm.weight"),
     ("tiny-qwen2", "model.layers.1.self_attn.v_proj.bias"),
-    ("tiny-qwen2-moe", "model.layers.1.mlp.experts.4.down_proj.weight")])
+    ("tiny-qwen2-moe", "model.layers.1.mlp.experts.4.down_proj.weight"),
+    ("tiny-glm4-moe", "model.layers.2.mlp.shared_experts.up_proj.weight"),
+    ("tiny-glm4-moe", "model.layers.1.mlp.gate.e_score_correction_bias")])
 def test_missing_tensor_names_it(tmp_path, fixture, name):
     model = _copy(tmp_path, FIXTURE.parent / fixture)
     _edit_tensors(model, lambda t: t.pop(name))

@@ -142,7 +142,7 @@ def test_moe_dims_must_suit_the_kernels():
 
 
 @pytest.mark.parametrize("model_type, model", [("qwen3_moe", "qwen3"), ("qwen2_moe", "qwen2"),
-                                              ("mixtral", "mistral")])
+                                              ("mixtral", "mistral"), ("glm4_moe", "glm4_moe")])
 def test_moe_model_types_have_a_kernel_leaf(model_type, model):
     """The tiny fixtures' shapes select a family leaf on the GPU (common/ MoE kernels)."""
     from pathlib import Path
@@ -194,3 +194,94 @@ def test_mixtral_expert_count_mismatch_names_the_w1_tensors():
     with pytest.raises(MoeLoaderError, match=r"block_sparse_moe\.experts\.8\.\* but "
                                              r"num_experts = 8"):
         loader_for_config(c).plan(c, names)
+
+
+#: the published zai-org/GLM-4.5-Air config.json, fields that matter here
+GLM_45_AIR = dict(
+    architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", hidden_size=4096,
+    num_hidden_layers=46, num_attention_heads=96, num_key_value_heads=8, head_dim=128,
+    intermediate_size=10944, moe_intermediate_size=1408, n_routed_experts=128,
+    num_experts_per_tok=8, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+    topk_group=1, norm_topk_prob=True, routed_scaling_factor=1.0, partial_rotary_factor=0.5,
+    attention_bias=True, use_qk_norm=False, num_nextn_predict_layers=1, vocab_size=151552,
+    max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=1e6,
+    tie_word_embeddings=False)
+GLM_SMALL = dict(GLM_45_AIR, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=64, intermediate_size=384,
+                 moe_intermediate_size=64, n_routed_experts=8, num_experts_per_tok=2,
+                 vocab_size=512)
+
+
+def glm(**over) -> ModelConfig:
+    return ModelConfig.from_dict({**GLM_SMALL, **over}, source="m/config.json")
+
+
+def test_glm_4_5_air_config():
+    c = ModelConfig.from_dict(GLM_45_AIR)
+    m = c.moe
+    assert (m.num_experts, m.top_k, m.intermediate_size) == (128, 8, 1408)
+    assert (m.scoring, m.score_bias, m.norm_topk_prob) == ("sigmoid", True, True)
+    assert m.router_f32 and not m.shared_gated and m.shared_intermediate_size == 1408
+    assert [m.is_sparse(i) for i in range(3)] == [False, True, True]  # first_k_dense_replace
+    assert c.qkv_bias and not c.o_bias and not c.has_qk_norm
+    assert (c.rotary_dim, c.trailing_mtp_layers) == (64, 1)
+    assert dense_mlp_width(c) == 10944
+
+
+def test_glm4_moe_defaults_are_transformers():
+    """Glm4MoeConfig's defaults where a config leaves the keys out: half of each head
+    rotating, one dense layer, one shared expert, renormalized weights, no q/k norm."""
+    keys = ("partial_rotary_factor", "first_k_dense_replace", "n_shared_experts",
+            "norm_topk_prob", "use_qk_norm", "n_group", "topk_group")
+    c = ModelConfig.from_dict({k: v for k, v in GLM_SMALL.items() if k not in keys})
+    m = c.moe
+    assert (c.partial_rotary_factor, m.mlp_only_layers, m.shared_intermediate_size) == (
+        0.5, (0,), 64)
+    assert m.norm_topk_prob and not c.use_qk_norm
+    c = glm(first_k_dense_replace=0, n_shared_experts=2, use_qk_norm=True,
+            num_mtp_layers=2)  # transformers 5's spelling of num_nextn_predict_layers
+    assert c.moe.mlp_only_layers == () and c.moe.shared_intermediate_size == 128
+    assert c.has_qk_norm and c.trailing_mtp_layers == 2
+
+
+@pytest.mark.parametrize("over, message", [
+    (dict(n_group=8, topk_group=4), "'topk_group' = 4 < n_group = 8: group-limited expert "
+                                    "selection"),
+    (dict(n_group=3, topk_group=3), "'n_group' = 3 does not divide the 8 experts"),
+    (dict(n_group=2, topk_group=4), "'topk_group' = 4 exceeds n_group = 2"),
+    (dict(first_k_dense_replace=5), "'first_k_dense_replace' = 5 exceeds num_hidden_layers"),
+    (dict(n_shared_experts=-1), "'n_shared_experts' must be a non-negative integer"),
+])
+def test_glm4_moe_refusals_name_the_field(over, message):
+    with pytest.raises(ConfigError, match=f"m/config.json: field {message}"):
+        glm(**over)
+
+
+def test_glm4_moe_every_group_chosen_is_the_plain_top_k():
+    assert glm(n_group=4, topk_group=4).moe.num_experts == 8
+
+
+def test_glm4_moe_plan():
+    """q/k/v biases without an o_proj bias, per-head q/k norms under use_qk_norm, the dense
+    layer's MLP, a bf16 router and a float32 score bias, the shared experts under
+    `shared_experts` with no gate; either expert layout."""
+    c = glm(use_qk_norm=True)
+    plan = loader_for_config(c).plan(c)
+    exp = plan.expected()
+    p = "model.layers.1.mlp."
+    assert exp["model.layers.0.self_attn.q_proj.bias"] == (DType.BF16, (256,))
+    assert exp["model.layers.0.self_attn.q_norm.weight"] == (DType.BF16, (64,))
+    assert "model.layers.0.self_attn.o_proj.bias" not in exp
+    assert "l0.gate_up" in plan.buffers and "l0.router" not in plan.buffers
+    assert exp[p + "gate.weight"] == (DType.BF16, (8, 256))
+    assert exp[p + "gate.e_score_correction_bias"] == (DType.FP32, (8,))
+    assert exp[p + "shared_experts.up_proj.weight"] == (DType.BF16, (64, 256))
+    assert exp[p + "experts.7.down_proj.weight"] == (DType.BF16, (256, 64))
+    assert not any("shared_expert_gate" in n or "layers.4." in n for n in exp)
+    assert "l1.shared_gate" not in plan.buffers
+    fused = loader_for_config(c).plan(c, {p + "experts.gate_up_proj"}).expected()
+    assert fused[p + "experts.gate_up_proj"] == (DType.BF16, (8, 128, 256))
+    assert fused[p + "shared_experts.gate_proj.weight"] == (DType.BF16, (64, 256))
+    plain = glm()
+    assert not any(n.endswith("q_norm.weight")
+                   for n in loader_for_config(plain).plan(plain).expected())

@@ -104,8 +104,9 @@ export ATLAS_COMMIT="${ATLAS_COMMIT:-$(git -C "$REPO" rev-parse --short HEAD 2>/
 stage_tiny_parity() {
   local name args=()
   for name in tiny-llama tiny-qwen3 tiny-llama3-rope tiny-qwen3-yarn tiny-qwen2 tiny-mistral \
-              tiny-phi3 tiny-smollm3 tiny-mixtral tiny-minimax-m2 tiny-qwen3_5 tiny-qwen3_5_moe \
-              tiny-qwen3_next; do
+              tiny-phi3 tiny-phi3-longrope tiny-smollm3 tiny-mixtral tiny-minimax-m2 tiny-qwen3_5 \
+              tiny-qwen3_5_moe tiny-qwen3_next tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 \
+              tiny-glm4-moe; do
     args+=(--model "tests/fixtures/$name")
   done
   "$PY" tools/gpu/model_parity.py --backend cuda "${args[@]}" --out "$RESULTS/parity_tiny.json"
@@ -732,7 +733,7 @@ stage_decode_profiles() {
 
 # The families added in sessions 31-32 on the GPU: bias_add's and rmsnorm's (the pitched
 # entry) check cases, parity with transformers at their published per-layer shapes
-# (Qwen2.5-7B and Mistral-7B 8 layers, Mixtral-8x7B 4, MiniMax-M2 2: each checkpoint removed
+# (Qwen2.5-7B and Mistral-7B 8 layers, Mixtral-8x7B 4, MiniMax-M2 2, GLM-4.5-Air 4: each checkpoint removed
 # after its check), then batch-1 profiles of the published configs from synthetic weights
 # (issue 15's bar of 75% of copy for every dense shape; Mixtral-8x7B's 22.5 GB a token on the
 # MoE kernels; MiniMax-M2's per-layer time from 8 of its 62 layers, 460 GB in bf16).
@@ -740,7 +741,7 @@ stage_families() {
   local rc=0 name cfg
   "$PY" tools/gpu/check_kernels.py -m bias_add --out "$RESULTS/check_bias_add.json" || rc=1
   "$PY" tools/gpu/check_kernels.py -m rmsnorm --out "$RESULTS/check_rmsnorm.json" || rc=1
-  for name in qwen2.5-7b-8l mistral-7b-v0.3-8l mixtral-8x7b-4l minimax-m2-2l; do
+  for name in qwen2.5-7b-8l mistral-7b-v0.3-8l mixtral-8x7b-4l minimax-m2-2l glm-4.5-air-4l; do
     make_checkpoint "$name" || { rc=1; continue; }
     "$PY" tools/gpu/model_parity.py --backend cuda --model "$CKPT/$name" --tail \
       --out "$RESULTS/parity_$name.json" || rc=1

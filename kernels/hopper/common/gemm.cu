@@ -10,8 +10,11 @@
 // only be multiples of 16 (k may end in half a BK tile). All shared memory is static and
 // <= 48 KiB, so no opt-in attribute is needed.
 //
+// The f32 outputs hold the bf16-rounded sums (a bf16 LM head's logits), except
+// gemm_bf16_f32_unrounded's: the float32 sums (a float32 router's logits, GLM-4.5).
+//
 // Tiles (ops/matmul.py GEMM_TILE, GEMM_SKINNY_TILE):
-//   gemm_bf16[_f32]          128 x 128, BK 32, 8 warps (2 x 4, 64 x 32 each), 3 stages
+//   gemm_bf16[_f32[_unrounded]] 128 x 128, BK 32, 8 warps (2 x 4, 64 x 32 each), 3 stages
 //   gemm_bf16[_f32]_skinny    64 x  32, BK 64, 4 warps (4 x 1, 16 x 32 each), 4 stages
 // Grid: (ceil(n / BN), ceil(m / BM)).
 #include "atlas_common.cuh"
@@ -50,7 +53,8 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat1
   }
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kF32Out>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool kF32Out,
+          bool kRound = true>
 __device__ __forceinline__ void gemm_tile(const __nv_bfloat16* __restrict__ a,
                                           const __nv_bfloat16* __restrict__ w, void* __restrict__ c,
                                           int m, int n, int k) {
@@ -109,10 +113,12 @@ __device__ __forceinline__ void gemm_tile(const __nv_bfloat16* __restrict__ a,
         if (row >= m) continue;
         const size_t at = static_cast<size_t>(row) * n + col;
         if constexpr (kF32Out) {
-          // logits: bf16-rounded values, widened (transformers' bf16 LM head)
+          // logits: bf16-rounded values, widened (transformers' bf16 LM head), or (kRound
+          // false) the float32 sums
+          const float lo = acc[i][j][2 * h], hi = acc[i][j][2 * h + 1];
           *reinterpret_cast<float2*>(static_cast<float*>(c) + at) =
-              make_float2(atlas::round_bf16(acc[i][j][2 * h]),
-                          atlas::round_bf16(acc[i][j][2 * h + 1]));
+              kRound ? make_float2(atlas::round_bf16(lo), atlas::round_bf16(hi))
+                     : make_float2(lo, hi);
         } else {
           *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
               __floats2bfloat162_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
@@ -139,6 +145,13 @@ extern "C" __global__ void __launch_bounds__(256)
                   uint32_t n, uint32_t k) {
   atlas::pdl_enter();
   gemm_tile<ATLAS_GEMM_LARGE, true>(a, w, c, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_bf16_f32_unrounded(const __nv_bfloat16* a, const __nv_bfloat16* w, float* c,
+                            uint32_t m, uint32_t n, uint32_t k) {
+  atlas::pdl_enter();
+  gemm_tile<ATLAS_GEMM_LARGE, true, false>(a, w, c, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(128)

@@ -82,6 +82,13 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv<true>(plain_x(x, k), w, y, m, n, k);
 }
 
+// The float32 sums unrounded (StoreF32Unrounded), 1..8 rows: a float32 router's logits.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_bf16_f32_unrounded(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y,
+                            uint32_t m, uint32_t n, uint32_t k) {
+  gemv_any_m<true>(plain_x(x, k), Bf16W{}, w, y, m, n, k, partial_sums, StoreF32Unrounded<>{});
+}
+
 // m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
 // the kernel needs about a third of the registers, so more blocks stream weights per SM.
 extern "C" __global__ void __launch_bounds__(kMaxThreads)

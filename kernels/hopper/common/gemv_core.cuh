@@ -140,6 +140,19 @@ struct StoreY {
   }
 };
 
+// StoreY's rows with the float32 sums stored as they are, not bf16-rounded: the router of a
+// model whose gate transformers keeps in float32 (GLM-4.5; gemv_bf16_f32_unrounded).
+template <int R = kRowsPerBlock>
+struct StoreF32Unrounded : StoreY<R> {
+  template <int M, bool kF32Out>
+  __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
+    static_assert(kF32Out, "float32 sums are stored as float32");
+    if (t >= M * R) return;
+    const int m = t / R, row = row0 + t % R;
+    if (row < n) static_cast<float*>(y)[static_cast<size_t>(m) * n + row] = sum;
+  }
+};
+
 // A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: block b owns
 // the gate rows of its F = R / 2 features F b .. F b + F - 1 (block rows 0 .. F - 1) and
 // their up rows I + F b .. (rows F .. R - 1), and writes act[F b + t] = bf16(swiglu(
@@ -276,19 +289,19 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
 }
 
 // One instantiation per row count, chosen at run time (the batch size of the step).
-template <bool kF32Out, class XLoad, class W>
+template <bool kF32Out, class XLoad, class W, class Out = StoreY<>>
 __device__ __forceinline__ void gemv_any_m(XLoad xload, W fmt, const void* w, void* y,
                                            uint32_t m, uint32_t n, uint32_t k,
-                                           float (*partial)[kMaxAcc]) {
+                                           float (*partial)[kMaxAcc], Out out = Out{}) {
   switch (m) {
-    case 1: gemv_rows<1, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 2: gemv_rows<2, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 3: gemv_rows<3, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 4: gemv_rows<4, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 5: gemv_rows<5, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 6: gemv_rows<6, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 7: gemv_rows<7, kF32Out>(xload, fmt, w, y, n, k, partial); break;
-    case 8: gemv_rows<8, kF32Out>(xload, fmt, w, y, n, k, partial); break;
+    case 1: gemv_rows<1, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 2: gemv_rows<2, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 3: gemv_rows<3, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 4: gemv_rows<4, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 5: gemv_rows<5, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 6: gemv_rows<6, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 7: gemv_rows<7, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
+    case 8: gemv_rows<8, kF32Out>(xload, fmt, w, y, n, k, partial, out); break;
     default: __trap();  // ops/matmul.py routes m > 8 to the GEMM
   }
 }

@@ -76,8 +76,9 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
         out["router"] += e * h * BF16
         out["experts"] += (expected_distinct_experts(e, moe.top_k, batch)
                            * 3 * moe.intermediate_size * h * q)
-        if moe.shared_intermediate_size:
-            out["shared_experts"] += (3 * moe.shared_intermediate_size * q + BF16) * h
+        if moe.shared_intermediate_size:  # and its gate row, where it has one
+            gate = BF16 if moe.shared_gated else 0
+            out["shared_experts"] += (3 * moe.shared_intermediate_size * q + gate) * h
     return out
 
 

@@ -7,13 +7,16 @@ file. The only defaults are the ones Hugging Face itself documents (num_key_valu
 falls back to num_attention_heads, head_dim to hidden_size // num_attention_heads, the
 bias flags and tie_word_embeddings to False; for mixture-of-experts configs
 decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False (Mixtral,
-Qwen3.5-MoE and MiniMax-M2 always renormalize), softmax scoring (MiniMax-M2: sigmoid with a
-score bias, always) and routed_scaling_factor to 1).
+Qwen3.5-MoE and MiniMax-M2 always renormalize; GLM-4.5 by default), softmax scoring
+(MiniMax-M2 and GLM-4.5: sigmoid with a score bias, always) and routed_scaling_factor to 1;
+GLM-4.5's partial_rotary_factor 0.5, first_k_dense_replace 1, n_shared_experts 1 and
+n_group = topk_group = 1, as its transformers config).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 import struct
@@ -40,20 +43,33 @@ LAYER_TYPES = ("full_attention", "linear_attention")
 #: or unless `qkv_bias` says otherwise (HF Qwen2-MoE default: qkv_bias = true)
 QKV_BIAS_MODEL_TYPES = frozenset({"qwen2"})
 QKV_BIAS_FLAG_MODEL_TYPES = frozenset({"qwen2_moe"})
+#: GLM-4.5 (`glm4_moe`: GLM-4.5, GLM-4.5-Air, GLM-4.6): DeepSeek-V3-style experts (the first
+#: `first_k_dense_replace` layers dense, `n_shared_experts` shared experts added ungated, a
+#: sigmoid router with a score bias computed in float32, `n_group` / `topk_group` group
+#: selection); `attention_bias` puts biases on q/k/v only (its o_proj has none), q/k RMSNorms
+#: per head under `use_qk_norm`, MTP layers stored after the decoder's (`trailing_mtp_layers`)
+GLM_MOE_MODEL_TYPES = frozenset({"glm4_moe"})
+#: partial_rotary_factor where a family's transformers config defaults it (Glm4MoeConfig: 0.5)
+PARTIAL_ROTARY_DEFAULTS = {"glm4_moe": 0.5}
 #: config keys that name the routed-expert count, by family (Qwen, Mixtral/MiniMax, DeepSeek)
 NUM_EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 ROUTER_SCORINGS = ("softmax", "sigmoid")
 #: families whose router renormalizes the top-k weights unless the config says otherwise (HF
 #: Qwen3NextConfig: norm_topk_prob = True), and those whose router always does (Qwen3.5-MoE's
 #: has no switch)
-NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next"})
+NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next", "glm4_moe"})
 NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral", "minimax_m2"})
 #: families whose router always scores by sigmoid and selects with a per-expert
-#: `e_score_correction_bias` (transformers' MiniMaxM2SparseMoeBlock has no switch for either)
-SIGMOID_BIASED_ROUTER_MODEL_TYPES = frozenset({"minimax_m2"})
+#: `e_score_correction_bias` (transformers' MiniMaxM2SparseMoeBlock and Glm4MoeTopkRouter have
+#: no switch for either)
+SIGMOID_BIASED_ROUTER_MODEL_TYPES = frozenset({"minimax_m2", "glm4_moe"})
 #: families with NoPE layers (no rotary embedding) every `no_rope_layer_interval` layers unless
 #: `no_rope_layers` lists them
 NOPE_INTERVAL_MODEL_TYPES = frozenset({"smollm3"})
+#: rope_type spellings transformers' Phi3Config reads as "longrope" (early Phi-3-128k configs
+#: say "su")
+LONGROPE_ALIAS_MODEL_TYPES = frozenset({"phi3"})
+LONGROPE_ALIASES = ("su", "yarn")
 #: families whose every attention layer slides over `sliding_window` keys when the config sets
 #: one (transformers' Mistral, Mixtral, Phi-3 and Qwen3-MoE attention)
 WINDOW_ALL_LAYERS_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "qwen3_moe"})
@@ -151,7 +167,8 @@ class MoeConfig:
 
     Layer i has a routed-expert MLP when i is not in `mlp_only_layers` and (i + 1) is a
     multiple of `decoder_sparse_step` (the Qwen2-MoE / Qwen3-MoE rule); the other layers
-    keep a dense MLP of the model's `intermediate_size`.
+    keep a dense MLP of the model's `intermediate_size`. GLM-4.5's `first_k_dense_replace`
+    leading dense layers are folded into `mlp_only_layers`.
     """
 
     num_experts: int
@@ -161,13 +178,20 @@ class MoeConfig:
     decoder_sparse_step: int
     mlp_only_layers: tuple[int, ...]
     #: width of the shared-expert MLP every token also runs (Qwen2-MoE style, scaled by
-    #: sigmoid(shared_expert_gate(x))); 0 when the model has none
+    #: sigmoid(shared_expert_gate(x)); GLM-4.5's n_shared_experts x moe_intermediate_size,
+    #: ungated); 0 when the model has none
     shared_intermediate_size: int
     #: "softmax" (Qwen, Mixtral) or "sigmoid" (DeepSeek-V3, MiniMax) router scores
     scoring: str
     #: a per-expert `e_score_correction_bias` is added to the scores for selection only
     score_bias: bool
     routed_scaling_factor: float
+    #: the shared expert's output is scaled by sigmoid(shared_expert_gate(x)) (Qwen2-MoE,
+    #: Qwen3-Next); False: added as it is (GLM-4.5's `shared_experts`, no gate tensor)
+    shared_gated: bool = True
+    #: the router's logits are the float32 sums of the bf16 input times the bf16 weight, not
+    #: rounded to bf16 (transformers keeps GLM-4.5's router in float32 and casts its input up)
+    router_f32: bool = False
 
     def is_sparse(self, layer: int) -> bool:
         """Whether layer `layer` routes its MLP through the experts."""
@@ -194,24 +218,61 @@ class MoeConfig:
         scoring = f.str_("scoring_func") or ("sigmoid" if biased_sigmoid else "softmax")
         if scoring not in ROUTER_SCORINGS:
             raise f.error("scoring_func", f"must be one of {ROUTER_SCORINGS}, got {scoring!r}")
-        shared = f.data.get("shared_expert_intermediate_size")
+        inter = f.int_("intermediate_size" if model_type in EXPERT_WIDTH_IS_INTERMEDIATE
+                       else "moe_intermediate_size")
+        glm = model_type in GLM_MOE_MODEL_TYPES
+        if glm:
+            only = [*only, *range(_count(f, "first_k_dense_replace", 1, num_layers))]
+            _check_group_selection(f, num_experts)
+            shared_size = inter * _count(f, "n_shared_experts", 1)
+        else:
+            shared = f.data.get("shared_expert_intermediate_size")
+            shared_size = 0 if shared in (None, 0) else f.int_("shared_expert_intermediate_size")
         scale = f.data.get("routed_scaling_factor")
         return cls(
-            num_experts=num_experts, top_k=top_k,
-            intermediate_size=f.int_("intermediate_size" if model_type in
-                                     EXPERT_WIDTH_IS_INTERMEDIATE else "moe_intermediate_size"),
+            num_experts=num_experts, top_k=top_k, intermediate_size=inter,
             norm_topk_prob=(model_type in NORM_TOPK_ALWAYS
                             or f.bool_("norm_topk_prob", model_type in NORM_TOPK_BY_DEFAULT)),
             decoder_sparse_step=f.int_("decoder_sparse_step", default=1),
             mlp_only_layers=tuple(sorted(set(only))),
-            shared_intermediate_size=0 if shared in (None, 0)
-            else f.int_("shared_expert_intermediate_size"),
+            shared_intermediate_size=shared_size,
             scoring=scoring,
             score_bias=(biased_sigmoid or f.bool_("use_routing_bias", False)
                         or f.str_("topk_method") == "noaux_tc"),
             routed_scaling_factor=f.float_("routed_scaling_factor",
                                            1.0 if scale is None else scale),
+            shared_gated=not glm, router_f32=glm,
         )
+
+
+def _count(f: _Fields, key: str, default: int, most: int | None = None) -> int:
+    """A non-negative integer field (0 allowed: no dense layers, no shared expert), at most
+    `most` where given; `default` (transformers') where absent."""
+    value = f.data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise f.error(key, f"must be a non-negative integer, got {value!r}")
+    if most is not None and value > most:
+        raise f.error(key, f"= {value} exceeds num_hidden_layers = {most}")
+    return value
+
+
+def _check_group_selection(f: _Fields, num_experts: int) -> None:
+    """DeepSeek-V3's group-limited selection (transformers' Glm4MoeTopkRouter): the experts in
+    `n_group` groups, a token choosing among the `topk_group` groups whose two best biased
+    scores sum highest. With every group chosen (n_group 1, or topk_group = n_group:
+    GLM-4.5's published configs) it is the plain top-k the router kernels compute; fewer
+    chosen groups is refused (no kernel masks groups)."""
+    groups, chosen = f.int_("n_group", default=1), f.int_("topk_group", default=1)
+    if num_experts % groups:
+        raise f.error("n_group", f"= {groups} does not divide the {num_experts} experts")
+    if chosen > groups:
+        raise f.error("topk_group", f"= {chosen} exceeds n_group = {groups}")
+    if chosen < groups:
+        raise f.error("topk_group", f"= {chosen} < n_group = {groups}: group-limited expert "
+                      "selection (DeepSeek-V3 style) is not implemented; only topk_group = "
+                      "n_group (or n_group = 1), the plain top-k, is")
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,13 +353,20 @@ class ModelConfig:
     #: layers whose attention applies no rotary embedding (SmolLM3's NoPE layers:
     #: `no_rope_layers`, 1 = rope, 0 = none; by default every `no_rope_layer_interval`-th)
     nope_layers: tuple[int, ...] = ()
+    #: per-head q/k RMSNorms switched on by the config (GLM-4.5's `use_qk_norm`); the
+    #: QK_NORM_MODEL_TYPES have them always
+    use_qk_norm: bool = False
+    #: multi-token-prediction layers stored after the decoder's, as model.layers.{
+    #: num_hidden_layers + i} (GLM-4.5's `num_nextn_predict_layers`): not part of the model,
+    #: their tensors are left unloaded
+    trailing_mtp_layers: int = 0
     source: str = "<dict>"
 
     @property
     def has_qk_norm(self) -> bool:
         """Qwen3-style attention normalizes q and k per head, MiniMax-M2's over the whole
         projection (`qk_norm_whole`); implied by the model type."""
-        return self.model_type in QK_NORM_MODEL_TYPES or self.qk_norm_whole
+        return self.model_type in QK_NORM_MODEL_TYPES or self.qk_norm_whole or self.use_qk_norm
 
     @property
     def qk_norm_whole(self) -> bool:
@@ -389,7 +457,8 @@ class ModelConfig:
                               f"multiple of num_attention_heads={heads}")
             head_dim = hidden // heads
         canonical = canonical_model_type(model_type)
-        rope_theta, rope_scaling = _rope(f, canonical)
+        partial_rotary = _partial_rotary(f, head_dim, PARTIAL_ROTARY_DEFAULTS.get(canonical, 1.0))
+        rope_theta, rope_scaling = _rope(f, canonical, int(head_dim * partial_rotary))
         dtype = f.str_("torch_dtype") or f.str_("dtype")
         attention_bias = f.bool_("attention_bias", False)
         hybrid = canonical in HYBRID_MODEL_TYPES
@@ -421,18 +490,19 @@ class ModelConfig:
             eos_token_ids=f.token_ids("eos_token_id"),
             qkv_bias=(attention_bias or canonical in QKV_BIAS_MODEL_TYPES
                       or (canonical in QKV_BIAS_FLAG_MODEL_TYPES and f.bool_("qkv_bias", True))),
-            o_bias=attention_bias,
+            o_bias=attention_bias and canonical not in GLM_MOE_MODEL_TYPES,
             mlp_bias=f.bool_("mlp_bias", False),
             hidden_act=f.str_("hidden_act") or f.str_("hidden_activation") or "silu",
             attention_windows=_attention_windows(f, layers, canonical, nope),
             moe=moe,
             layer_types=_layer_types(f, layers) if hybrid else (),
             linear_attention=_linear_attention(f) if hybrid else None,
-            partial_rotary_factor=_partial_rotary(f, head_dim),
+            partial_rotary_factor=partial_rotary,
             multimodal_wrapper=text_config is not None,
             mtp_layers=_mtp_layers(f) if hybrid else 0,
             nope_layers=nope,
             **(_gemma_fields(f, hidden) if canonical in GEMMA_MODEL_TYPES else {}),
+            **(_glm_fields(f) if canonical in GLM_MOE_MODEL_TYPES else {}),
             source=source,
         )
 
@@ -453,6 +523,15 @@ def _nope_layers(f: _Fields, layers: int, model_type: str) -> tuple[int, ...]:
     return tuple(i for i, rope in enumerate(value) if not rope)
 
 
+def _glm_fields(f: _Fields) -> dict[str, Any]:
+    """GLM-4.5's switches beyond the shared ones: per-head q/k norms (`use_qk_norm`, default
+    off) and its MTP layers after the decoder's (`num_nextn_predict_layers`, transformers 5's
+    `num_mtp_layers`)."""
+    key = "num_mtp_layers" if f.present("num_mtp_layers") else "num_nextn_predict_layers"
+    return {"use_qk_norm": f.bool_("use_qk_norm", False),
+            "trailing_mtp_layers": _count(f, key, 0)}
+
+
 def _mtp_layers(f: _Fields) -> int:
     """MTP layer count under either family's key; 0 (a config may say so) means none."""
     for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers"):
@@ -463,13 +542,15 @@ def _mtp_layers(f: _Fields) -> int:
     return 0
 
 
-def _rope(f: _Fields, model_type: str) -> tuple[float, dict[str, Any] | None]:
+def _rope(f: _Fields, model_type: str,
+          rotary_dim: int) -> tuple[float, dict[str, Any] | None]:
     """rope_theta and the scaling dict, from the classic keys or newer `rope_parameters`.
 
     transformers >= 4.56 folds both into `rope_parameters` ({"rope_type": "default",
     "rope_theta": ...}); a "default" rope_type means no scaling. Gemma 3 keeps one such dict
     per layer type: the full-attention layers' are the model's (`_gemma_fields` reads the
     sliding layers' base); its older configs default rope_theta to 1e6 as transformers does.
+    A LongRoPE dict is completed and checked against the `rotary_dim` (`_longrope`).
     """
     params = f.dict_("rope_parameters")
     if model_type in GEMMA_MODEL_TYPES:
@@ -482,14 +563,77 @@ def _rope(f: _Fields, model_type: str) -> tuple[float, dict[str, Any] | None]:
         theta = params.get("rope_theta")
     if theta is None:
         raise f.error("rope_theta", "is required (also looked for rope_parameters.rope_theta)")
-    scaling = f.dict_("rope_scaling")
+    scaling, where = f.dict_("rope_scaling"), "rope_scaling"
     if scaling is None and params is not None:
         rest = {k: v for k, v in params.items() if k != "rope_theta"}
         if rest.get("rope_type", rest.get("type", "default")) != "default":
-            scaling = rest
+            scaling, where = rest, "rope_parameters"
     if scaling is not None and "rope_type" not in scaling and "type" in scaling:
         scaling["rope_type"] = scaling["type"]
+    if scaling is not None and model_type in LONGROPE_ALIAS_MODEL_TYPES and scaling.get(
+            "rope_type") in LONGROPE_ALIASES:
+        scaling["rope_type"] = "longrope"
+    if scaling is not None and scaling.get("rope_type") == "longrope":
+        scaling = _longrope(f, scaling, where, rotary_dim)
     return f.float_("rope_theta", theta), scaling
+
+
+def _longrope(f: _Fields, scaling: dict[str, Any], where: str,
+              rotary_dim: int) -> dict[str, Any]:
+    """A LongRoPE scaling dict made whole, as transformers reads it: both factor lists (one
+    positive number per rotating frequency), `original_max_position_embeddings` (Phi-3 keeps
+    it at the top level, where transformers looks first, then in the dict, then falls back
+    to max_position_embeddings) and `factor` (max_position_embeddings over the original
+    context where the dict has none; it sets the default attention factor). `where` names
+    the key the dict came from, so errors point at the field as the file spells it."""
+    out = dict(scaling)
+    for key in ("long_factor", "short_factor"):
+        out[key] = _rope_factor_list(f, f"{where}.{key}", scaling.get(key), rotary_dim)
+    original = _longrope_original(f, scaling, where)
+    out["original_max_position_embeddings"] = original
+    for key in ("factor", "attention_factor"):
+        if scaling.get(key) is not None:
+            out[key] = _positive_float(f, f"{where}.{key}", scaling[key])
+    if out.get("factor") is None:
+        out["factor"] = f.int_("max_position_embeddings") / original
+    return out
+
+
+def _rope_factor_list(f: _Fields, name: str, value: Any, rotary_dim: int) -> list[float]:
+    """One of LongRoPE's factor lists: rotary_dim / 2 positive numbers, one per frequency."""
+    want = rotary_dim // 2
+    if value is None:
+        raise f.error(name, f"is required for longrope rope scaling ({want} positive numbers, "
+                      f"one per rotating frequency: rotary dim {rotary_dim} / 2)")
+    numbers = isinstance(value, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+        for v in value)
+    if not numbers or len(value) != want:
+        shown = f"{len(value)} entries" if isinstance(value, list) else repr(value)
+        raise f.error(name, f"must list {want} positive numbers (one per rotating frequency: "
+                      f"rotary dim {rotary_dim} / 2), got {shown}")
+    return [float(v) for v in value]
+
+
+def _longrope_original(f: _Fields, scaling: Mapping[str, Any], where: str) -> int:
+    """The pretraining context LongRoPE's factors switch at, in transformers' order: the
+    top-level field, the scaling dict's, max_position_embeddings."""
+    if f.present("original_max_position_embeddings"):
+        return f.int_("original_max_position_embeddings")
+    value = scaling.get("original_max_position_embeddings")
+    if value is None:
+        return f.int_("max_position_embeddings")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise f.error(f"{where}.original_max_position_embeddings",
+                      f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_float(f: _Fields, name: str, value: Any) -> float:
+    number = f.float_(name, value)
+    if not 0 < number < math.inf:
+        raise f.error(name, f"must be a positive number, got {value!r}")
+    return number
 
 
 def _layer_types(f: _Fields, layers: int) -> tuple[str, ...]:
@@ -516,10 +660,10 @@ def _linear_attention(f: _Fields) -> LinearAttentionConfig:
         conv_kernel=f.int_("linear_conv_kernel_dim"))
 
 
-def _partial_rotary(f: _Fields, head_dim: int) -> float:
+def _partial_rotary(f: _Fields, head_dim: int, default: float = 1.0) -> float:
     """`partial_rotary_factor` at the top level or inside rope_parameters, else the legacy
     `rotary_dim` (rotating dims of a head, MiniMax-M2's published configs) over head_dim;
-    default 1."""
+    else the family's `default` (PARTIAL_ROTARY_DEFAULTS; 1)."""
     params = f.dict_("rope_parameters") or {}
     value = f.data.get("partial_rotary_factor", params.get("partial_rotary_factor"))
     if value is None and f.data.get("rotary_dim") is not None:
@@ -529,7 +673,7 @@ def _partial_rotary(f: _Fields, head_dim: int) -> float:
                           f"{head_dim}], got {rotary_dim}")
         return rotary_dim / head_dim
     if value is None:
-        return 1.0
+        return default
     factor = f.float_("partial_rotary_factor", value)
     if not 0.0 < factor <= 1.0:
         raise f.error("partial_rotary_factor", f"must be in (0, 1], got {factor}")

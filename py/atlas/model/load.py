@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Container
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, ContextManager
 
 import numpy as np
+import structlog
 
 from ..comm import WorldSpec, connect_world
 from ..core.config import ModelConfig
@@ -56,7 +58,7 @@ from .mtp import (MtpHead, MtpProposer, bind_mtp_buffers, fc_half_moves, mtp_lay
 from .parallel import (TensorParallel, check_tensor_parallel, shard_config, shard_plan,
                        upload_shards)
 from .preflight import preflight
-from .rope import cos_sin_table, identity_cos_sin
+from .rope import cos_sin_table, identity_cos_sin, longrope_uses_long_factors
 from .runner import ModelRunner, RunnerInfo, RunnerLimits, plan_step_buffers, step_layout
 
 QUANT = "bf16"
@@ -74,6 +76,27 @@ class StartupError(RuntimeError):
     """The model cannot be served as configured (the message says why)."""
 
 
+def _log_longrope_choice(cfg: ModelConfig, max_seq_len: int) -> None:
+    """LongRoPE's factor set is fixed per engine by its context (rope.py says why): log
+    which one the table takes and how to get the other, since transformers switches per
+    sequence and a user comparing the two should know. A structlog line on stderr, where
+    `atlas serve` and `atlas generate` print their logs."""
+    scaling = cfg.rope_scaling
+    if not scaling or scaling.get("rope_type") != "longrope":
+        return
+    original = scaling["original_max_position_embeddings"]
+    log = structlog.wrap_logger(structlog.PrintLogger(sys.stderr), logger_name="atlas.load")
+    if longrope_uses_long_factors(scaling, max_seq_len):
+        log.info("longrope: long_factor at every position", max_seq_len=max_seq_len,
+                 original_max_position_embeddings=original,
+                 reason=f"max_seq_len {max_seq_len} > {original}; --max-seq-len {original} "
+                        "or less takes the short-context factors (short_factor)")
+    else:
+        log.info("longrope: short_factor at every position", max_seq_len=max_seq_len,
+                 original_max_position_embeddings=original,
+                 reason=f"max_seq_len {max_seq_len} <= {original}")
+
+
 @dataclass(frozen=True, slots=True)
 class _LoadedTarget:
     target: KernelTarget | None
@@ -86,6 +109,14 @@ class _LoadedTarget:
 #: as transformers 5 writes them): not loaded (text-only serving), said so in the log
 VISION_PREFIXES = ("model.visual.", "visual.", "vision_tower.", "model.vision_tower.",
                    "multi_modal_projector.", "model.multi_modal_projector.")
+
+
+def trailing_mtp_prefixes(cfg: ModelConfig) -> tuple[str, ...]:
+    """Where a checkpoint keeps the MTP layers stored after the decoder's (GLM-4.5:
+    model.layers.{num_hidden_layers + i}.*, `ModelConfig.trailing_mtp_layers`): not loaded,
+    said so in the log (transformers' Glm4Moe model ignores them too)."""
+    first = cfg.num_hidden_layers
+    return tuple(f"model.layers.{first + i}." for i in range(cfg.trailing_mtp_layers))
 
 
 def _select_kernels(backend_kind: str, cfg: ModelConfig,
@@ -181,12 +212,18 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     if vision:
         _log.warning("%s: ignoring %d vision-tower tensors (text-only serving)", model_dir,
                      len(vision))
+    mtp_tensors = [n for n in unused if n.startswith(trailing_mtp_prefixes(cfg))]
+    if mtp_tensors:
+        _log.info("%s: ignoring %d tensors of the MTP layers after the decoder's (%s*; no "
+                  "drafting with them)", model_dir, len(mtp_tensors),
+                  trailing_mtp_prefixes(cfg)[0])
     limit = cfg.context_limit
     if max_seq_len is None:
         max_seq_len = min(limit[0] if limit else 4096, 8192)
     if limit and max_seq_len > limit[0]:
         raise StartupError(f"--max-seq-len {max_seq_len} exceeds the model's {limit[1]} "
                            f"{limit[0]}")
+    _log_longrope_choice(cfg, max_seq_len)
     kind = resolve_kind(backend)
     dev = make_backend(kind, ordinal=world.cuda_device if kind == "cuda" else 0)
     comm = connect_world(world, dev)
@@ -283,6 +320,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     arena.allocate(dev)
     # decode attention's split tickets start at zero; every launch leaves them zero
     dev.memset(arena["attn_counters"], 0, arena.slice("attn_counters").nbytes)
+    # LongRoPE's factor set follows max_seq_len here (`_log_longrope_choice`)
     dev.copy_h2d(arena["cos_sin"], cos_sin_table(rotary_dim, cfg.rope_theta,
                                                  cfg.rope_scaling, max_seq_len))
     if cfg.nope_layers:

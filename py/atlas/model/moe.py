@@ -1,4 +1,4 @@
-"""The mixture-of-experts MLP block: router, routed experts, optional gated shared expert.
+"""The mixture-of-experts MLP block: router, routed experts, optional shared expert.
 
 One `MoeMlp` per sparse layer, all sharing one set of graph-stable scratch buffers
 (`MoeBuffers`, reserved in the step arena for the largest step the runner allows, so a
@@ -21,6 +21,11 @@ SwiGLU, gate and add.
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
 host, so decode steps are captured in CUDA graphs like the dense model's.
+
+GLM-4.5 (`MoeConfig.router_f32`, `shared_gated` False) takes the separate launches at every
+step: its router's logits are float32 sums (`matmul.linear_f32_unrounded`; the fused router
+rounds them to bf16, as every other family's bf16 gate does), and its shared expert is added
+ungated (`shared_add` without a gate: no gate weight, no gate logit).
 
 Two products have a narrow output the tensor-core GEMM cannot take (its n must be a multiple
 of 16): the shared-expert gate (n = 1) reads a weight buffer padded with zero rows to
@@ -92,6 +97,7 @@ class MoeBuffers:
                 arena.reserve(f"moe_{name}", DType.U8, (nbytes,))
         if moe.shared_intermediate_size:
             arena.reserve("moe_shared_out", DType.BF16, (max_tokens, cfg.hidden_size))
+        if moe.shared_intermediate_size and moe.shared_gated:
             arena.reserve("moe_shared_gate", DType.FP32, (max_tokens, GATE_PAD_ROWS))
 
     @classmethod
@@ -112,11 +118,13 @@ class MoeBuffers:
 
 @dataclass(frozen=True, slots=True)
 class SharedExpert:
-    """A SwiGLU MLP every token runs, scaled by sigmoid(gate . x) (Qwen2-MoE, Qwen3-Next)."""
+    """A SwiGLU MLP every token runs, scaled by sigmoid(gate . x) (Qwen2-MoE, Qwen3-Next) or,
+    with no gate, added as it is (GLM-4.5)."""
 
     gate_up: DevicePtr
     down: DevicePtr
-    gate: DevicePtr  # bf16 [GATE_PAD_ROWS, hidden]: row 0 the gate, the rest zeros
+    #: bf16 [GATE_PAD_ROWS, hidden]: row 0 the gate, the rest zeros; 0: ungated
+    gate: DevicePtr
     inter: int
 
 
@@ -133,14 +141,24 @@ class MoeMlp:
     shared: SharedExpert | None = None
     #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
     ep: "ExpertShard | None" = None
+    #: float32 router logits (MoeConfig.router_f32): the separate launches at every step
+    router_f32: bool = False
+
+    def _fused_decode(self, kc: KernelCache, t: int) -> bool:
+        """Whether a step of `t` rows takes the three-launch decode path (`_decode`): not
+        for a float32 router or an ungated shared expert (its router launch rounds the
+        logits to bf16 and computes the shared expert's gate)."""
+        ungated = self.shared is not None and not self.shared.gate
+        return (not (self.router_f32 or ungated) and moe_ops.uses_decode_kernels(t)
+                and kc.routes.moe_fused_decode)
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
         """Whether `forward` may be given the residual add + RMSNorm before the block
         (`norm`) for its router launch to do (ops.moe.router_takes_norm on the fused decode
         path; not under expert parallelism, whose router runs the same way but whose
         caller keeps the plain order)."""
-        return (self.ep is None and moe_ops.uses_decode_kernels(t)
-                and kc.routes.moe_fused_decode and moe_ops.router_takes_norm(kc, t, self.shape))
+        return (self.ep is None and self._fused_decode(kc, t)
+                and moe_ops.router_takes_norm(kc, t, self.shape))
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 norm: moe_ops.RouterNorm | None = None) -> None:
@@ -154,7 +172,7 @@ class MoeMlp:
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                  norm: moe_ops.RouterNorm | None = None) -> None:
-        if moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode:
+        if self._fused_decode(kc, t):
             self._decode(kc, s, b, t, norm)
             return
         if norm is not None:
@@ -169,10 +187,11 @@ class MoeMlp:
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
-            matmul.linear(kc, s, b.normed, se.gate, bf.shared_gate, t, GATE_PAD_ROWS, sh.hidden,
-                          out_f32=True)
-            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, sh.hidden,
-                       GATE_PAD_ROWS)
+            if se.gate:
+                matmul.linear(kc, s, b.normed, se.gate, bf.shared_gate, t, GATE_PAD_ROWS,
+                              sh.hidden, out_f32=True)
+            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate if se.gate else 0, b.delta,
+                       t, sh.hidden, GATE_PAD_ROWS)
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 norm: moe_ops.RouterNorm | None = None) -> None:
@@ -208,13 +227,17 @@ class MoeMlp:
         return sh if self.ep is None else self.ep.select(kc, s, self.bufs.topk_ids, t, sh)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
-        router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape)
+        router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape, self.router_f32)
 
 
 def router_logits(kc: KernelCache, s: Stream, x: DevicePtr, router: DevicePtr,
-                  logits: DevicePtr, t: int, shape: moe_ops.MoeShape) -> None:
-    """logits f32 [t, experts] = x @ router.T, as the bf16 product widened."""
+                  logits: DevicePtr, t: int, shape: moe_ops.MoeShape, f32: bool = False) -> None:
+    """logits f32 [t, experts] = x @ router.T, as the bf16 product widened (`f32`: the
+    float32 sums themselves, MoeConfig.router_f32)."""
     e, h = shape.experts, shape.hidden
+    if f32:
+        matmul.linear_f32_unrounded(kc, s, x, router, logits, t, e, h)
+        return
     if e % GEMM_N_MULTIPLE == 0 or t <= matmul.GEMV_MAX_M:
         matmul.linear(kc, s, x, router, logits, t, e, h, out_f32=True)
         return
@@ -244,9 +267,10 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
     shared, shape = None, moe_shape(cfg, moe)
     if moe.shared_intermediate_size and (ep is None or ep.holds_shared):
         shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
-                              ptr[b + "shared_gate"], moe.shared_intermediate_size)
+                              ptr[b + "shared_gate"] if moe.shared_gated else 0,
+                              moe.shared_intermediate_size)
     elif moe.shared_intermediate_size:  # another rank runs the shared expert
         shape = shape.routed_only
     return MoeMlp(shape, routing_for(moe, ptr.get(b + "score_bias", 0)),
                   ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared, ep)
+                  shared, ep, moe.router_f32)

@@ -78,6 +78,9 @@ GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # accumulators, so it needs a third of the registers and keeps more loads in flight
 GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# the float32 sums themselves, not bf16-rounded (1..8 rows): the router of a model whose gate
+# transformers keeps in float32 (GLM-4.5; ops/matmul.py linear_f32_unrounded)
+GEMV_F32_UNROUNDED = S("gemv", "gemv_bf16_f32_unrounded", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the MLP down projection with SwiGLU fused into its x load: gate_up is bf16 [m, 2k] =
 # [gate | up] and the product's x[i, j] = bf16(bf16(silu(gate[i, j])) * up[i, j]), exactly
 # SILU_MUL's output, so these equal SILU_MUL followed by GEMV / GEMV_SINGLE (m <= 8)
@@ -111,6 +114,8 @@ GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
 GEMV_GEGLU_SINGLE = S("gemv", "gemv_geglu_bf16_single", "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMM = S("gemm", "gemm_bf16", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 GEMM_F32OUT = S("gemm", "gemm_bf16_f32", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
+# ... its float32 sums not bf16-rounded (GEMV_F32_UNROUNDED for more than 8 rows)
+GEMM_F32_UNROUNDED = S("gemm", "gemm_bf16_f32_unrounded", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
 # the same products with a 64x32 tile, for few rows (decode batches > 8): more blocks
 # stream the weights in parallel than the 128x128 tile would give
 GEMM_SKINNY = S("gemm", "gemm_bf16_skinny", "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32")
@@ -835,7 +840,8 @@ MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
 # --- shared expert (kernels/<hw>/common/moe_shared.cu) --------------------------------------
 # out bf16 [tokens, hidden] = bf16(routed + bf16(bf16(sigmoid(gate[t * gate_stride])) * shared)):
 # the Qwen2-MoE shared expert scaled by its sigmoid gate and added to the routed sum; gate is
-# f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed.
+# f32 (a bf16-rounded logit, as the f32-output linear writes it); out may alias routed. A null
+# gate is an ungated shared expert (GLM-4.5): out = bf16(routed + shared).
 MOE_SHARED_ADD = S("moe_shared", "moe_shared_add_bf16",
                    "routed:ptr shared:ptr gate:ptr out:ptr tokens:u32 hidden:u32 gate_stride:u32")
 

@@ -134,7 +134,7 @@ class DenseDecoderLoader:
             add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
             self.plan_mlp(plan, cfg, i, names)
             self.plan_norms(plan, p, i, h)
-            if self.has_qk_norm:  # per head, or over the whole projection (MiniMax-M2)
+            if self.has_qk_norm or cfg.use_qk_norm:  # per head, or the whole projection
                 q_w, k_w = (q_rows, kv_rows) if cfg.qk_norm_whole else (d, d)
                 plan.add(f"l{i}.q_norm", [(p + "self_attn.q_norm.weight", (q_w,))])
                 plan.add(f"l{i}.k_norm", [(p + "self_attn.k_norm.weight", (k_w,))])

@@ -1,4 +1,5 @@
-"""The weight plan of a mixture-of-experts decoder (Qwen3-MoE, Qwen2-MoE with shared experts).
+"""The weight plan of a mixture-of-experts decoder (Qwen3-MoE, Qwen2-MoE with shared experts,
+Mixtral, MiniMax-M2, GLM-4.5).
 
 Attention is the dense decoder's; a sparse layer's MLP becomes a router `[E, H]` plus the
 experts, packed into one contiguous buffer per projection so a kernel indexes any expert
@@ -47,14 +48,16 @@ class MoeLoaderError(WeightError):
 class ExpertNames:
     """How a checkpoint names a sparse layer's tensors: the MoE block under the layer
     (`block`: its router is `gate.weight`, expert x's projections `experts.{x}.<proj>.weight`
-    in the per-expert layout), the gate, up and down projections' names, and the router's
-    score bias under the block (`score_bias`, where the config has one)."""
+    in the per-expert layout), the gate, up and down projections' names, the router's
+    score bias under the block (`score_bias`, where the config has one) and the shared
+    expert's MLP under the block (`shared`, where the config has one)."""
 
     block: str = "mlp."
     gate: str = "gate_proj"
     up: str = "up_proj"
     down: str = "down_proj"
     score_bias: str = "gate.e_score_correction_bias"
+    shared: str = "shared_expert."
 
 
 QWEN_EXPERTS = ExpertNames()
@@ -65,6 +68,8 @@ MINIMAX_EXPERTS = ExpertNames("block_sparse_moe.", "w1", "w3", "w2", "e_score_co
 #: MiniMax-M2 in transformers 5's fused layout (`mlp.experts.gate_up_proj`, the bias renamed
 #: to `mlp.e_score_correction_bias`)
 MINIMAX_FUSED_EXPERTS = ExpertNames(score_bias="e_score_correction_bias")
+#: GLM-4.5 (either layout): Qwen's names, its ungated shared experts under `shared_experts`
+GLM_EXPERTS = ExpertNames(shared="shared_experts.")
 
 
 def _moe(cfg: ModelConfig) -> MoeConfig:
@@ -118,7 +123,7 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
     if moe.score_bias:
         plan.add(b + "score_bias", [(p + spelling.score_bias, (e,))],
                  dtype=DType.FP32)
-    si, sp = moe.shared_intermediate_size, p + "shared_expert."
+    si, sp = moe.shared_intermediate_size, p + spelling.shared
     shared = ([(sp + f"{proj}.weight", si) for proj in ("gate_proj", "up_proj")],
               [(sp + "down_proj.weight", h)]) if si else None
     if p + "experts.gate_up_proj" in names:
@@ -138,9 +143,9 @@ def add_moe_mlp(plan: WeightPlan, cfg: ModelConfig, layer: int, p: str,
             # beside quantized experts, a shared expert of another width (or format) is a
             # dense MLP of linears (model/moe_quant.py)
             add_swiglu(plan, b + "shared_", sp, si, h, quantizable=experts == "quantized")
-        # zero rows up to the GEMM's n granularity (see model/moe.py GATE_PAD_ROWS)
-        plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
-                 min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
+        if moe.shared_gated:  # zero rows up to the GEMM's n granularity (model/moe.py)
+            plan.add(b + "shared_gate", [(p + "shared_expert_gate.weight", (1, h))],
+                     min_bytes=DType.BF16.nbytes(SHARED_GATE_ROWS * h))
 
 
 SharedParts = tuple[list[tuple[str, int]], list[tuple[str, int]]]
@@ -230,3 +235,27 @@ class MiniMaxM2Loader(MixtralLoader):
     def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
         fused = f"model.layers.{layer}.mlp.experts.gate_up_proj"
         return MINIMAX_FUSED_EXPERTS if fused in names else MINIMAX_EXPERTS
+
+
+class Glm4MoeLoader(MoeDecoderLoader):
+    """GLM-4.5 / GLM-4.5-Air / GLM-4.6: dense attention with q/k/v biases (o_proj none) and
+    per-head q/k norms where `use_qk_norm` says, `first_k_dense_replace` dense layers, then
+    routed experts (either layout) beside ungated `shared_experts` and a float32 sigmoid
+    router (`MoeConfig.router_f32`). Its MTP layers (model.layers.{num_hidden_layers}.*) are
+    not loaded (load.py). Quantized experts are refused: the quantized MoE block
+    (model/moe_quant.py) has neither the float32 router nor the ungated shared expert."""
+
+    family = "glm4_moe"
+
+    def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
+        return GLM_EXPERTS
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        super().plan_mlp(plan, cfg, layer, names)
+        experts = plan.linears.get(f"l{layer}.experts_gate_up")
+        if experts is not None and experts.format != "bf16":
+            raise UnsupportedModelError(
+                f"{cfg.source}: layer {layer}'s experts are stored {experts.format}; "
+                f"{cfg.model_type} serves bf16 experts only (its float32 router and ungated "
+                "shared expert have no quantized MoE path)")

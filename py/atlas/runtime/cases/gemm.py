@@ -28,7 +28,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul
 from ..ops.routes import KernelRoutes
-from .gemv import TENSOR_CORE_K_TOL, linear_case, linear_oracle, random_bf16
+from .gemv import TENSOR_CORE_K_TOL, linear_case, linear_oracle, random_bf16, unrounded_case
 
 #: (m, n, k, out_f32, skinny): skinny=None lets the dispatch rule choose
 GEMM_SHAPES = [
@@ -70,6 +70,9 @@ def gemm_cases(rng: np.random.Generator) -> list[KernelCase]:
         launch = partial(matmul.gemm, skinny=skinny, sm90=False)
         cases.append(linear_case(rng, f"gemm {tile} m{m} n{n} k{k}{' f32' if f32 else ''}",
                                  "gemm", m, n, k, f32, launch, tensor_core=True))
+    # the float32 router's logits of prefill chunks (GLM-4.5-Air: 128 experts, hidden 4096)
+    cases += [unrounded_case(rng, "gemm", m, n, k) for m, n, k in [(9, 128, 4096),
+                                                                   (300, 160, 5120)]]
     return cases
 
 

@@ -90,6 +90,27 @@ def linear_case(rng: np.random.Generator, name: str, module: str, m: int, n: int
                       reference_abs_tol=TENSOR_CORE_K_TOL * k if tensor_core else 0.0)
 
 
+def unrounded_case(rng: np.random.Generator, module: str, m: int, n: int, k: int) -> KernelCase:
+    """`matmul.linear_f32_unrounded`'s float32 sums (a float32 router's logits), compared at
+    float32 precision: the f32 accumulation order may differ from the reference's by
+    TENSOR_CORE_K_TOL * k, as a tensor-core GEMM's."""
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), k ** -0.5)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        matmul.linear_f32_unrounded(KernelCache(backend), stream, p["x"], p["w"], p["y"], m, n,
+                                    k)
+
+    return KernelCase(f"{module} f32 unrounded m{m} n{n} k{k}", module, inputs,
+                      {"y": OutputSpec(DType.FP32, (m, n))}, run, linear_oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k)
+
+
+#: (m, n, k) of the unrounded f32 GEMV: GLM-4.5-Air's router (128 experts, hidden 4096) at
+#: batch 1 and 8, a ragged n, and 20 rows of an 8-expert router (n not a multiple of 16: the
+#: GEMV 8 rows at a time)
+GEMV_UNROUNDED_SHAPES = [(1, 128, 4096), (8, 128, 4096), (3, 33, 576), (20, 8, 128)]
+
+
 #: (m, n, k, out_f32): SmolLM2/Qwen3 widths, N not a multiple of the 4-row block, K from
 #: 192 (one partial chunk per thread) to 12288 (down_proj), every M from 1 to 8
 GEMV_SHAPES = [
@@ -140,6 +161,7 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     # k of a partial warp
     cases += [linear_case(rng, f"gemv x8 m1 n{n} k{k}", "gemv", 1, n, k, False, x8_gemv)
               for n, k in [(1001, 2048), (4099, 4096), (33, 576)]]
+    cases += [unrounded_case(rng, "gemv", *shape) for shape in GEMV_UNROUNDED_SHAPES]
     return cases
 
 

@@ -19,7 +19,8 @@ ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The o_proj of gated full
 attention (hybrid families) can take the sigmoid output gate in its x load at batch 1
-(`gemv_attn_gate`) where `fuses_attn_gate` allows. The geometry constants here mirror the
+(`gemv_attn_gate`) where `fuses_attn_gate` allows. `linear_f32_unrounded` keeps the float32
+sums (a float32 router's logits, GLM-4.5's). The geometry constants here mirror the
 compile-time constants of kernels/hopper/common/{gemv,gemm,gemm_sm90}.cu.
 """
 
@@ -28,10 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelSig, Stream
-from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
-                          GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT, GEMV,
-                          GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_GEGLU_SINGLE, GEMV_RING,
+from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
+                          GEMM_SKINNY_F32OUT, GEMM_SM90, GEMM_SM90_F32OUT, GEMM_SM90_TMA,
+                          GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
+                          GEMM_SM90_TMA_F32OUT, GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT,
+                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
@@ -420,6 +422,29 @@ def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DeviceP
         sig = GEMM_F32OUT if out_f32 else GEMM
         bm, bn, threads = GEMM_TILE
     kc.get(sig)(stream, (-(-n // bn), -(-m // bm), 1), threads, 0, a, w, c, m, n, k)
+
+
+def linear_f32_unrounded(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
+                         y: DevicePtr, m: int, n: int, k: int) -> None:
+    """y f32 [m, n] = x @ w.T with the float32 sums kept, not bf16-rounded: the logits of a
+    router transformers runs in float32 (GLM-4.5). Up to GEMV_MAX_M rows on the register-tiled
+    GEMV, more on the mma.sync GEMM's 128x128 tile where n and k are multiples of 16, else
+    on the GEMV GEMV_MAX_M rows at a time (a router of 8 or 60 experts)."""
+    if m <= GEMV_MAX_M:
+        _check_gemv("gemv_f32_unrounded", x, w, y, m, n, k, single=False)
+        kc.get(GEMV_F32_UNROUNDED)(stream, -(-n // GEMV_ROWS_PER_BLOCK),
+                                   gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, m, n, k)
+        return
+    if n % 16 or k % 16:
+        for r0 in range(0, m, GEMV_MAX_M):
+            linear_f32_unrounded(kc, stream, x + 2 * r0 * k, w, y + 4 * r0 * n,
+                                 min(GEMV_MAX_M, m - r0), n, k)
+        return
+    for name, ptr, align in (("a", x, 16), ("w", w, 16), ("c", y, 8)):
+        _check_aligned(f"gemm_f32_unrounded {name}", ptr, align)
+    bm, bn, threads = GEMM_TILE
+    kc.get(GEMM_F32_UNROUNDED)(stream, (-(-n // bn), -(-m // bm), 1), threads, 0, x, w, y, m,
+                               n, k)
 
 
 def linear(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,

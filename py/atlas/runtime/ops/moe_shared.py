@@ -1,4 +1,4 @@
-"""Launch builder for the gated shared-expert add (moe_shared.cu)."""
+"""Launch builder for the shared-expert add (moe_shared.cu): gated, or ungated (GLM-4.5)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def shared_add(kc: KernelCache, stream: Stream, routed: DevicePtr, shared: Devic
                gate: DevicePtr, out: DevicePtr, tokens: int, hidden: int,
                gate_stride: int = 1) -> None:
     """out [tokens, hidden] = routed + sigmoid(gate[t * gate_stride]) * shared (bf16, with
-    transformers' rounding); gate is f32; out may be routed itself."""
+    transformers' rounding); gate is f32, or 0 for an ungated shared expert (out = routed +
+    shared); out may be routed itself."""
     require_multiple("moe_shared_add", "hidden", hidden, 8)
     if gate_stride < 1:
         raise ValueError(f"moe_shared_add: gate_stride={gate_stride} must be >= 1")

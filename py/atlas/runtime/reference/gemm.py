@@ -2,7 +2,8 @@
 
 Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256 fed by cp.async or TMA, the
 decode wgmma GEMM with or without its cluster split of K) computes y = x @ w.T with
-float32 accumulation and one rounding at the output; tiling changes only the summation order.
+float32 accumulation and one rounding at the output (to bf16; for gemm_bf16_f32_unrounded to
+float32, as the GEMV's twin); tiling changes only the summation order.
 The decode GEMM's SwiGLU entries (gate_up ending with its activation) are specified as what
 they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (`swiglu_bf16`).
 """
@@ -10,9 +11,10 @@ they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (`s
 from __future__ import annotations
 
 from ..gpu import Dim3
-from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_SKINNY, GEMM_SKINNY_F32OUT, GEMM_SM90,
-                          GEMM_SM90_F32OUT, GEMM_SM90_TMA, GEMM_SM90_TMA_CLUSTER2,
-                          GEMM_SM90_TMA_CLUSTER2_F32OUT, GEMM_SM90_TMA_F32OUT)
+from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
+                          GEMM_SKINNY_F32OUT, GEMM_SM90, GEMM_SM90_F32OUT, GEMM_SM90_TMA,
+                          GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
+                          GEMM_SM90_TMA_F32OUT)
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
                           GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
@@ -36,7 +38,7 @@ from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_PERSISTENT,
                           GEMM_DECODE_TMA_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_SWIGLU_PERSISTENT,
                           GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
 from . import HostMemory, WithScratch, reference
-from .gemv import linear_bf16
+from .gemv import linear_bf16, linear_f32_unrounded
 from .silu_mul import silu_mul_bf16
 
 
@@ -64,6 +66,12 @@ def gemm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, 
 def gemm_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=True)
+
+
+@reference(GEMM_F32_UNROUNDED)
+def gemm_bf16_f32_unrounded(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int,
+                            m: int, n: int, k: int) -> None:
+    linear_f32_unrounded(mem, a, w, c, m, n, k)
 
 
 # The TMA prefill GEMM: gemm_sm90's products; its tensor maps only say how the kernel reads

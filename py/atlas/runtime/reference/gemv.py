@@ -2,7 +2,8 @@
 
 Specification: the exact sum of the bf16 products, rounded once to bf16 at the output. The
 f32 variants (logits) store that same bf16-rounded value widened to float32, as a bf16
-model's LM head does in transformers, so greedy ties break the same way.
+model's LM head does in transformers, so greedy ties break the same way; the unrounded f32
+variant (a float32 router: GLM-4.5's) the sum rounded once to float32.
 
 The reference accumulates in float64 (products of bf16 values are exact; the float64 sum is
 within ~1e-13 of exact), so its output does not depend on how rows are batched: a row gives
@@ -25,9 +26,9 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_RING,
-                          GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE,
-                          GEMV_GEGLU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
+from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_F32_UNROUNDED,
+                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU,
+                          GEMV_SILU_SINGLE, GEMV_GEGLU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
                           GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
@@ -64,6 +65,20 @@ def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, 
 def gemv_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
                   n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
+
+
+def linear_f32_unrounded(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int
+                         ) -> None:
+    """y f32 [m, n] = x @ w.T (bf16 x [m, k], w [n, k]), the sums rounded to float32 only."""
+    xf = widened_f64(mem, x, m * k).reshape(m, k)
+    wf = widened_f64(mem, w, n * k).reshape(n, k)
+    mem.view(y, np.float32, m * n)[:] = (xf @ wf.T).astype(np.float32).reshape(-1)
+
+
+@reference(GEMV_F32_UNROUNDED)
+def gemv_bf16_f32_unrounded(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                            m: int, n: int, k: int) -> None:
+    linear_f32_unrounded(mem, x, w, y, m, n, k)
 
 
 @reference(GEMV_SILU)
