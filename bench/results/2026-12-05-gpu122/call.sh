@@ -4,13 +4,16 @@
 #    merged, one-split, the rope entries, the early entry's table guesses past the window) and the combine;
 #    Gemma 3's gelu_tanh_mul, embedding_scaled, norm_add_rmsnorm_offset and the batch-1 gate_up GEMV ending with
 #    the GELU GLU (gemv_geglu); the sampler's general logit_bias (session 33, never on a GPU).
-# 2. the tiny fixtures that run past their windows (and Gemma 3) on CUDA against transformers' goldens.
+# 2. the tiny fixtures that run past their windows (and Gemma 3), GLM-4.5's (float32 router, ungated shared
+#    expert: gemv/gemm_bf16_f32_unrounded, moe_shared_add without a gate, checked in 1) and LongRoPE's, on CUDA
+#    against transformers' goldens.
 # 3. published per-layer shapes on the device against transformers float32: Gemma-3-1B and Mistral-7B-v0.1 with
 #    4 layers and 128-key windows inside the 512-token prompt; MiniMax-M2 2 of 62 layers (its reference config
 #    now states partial_rotary_factor; gpu119's 0.48 was transformers 5.17 ignoring rotary_dim).
-# 4. batch-1 GPU ms a step, synthetic weights: Gemma-3-1B / 4B and Mistral-7B-v0.1 at 512 keys, and Mistral-7B-v0.1
-#    at 8,000 keys (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window); Phi-3-mini-4k at 3,000
-#    keys (its 2,047-key window binding).
+# 4. batch-1 GPU ms a step, synthetic weights: Qwen3-0.6B / 30B-A3B / 8B at 512 keys (the window argument is now
+#    on the default kernels: any regression shows here), Gemma-3-1B / 4B at 512 keys, Mistral-7B-v0.1 at 8,000 keys
+#    (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window), Phi-4-mini (LongRoPE) at 512 keys.
+#    (Phi-3-mini's head_dim 96 has no attention kernels: the loader refuses it.)
 # Two device calls, each under the 10-minute limit: `call.sh checks` (1-3), then `call.sh steps` (4).
 # Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
 PART=${1:?usage: call.sh checks|steps}
@@ -19,9 +22,9 @@ source tools/gpu/call_head.sh
 if [ "$PART" = checks ]; then
 TAILN=3 t 240 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
   -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
-TAILN=3 t 90 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
-  --out $R/checks_glu.json
-for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral; do
+TAILN=3 t 120 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
+  -k "f32 unrounded" -k moe_shared_add --out $R/checks_glu.json
+for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral tiny-glm4-moe tiny-phi3-longrope; do
   TAILN=3 t 90 "tiny_$f" python3 tools/gpu/model_parity.py --backend cuda --model tests/fixtures/$f \
     --out $R/parity_$f.json
 done
@@ -37,9 +40,9 @@ b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
 # Qwen3-0.6B 0.718 ms, Qwen3-30B-A3B 2.674 ms at 512 keys)
 b1 q06 qwen3-0.6b 512; b1 q30 qwen3-30b-a3b 512; b1 q8 qwen3-8b 512
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512
-b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi3_3k phi-3-mini-4k 3000
+b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi4m phi-4-mini 512
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1"
-for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi3_3k; do echo "$m $(step $m)"; done
+for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m; do echo "$m $(step $m)"; done
 fi
 echo "ALL DONE"
