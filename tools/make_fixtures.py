@@ -421,6 +421,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
                            "rope_scaling": {"type": "longrope",
                                             "long_factor": _random_longrope_factors(1, 24),
                                             "short_factor": _random_longrope_factors(2, 24)}},
+    # Phi-3-mini's head_dim 96 (hidden / heads: 2 heads of 96, one KV head), which Atlas
+    # attends at 128 with the heads zero-padded (ops.attention.padded_head_dim), every layer
+    # sliding over 16 keys (Phi-3-mini-4k: 2,047), so the 24-token prompt and the greedy
+    # tokens after it run past the window in prefill and in decode
+    "tiny-phi3-d96": {**_PHI3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 192,
+                      "intermediate_size": 160, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 512,
+                      "max_position_embeddings": 256, "original_max_position_embeddings": 256,
+                      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 16,
+                      "tie_word_embeddings": False},
     # SmolLM3: Llama layers, every layer whose no_rope_layers entry is 0 without rotary
     # embedding (NoPE; the middle one of three here), tied embeddings
     "tiny-smollm3": {**_SMOLLM3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 192,
@@ -668,7 +678,7 @@ PLANS = {"tiny-phi3-longrope": replace(TINY_PLAN, prompt_len=48)}
 SHORT_CONTEXT_PLANS = {"tiny-phi3-longrope": replace(TINY_PLAN, prompt_len=20, greedy_len=8)}
 TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny-qwen2",
         "tiny-mistral", "tiny-mistral-swa", "tiny-qwen2-swa", "tiny-gemma3", "tiny-phi3",
-        "tiny-phi3-longrope",
+        "tiny-phi3-longrope", "tiny-phi3-d96",
         "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
         "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-glm4-moe",
         "tiny-qwen3_5_moe",

@@ -57,6 +57,22 @@ def narrow_shared_expert(src: Path, dst: Path) -> None:
     (dst / "config.json").write_text(json.dumps(config))
 
 
+def widen_shared_expert(src: Path, dst: Path) -> None:
+    """tiny-glm4-moe with n_shared_experts = 2: its shared expert twice an expert's width
+    (each projection's intermediate rows / columns repeated), so the quantized block runs it
+    as a dense MLP of linears beside the experts, not folded in."""
+    def edit(n: str, d: str, s: tuple[int, ...], a: np.ndarray):
+        if ".shared_experts." not in n or not n.endswith(".weight"):
+            return (None, d, s, a)
+        axis = 1 if n.endswith("down_proj.weight") else 0
+        wide = np.concatenate([a, a], axis=axis)
+        return (None, d, wide.shape, wide)
+    rewrite_checkpoint(src, dst, edit)
+    config = json.loads((dst / "config.json").read_text())
+    config["n_shared_experts"] = 2
+    (dst / "config.json").write_text(json.dumps(config))
+
+
 def modelopt_to_compressed_tensors_nvfp4(src: Path, dst: Path) -> None:
     """llm-compressor's NVFP4 spelling of a ModelOpt NVFP4 checkpoint: `weight_packed`,
     `weight_global_scale` (the reciprocal: it divides), `format: nvfp4-pack-quantized`."""

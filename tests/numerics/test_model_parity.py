@@ -1,9 +1,10 @@
 """End-to-end numerics on the CPU reference backend.
 
 Tiny random-weight llama / qwen3 / llama3-rope / qwen3-yarn / qwen2 (q/k/v biases) / mistral /
-phi3 (fused tensors, partial rotary; LongRoPE past its original context) / smollm3 (a NoPE layer) /
-gemma3 checkpoints, and mistral / qwen2 ones whose attention slides over a window far shorter
-than prompt + output (tests/fixtures,
+phi3 (fused tensors, partial rotary; LongRoPE past its original context; Phi-3-mini's head_dim
+96, attended padded to 128) / smollm3 (a NoPE layer) /
+gemma3 checkpoints, and mistral / qwen2 / phi3-d96 ones whose attention slides over a window far
+shorter than prompt + output (tests/fixtures,
 made by tools/make_fixtures.py with transformers) must reproduce transformers' last-position
 logits (cosine >= 0.999) and its 16 greedy tokens exactly; the embedded default model must
 answer the capital-of-France question correctly.
@@ -28,7 +29,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-llama3-rope",
                                   "tiny-qwen3-yarn", "tiny-qwen2", "tiny-mistral", "tiny-phi3",
                                   "tiny-phi3-longrope", "tiny-smollm3", "tiny-mistral-swa",
-                                  "tiny-qwen2-swa", "tiny-gemma3"])
+                                  "tiny-qwen2-swa", "tiny-gemma3", "tiny-phi3-d96"])
 def test_fixture_matches_transformers(name):
     golden = dict(np.load(FIXTURES / name / "golden.npz"))
     r = compare_with_golden(FIXTURES / name, golden, backend="host")
@@ -95,7 +96,7 @@ def test_persistent_decode_matches_transformers(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen2", "tiny-phi3", "tiny-smollm3",
-                                  "tiny-qwen2-swa", "tiny-gemma3"])
+                                  "tiny-qwen2-swa", "tiny-gemma3", "tiny-phi3-d96"])
 def test_batched_decode_matches_solo_runs(name):
     """Three prompts decoded together give exactly what each gives alone (graph buckets,
     padding rows and per-row block tables must not mix sequences; a bias row per token)."""
@@ -113,7 +114,7 @@ def test_batched_decode_matches_solo_runs(name):
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen2", "tiny-phi3", "tiny-qwen3-yarn",
-                                  "tiny-mistral-swa", "tiny-gemma3"])
+                                  "tiny-mistral-swa", "tiny-gemma3", "tiny-phi3-d96"])
 def test_chunked_prefill_equals_one_shot(name):
     model = FIXTURES / name
     runner = load_runner(model, backend="host", max_seq_len=64, max_batch_size=2,

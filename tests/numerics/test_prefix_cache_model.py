@@ -34,7 +34,7 @@ def warm_and_cold(runner, prompts: list[list[int]], max_tokens: int, **warm_opti
 
 @pytest.mark.parametrize("fixture", ["tiny-qwen3", "tiny-llama", "tiny-qwen3-moe",
                                      "tiny-qwen2-moe", "tiny-mistral-swa", "tiny-gemma3",
-                                     "tiny-phi3-longrope"])
+                                     "tiny-phi3-longrope", "tiny-phi3-d96"])
 def test_tiny_dense_and_moe_warm_equals_cold(fixture):
     runner = load_runner(FIXTURES / fixture, backend="host", max_seq_len=96, max_batch_size=2,
                          max_prefill_tokens=64)

@@ -1,7 +1,8 @@
 """Quantized mixture-of-experts checkpoints end to end on the CPU reference backend.
 
 The tiny MoE fixtures (transformers 5's fused expert layout, or per-expert tensors:
-tiny-qwen2-moe, tiny-qwen3_next, tiny-mixtral's and tiny-minimax-m2's w1/w3/w2) are
+tiny-qwen2-moe, tiny-qwen3_next, tiny-mixtral's and tiny-minimax-m2's w1/w3/w2,
+tiny-glm4-moe's float32 router and ungated shared expert) are
 quantized by `quantize_checkpoint` (experts written per expert, as ModelOpt and
 llm-compressor publish them; the shared expert's projections quantized, its gate, the
 router and Gated-DeltaNet projections kept bf16) and must match the bf16 engine on the
@@ -32,7 +33,8 @@ from atlas.runtime.dequantize import dequantize_checkpoint
 from atlas.runtime.quantize import quantize_checkpoint
 from atlas.runtime.weights import WeightError, WeightStore
 from tests.numerics.quant_support import (load_without, modelopt_to_compressed_tensors_nvfp4,
-                                          narrow_shared_expert, rewrite_checkpoint)
+                                          narrow_shared_expert, rewrite_checkpoint,
+                                          widen_shared_expert)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROMPT = [(37 * i + 11) % 500 + 5 for i in range(80)]
@@ -57,7 +59,9 @@ def _compare(qdir: Path, tmp_path: Path, decode: list[int]) -> dict:
                                             ("tiny-mixtral", "fp8-block"),
                                             ("tiny-mixtral", "nvfp4"),
                                             ("tiny-minimax-m2", "fp8-block"),
-                                            ("tiny-qwen3_next", "nvfp4")])
+                                            ("tiny-qwen3_next", "nvfp4"),
+                                            ("tiny-glm4-moe", "fp8-block"),
+                                            ("tiny-glm4-moe", "nvfp4")])
 def test_quantized_moe_matches_its_dequantized_weights(fixture: str, scheme: str,
                                                        tmp_path: Path) -> None:
     qdir = tmp_path / "q"
@@ -104,6 +108,23 @@ def test_a_shared_expert_as_wide_as_the_experts_is_folded_in(scheme: str,
     mlp = runner.model.layers[0].mlp
     assert isinstance(mlp, QuantMoeMlp) and mlp.shared is None and mlp.shape.shared_inter
     assert mlp.gate_up.experts == mlp.down.experts == 8 + 1
+    r = _compare(qdir, tmp_path, DECODE)
+    assert r["prefill_cosine"] >= PREFILL_MIN_COSINE, r
+    assert r["decode_min_cosine"] >= DECODE_MIN_COSINE and r["passed"], r
+
+
+def test_an_ungated_shared_expert_wider_than_the_experts_runs_beside_them(
+        tmp_path: Path) -> None:
+    """GLM-4.5 with two shared experts' width (n_shared_experts = 2): not folded, a dense
+    MLP of FP8 linears added without a gate at decode as at prefill."""
+    widen_shared_expert(FIXTURES / "tiny-glm4-moe", tmp_path / "bf16")
+    qdir = tmp_path / "q"
+    quantize_checkpoint(tmp_path / "bf16", qdir, "fp8-block")
+    runner = load_runner(qdir, backend="host", use_graphs=False, max_seq_len=64,
+                         max_batch_size=1)
+    mlp = runner.model.layers[1].mlp
+    assert isinstance(mlp, QuantMoeMlp) and mlp.shared is not None and not mlp.shared.gate
+    assert mlp.gate_up.experts == 8 and not mlp.shape.shared_inter
     r = _compare(qdir, tmp_path, DECODE)
     assert r["prefill_cosine"] >= PREFILL_MIN_COSINE, r
     assert r["decode_min_cosine"] >= DECODE_MIN_COSINE and r["passed"], r

@@ -139,11 +139,12 @@ def test_default_model_ngram_greedy_is_unchanged(default_model_dir):
     assert spec.accepted > 0
 
 
-@pytest.mark.parametrize("name", ["tiny-mistral-swa", "tiny-gemma3"])
+@pytest.mark.parametrize("name", ["tiny-mistral-swa", "tiny-gemma3", "tiny-phi3-d96"])
 def test_ngram_speculation_past_the_window_keeps_transformers_tokens(name):
-    """A model whose windows bind verifies drafts as one-row-a-sequence decode rows on the
-    long kernel (no verification kernel, no row-invariant bound): n-gram drafts past the
-    window, accepted or not, leave transformers' 16 greedy tokens as they are."""
+    """A model whose windows bind (or whose heads are padded: tiny-phi3-d96 both) verifies
+    drafts as one-row-a-sequence decode rows on the long kernel (no verification kernel, no
+    row-invariant bound): n-gram drafts past the window, accepted or not, leave transformers'
+    16 greedy tokens as they are."""
     model = FIXTURE.parent / name
     golden = dict(np.load(model / "golden.npz"))
     runner = load_runner(model, backend="host", max_seq_len=96, max_batch_size=2,

@@ -1,6 +1,7 @@
 """Greedy decode on the host backend with every decode launch's kernel name recorded: the
 A/B of a kernel-path switch at model level (the same tokens and logits either way, and which
-kernels ran); and the launches of one batch-1 decode graph on the mock backend."""
+kernels ran); and the launches of one decode graph (batch 1, or a few rows) on the mock
+backend."""
 
 from __future__ import annotations
 
@@ -50,14 +51,21 @@ def decode_recorded(model: str, monkeypatch: pytest.MonkeyPatch, env: dict[str, 
 def batch1_decode_graph(model: Path) -> list:
     """The launch records of the decode graph one sequence replays on the mock backend,
     after a 5-token prefill (a hybrid model's recurrent state starts at position 0)."""
+    return decode_graph(model, 1)
+
+
+def decode_graph(model: Path, rows: int) -> list:
+    """The launch records of the decode graph `rows` sequences (at most 4) replay on the mock
+    backend, after a 5-token prefill each."""
     runner = load_runner(model, backend="mock", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
     dev = runner.backend
-    runner.execute([SeqChunk(7, [1, 2, 3, 4, 5], 0, [0], GREEDY,
-                             history=PenaltyHistory([1, 2, 3, 4, 5]))])
+    prompt = [1, 2, 3, 4, 5]
+    runner.execute([SeqChunk(7 + i, prompt, 0, [i], GREEDY, history=PenaltyHistory(prompt))
+                    for i in range(rows)])
     dev.drain_launches()
     dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY)])
+    runner.execute([SeqChunk(7 + i, [3], 5, [i], GREEDY) for i in range(rows)])
     assert dev.drain_launches() == []  # nothing outside the graph: no host sync on routing
     (replay,) = dev.graph_launches
     return list(replay.graph)

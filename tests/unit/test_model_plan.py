@@ -57,7 +57,8 @@ def test_phi3_plan_reads_the_fused_tensors_as_one_part_each():
 
 @pytest.mark.parametrize("over, message", [
     (dict(model_type="mamba"), "unsupported model_type 'mamba'"),
-    (dict(head_dim=96), "head_dim=96 is not supported"),
+    (dict(head_dim=72), r"head_dim=72 is not supported \(supported: \(64, 80, 96, 112, 128\)\)"),
+    (dict(head_dim=256), "head_dim=256 is not supported"),  # the dense families' kernels
     (dict(attention_bias=True), r"attention_bias=true \(a bias on o_proj\)"),
     (dict(hidden_act="gelu"), "hidden_act='gelu'"),
     (dict(num_key_value_heads=3), "not a multiple"),

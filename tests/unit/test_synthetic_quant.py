@@ -24,10 +24,11 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 FIXTURE = FIXTURES / "tiny-qwen3-moe"
 
 
-def _config_dir(tmp_path: Path, scheme: str | None, lm_head: bool = False) -> Path:
+def _config_dir(tmp_path: Path, scheme: str | None, lm_head: bool = False,
+                fixture: Path = FIXTURE) -> Path:
     """The fixture's config.json alone, with `scheme`'s quantization_config (`lm_head`: not
     in its exclude_modules, as `atlas models quantize --lm-head` writes it)."""
-    cfg = json.loads((FIXTURE / "config.json").read_text())
+    cfg = json.loads((fixture / "config.json").read_text())
     if scheme is not None:
         cfg["quantization_config"] = quantization_config(
             scheme, [] if lm_head else ["lm_head.weight"])[0]
@@ -102,4 +103,19 @@ def test_hybrid_with_quantized_linear_attention_and_lm_head_runs(tmp_path: Path)
     assert isinstance(gdn.out_proj, QuantLinear) and isinstance(runner.model.lm_head, QuantLinear)
     assert runner.model.layers[0].mlp.gate_up.experts == 9  # the shared expert folded in
     for logits in step_logits(d, [5, 6, 7] * 4, [9, 10], "host", synthetic_seed=1):
+        assert np.all(np.isfinite(logits)) and logits.std() > 0
+
+
+
+def test_glm_fp8_synthetic_weights_fold_the_shared_expert(tmp_path: Path) -> None:
+    """GLM-4.5's names in FP8 (tools/gpu/call_head.sh times glm-4.5-air so): its
+    `shared_experts` are FP8 like the experts and folded in ungated, its router bf16 and
+    float32-summed, and a prefill + decode gives finite logits."""
+    d = _config_dir(tmp_path, "fp8-block", fixture=FIXTURES / "tiny-glm4-moe")
+    runner = load_runner(d, backend="host", synthetic_seed=2, use_graphs=False,
+                         max_seq_len=64, max_batch_size=1)
+    mlp = runner.model.layers[1].mlp
+    assert isinstance(mlp, QuantMoeMlp) and mlp.gate_up.experts == 8 + 1
+    assert mlp.shared_gate == 0 and mlp.routing.unrounded
+    for logits in step_logits(d, [5, 6, 7] * 4, [9, 10], "host", synthetic_seed=2):
         assert np.all(np.isfinite(logits)) and logits.std() > 0

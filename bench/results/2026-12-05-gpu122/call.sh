@@ -13,18 +13,28 @@
 # 4. batch-1 GPU ms a step, synthetic weights: Qwen3-0.6B / 30B-A3B / 8B at 512 keys (the window argument is now
 #    on the default kernels: any regression shows here), Gemma-3-1B / 4B at 512 keys, Mistral-7B-v0.1 at 8,000 keys
 #    (its 4,096-key window binding) beside Mistral-7B-v0.3 there (no window), Phi-4-mini (LongRoPE) at 512 keys.
-#    (Phi-3-mini's head_dim 96 has no attention kernels: the loader refuses it.)
-# Two device calls, each under the 10-minute limit: `call.sh checks` (1-3), then `call.sh steps` (4).
+#    Phi-3.5-mini (head_dim 96, padded to 128 in the attention kernels) at 512 keys.
+# Session 35 added, unrun on a GPU: head_dim 96 (a trailing proj_dim on the prefill, long decode, combine and
+# partial rope entries: their cases at dh 80/96/112 in -m attention* -m rope_kv), GLM-4.5's float32 router logits
+# and ungated shared expert in the fused MoE decode (`unrounded` on every fused router entry: -m moe_router
+# -m moe_decode, which every MoE model's decode takes).
+# Three device calls, each under the 10-minute limit: `call.sh checks` (1), `call.sh parity` (2-3), then
+# `call.sh steps` (4).
 # Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
-PART=${1:?usage: call.sh checks|steps}
+PART=${1:?usage: call.sh checks|parity|steps}
 tar xzf .device/head_src.tgz || exit 3
 source tools/gpu/call_head.sh
 if [ "$PART" = checks ]; then
-TAILN=3 t 240 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
-  -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
+TAILN=3 t 270 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
+  -m rope_kv -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
+TAILN=3 t 120 checks_moe python3 tools/gpu/check_kernels.py -m moe_router -m moe_decode -m moe_shared \
+  --out $R/checks_moe.json
 TAILN=3 t 120 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
-  -k "f32 unrounded" -k moe_shared_add --out $R/checks_glu.json
-for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral tiny-glm4-moe tiny-phi3-longrope; do
+  -k "f32 unrounded" --out $R/checks_glu.json
+fi
+if [ "$PART" = parity ]; then
+for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral tiny-glm4-moe tiny-phi3-longrope \
+         tiny-phi3-d96 tiny-qwen3-moe; do
   TAILN=3 t 90 "tiny_$f" python3 tools/gpu/model_parity.py --backend cuda --model tests/fixtures/$f \
     --out $R/parity_$f.json
 done
@@ -41,8 +51,9 @@ b1() { PLIM=120 prof "$1" "X=1" --model $G/$2 --batch 1 --context "$3"; }
 b1 q06 qwen3-0.6b 512; b1 q30 qwen3-30b-a3b 512; b1 q8 qwen3-8b 512
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512
 b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi4m phi-4-mini 512
+b1 phi35 phi-3.5-mini 512
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1"
-for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m; do echo "$m $(step $m)"; done
+for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m phi35; do echo "$m $(step $m)"; done
 fi
 echo "ALL DONE"

@@ -34,6 +34,11 @@
 // rings); 256 (Qwen3.5's gated attention) keeps Q in a swizzled [16][256] shared tile read
 // by ldmatrix per k-step (its o accumulators alone are 128 registers a thread), one block
 // per SM (a 192 KiB ring + 8 KiB of Q: 128 KiB of K/V in flight, as two D-128 blocks).
+// proj_dim <= D is a head's length in the projections (ops/attention.py padded_head_dim:
+// Phi-3-mini's 96 at D 128): out rows are [hq * proj_dim], a head's first proj_dim elements
+// (the partials stay [.., D]); the rope entries read qkv rows of proj_dim-long heads, rotated
+// whole over a cos/sin row of proj_dim, into Q and k / v rows zero past them (the padding
+// adds nothing to q . k). proj_dim == D: no padding.
 //
 // Launch (ops/attention.py decode_attention, routed by ops/attention_long.py): grid
 // (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
@@ -119,11 +124,12 @@ struct LongTile {
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
+// Only a head's first proj_dim elements are merged and written (out rows proj_dim apart).
 template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active) {
+                                                     int active, int proj_dim) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -140,6 +146,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   constexpr int kQuads = D / 4, kBatch = 16;
   for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
     const size_t row = row_of(r);
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
@@ -176,7 +183,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
       top = mx;
     }
     // active >= 1: total >= 1
-    *reinterpret_cast<uint2*>(out + row * D + d) =
+    *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
         make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
                    atlas::pack_bf16x2(acc.z / total, acc.w / total));
   }
@@ -201,7 +208,7 @@ __device__ __forceinline__ void decode_attn_long(
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, int window, __nv_bfloat16* smem,
+    int num_splits, float scale, int window, int proj_dim, __nv_bfloat16* smem,
     const LongRope& rope = LongRope{}, unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
@@ -277,7 +284,7 @@ __device__ __forceinline__ void decode_attn_long(
     if (num_splits == 1 || (counters != nullptr && split == 0)) {
       if constexpr (kEarly) atlas::pdl_wait();  // nothing is written before the wait
       for (int idx = tid; idx < group * D; idx += kThreads)
-        out[out_row(idx / D) * D + idx % D] = __float2bfloat16_rn(0.f);
+        if (idx % D < proj_dim) out[out_row(idx / D) * proj_dim + idx % D] = __float2bfloat16_rn(0.f);
     }
     tr.mark(kTraceEnd);
     return;
@@ -326,15 +333,16 @@ __device__ __forceinline__ void decode_attn_long(
   const int staged_rows = group + (sub ? 2 : 0);  // q heads, then k and v
   uint4 raw[kStaged ? kRowLoads : 1];
   uint4 consts = make_uint4(0u, 0u, 0u, 0u);
+  // (a padded head's chunks past its proj_dim elements read as zeros)
   auto load_rows = [&] {
-    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * D;
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * proj_dim;
 #pragma unroll
     for (int i = 0; i < kRowLoads; ++i) {
-      const int idx = tid + i * kThreads, r = idx / T::kChunks;
+      const int idx = tid + i * kThreads, r = idx / T::kChunks, ch = idx % T::kChunks;
       const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
-      raw[i] = idx < staged_rows * T::kChunks
-                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) * D) +
-                            idx % T::kChunks)
+      raw[i] = idx < staged_rows * T::kChunks && ch * 8 < proj_dim
+                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) *
+                                                                     proj_dim) + ch)
                    : make_uint4(0u, 0u, 0u, 0u);
     }
   };
@@ -342,16 +350,17 @@ __device__ __forceinline__ void decode_attn_long(
   auto load_const = [&](const uint4* p) { return kEarly ? atlas::ld_prefetch(p) : __ldg(p); };
   if constexpr (kStaged) {
     if constexpr (!kEarly) load_rows();
-    // threads [0, 2 kChunks): q then k norm weight chunks; the next D / 4: cos/sin
+    // threads [0, 2 kChunks): q then k norm weight chunks (proj_dim elements each); the
+    // next proj_dim / 4: the cos/sin row (proj_dim floats)
     if (tid < 2 * T::kChunks) {
-      if (rope.q_norm_w != nullptr)  // normed: both weights (as below)
+      if (rope.q_norm_w != nullptr && tid % T::kChunks * 8 < proj_dim)  // normed: both (below)
         consts = load_const(tid < T::kChunks
                                 ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
                                 : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid -
                                       T::kChunks);
-    } else if (tid < 2 * T::kChunks + D / 4) {
-      consts = load_const(reinterpret_cast<const uint4*>(rope.cos_sin +
-                                                         static_cast<size_t>(position) * D) +
+    } else if (tid < 2 * T::kChunks + proj_dim / 4) {
+      consts = load_const(reinterpret_cast<const uint4*>(
+                              rope.cos_sin + static_cast<size_t>(position) * proj_dim) +
                           tid - 2 * T::kChunks);
     }
   }
@@ -399,43 +408,47 @@ __device__ __forceinline__ void decode_attn_long(
           make_uint4(0u, 0u, 0u, 0u);
     if (tid < 2 * T::kChunks)
       reinterpret_cast<uint4*>(stage_qw)[tid] = consts;
-    else if (tid < 2 * T::kChunks + D / 4)
+    else if (tid < 2 * T::kChunks + proj_dim / 4)
       reinterpret_cast<uint4*>(stage_cs)[tid - 2 * T::kChunks] = consts;
     __syncthreads();
     const bool normed = rope.q_norm_w != nullptr;
     for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
       const bool is_k = it == group;
       __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
-      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed, D, D,
-                                                     lane);
-      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, D, D, rope.eps,
-                                        lane);
+      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed,
+                                                     proj_dim, proj_dim, lane);
+      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, proj_dim, proj_dim,
+                                        rope.eps, lane);
     }
     __syncthreads();  // Q and the stage are complete
     tr.mark(kTraceQReady);
   } else if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
-    // copies v into the stage
-    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * D;
+    // copies v into the stage; a padded head's elements past proj_dim zero
+    const int P = proj_dim;
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * P;
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
-    const float* cosv = rope.cos_sin + static_cast<size_t>(position) * D;
+    const float* cosv = rope.cos_sin + static_cast<size_t>(position) * P;
     const bool normed = rope.q_norm_w != nullptr;
+    const __nv_bfloat16 zero = __float2bfloat16_rn(0.f);
     for (int it = warp; it < kMaxGroup + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
       if (it < group) {
-        const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, D, D, lane);
-        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * D,
-                                          sq + it * T::kQPitch, w, normed, false, cosv, D, D,
+        const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, P, P, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * P,
+                                          sq + it * T::kQPitch, w, normed, false, cosv, P, P,
                                           rope.eps, lane);
+        for (int i = P + lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
       } else if (it < kMaxGroup) {
-        for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = __float2bfloat16_rn(0.f);
+        for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
       } else {
-        const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, D, D, lane);
-        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * D, stage_k, w,
-                                          normed, false, cosv, D, D, rope.eps, lane);
-        const uint4* v_src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * D);
+        const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, P, P, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * P, stage_k, w,
+                                          normed, false, cosv, P, P, rope.eps, lane);
+        for (int i = P + lane; i < D; i += 32) stage_k[i] = zero;
+        const uint4* v_src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * P);
         for (int i = lane; i < T::kChunks; i += 32)
-          reinterpret_cast<uint4*>(stage_v)[i] = v_src[i];
+          reinterpret_cast<uint4*>(stage_v)[i] = i * 8 < P ? v_src[i] : make_uint4(0u, 0u, 0u, 0u);
       }
     }
     __syncthreads();  // the stage is complete
@@ -580,7 +593,7 @@ __device__ __forceinline__ void decode_attn_long(
     }
     // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
-      out[out_row(row) * D + d] = __float2bfloat16_rn(acc / total);
+      if (d < proj_dim) out[out_row(row) * proj_dim + d] = __float2bfloat16_rn(acc / total);
       continue;
     }
     const size_t part_row = out_row(row) * num_splits + split;
@@ -593,7 +606,7 @@ __device__ __forceinline__ void decode_attn_long(
   tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, group, num_splits, active);
+                            out_row, group, num_splits, active, proj_dim);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }
@@ -608,17 +621,18 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale,
-                          uint32_t window) {
+                          uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
+  const int pd = static_cast<int>(proj_dim);
   if (head_dim == 128)
     decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, w,
+                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, w, pd,
                           long_smem);
   else if (head_dim == 64)
     decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
-                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, w,
+                         counters, out, hq, hkv, block_size, max_blocks, ns, scale, w, pd,
                          long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
@@ -633,13 +647,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                                uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                               float scale, uint32_t window) {
+                               float scale, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
                         out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
-                        scale, static_cast<int>(window), long_smem);
+                        scale, static_cast<int>(window), static_cast<int>(proj_dim), long_smem);
 }
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
@@ -652,18 +666,20 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-    uint32_t num_splits, float scale, float eps, uint32_t window, __nv_bfloat16* smem,
+    uint32_t num_splits, float scale, float eps, uint32_t window, uint32_t proj_dim,
+    __nv_bfloat16* smem,
     unsigned long long* trace = nullptr) {
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
+  const int pd = static_cast<int>(proj_dim);
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, pd, smem, rope, trace);
   else if (head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, pd, smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
@@ -682,13 +698,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps, uint32_t window) {
+                                    float eps, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                      positions, slots, block_tables, kv_lens, part_o, part_ml,
                                      counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                     num_splits, scale, eps, window, long_smem);
+                                     num_splits, scale, eps, window, proj_dim, long_smem);
 }
 
 // RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
@@ -708,13 +724,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                       uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                       uint32_t max_blocks, uint32_t num_splits, float scale,
-                                      float eps, uint32_t window) {
+                                      float eps, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                    num_splits, scale, eps, window, long_smem);
+                                    num_splits, scale, eps, window, proj_dim, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
@@ -732,14 +748,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps, uint32_t window) {
+                                    float eps, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
   decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                           positions, slots, block_tables, kv_lens, part_o,
                                           part_ml, counters, out, hq, hkv, head_dim,
                                           block_size, max_blocks, num_splits, scale, eps,
-                                          window, long_smem);
+                                          window, proj_dim, long_smem);
 }
 
 // RopeEarly (one sequence, ATLAS_DECODE_ATTN_LONG_EARLY; ops/attention_long.py
@@ -766,12 +782,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps, uint32_t window) {
+                                     float eps, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, long_smem);
+      num_splits, scale, eps, window, proj_dim, long_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -785,12 +801,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                           uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                           uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps, uint32_t window) {
+                                          float scale, float eps, uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, long_smem);
+      num_splits, scale, eps, window, proj_dim, long_smem);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -806,12 +822,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        unsigned long long* trace) {
+        uint32_t proj_dim, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, long_smem, trace);
 }
 
 // The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
@@ -825,12 +841,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        unsigned long long* trace) {
+        uint32_t proj_dim, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, long_smem, trace);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
@@ -844,13 +860,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        unsigned long long* trace) {
+        uint32_t proj_dim, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true, false, false, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, long_smem, trace);
 }
 
 
@@ -866,12 +882,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                      uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                      uint32_t block_size, uint32_t max_blocks,
                                      uint32_t num_splits, float scale, uint32_t window,
-                                     unsigned long long* trace) {
+                                     uint32_t proj_dim, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256, false, false, false, false, PhaseTrace>(
       q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
       block_size, max_blocks, static_cast<int>(num_splits), scale, static_cast<int>(window),
-      long_smem, LongRope{}, trace);
+      static_cast<int>(proj_dim), long_smem, LongRope{}, trace);
 }

@@ -1,6 +1,7 @@
 // Causal prefill attention over the paged KV cache on Hopper warpgroup MMA (sm_90a only),
 // head_dim 128 and 256: prefill_attn_bf16's contract (attention.cu: q [tokens, hq, D] packed
-// by cu_q, chunked prefill by kv_len - q_len, the cache read through the block tables) on a
+// by cu_q, chunked prefill by kv_len - q_len, the cache read through the block tables; out
+// [tokens, hq * proj_dim], a padded head's first proj_dim elements) on a
 // FlashAttention-3-shaped schedule, for long prompts.
 //
 // A block is two warpgroups (256 threads) owning 128 queries of one q head; warpgroup w owns
@@ -103,7 +104,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
-    float scale, int window, uint8_t* smem_raw) {
+    float scale, int window, int proj_dim, uint8_t* smem_raw) {
   using G = Sm90Geometry<D, kWide>;
   constexpr int kBKV = G::kBKV, R = G::kKVRows, kStages = G::kStages, kAhead = G::kAhead;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
@@ -343,13 +344,14 @@ __device__ __forceinline__ void prefill_attn_sm90(
     const int qi = row_g + 8 * hh;
     if (qi >= q_len) continue;
     const float inv = 1.f / l;
-    __nv_bfloat16* dst = out + (static_cast<size_t>(seq_start + qi) * hq + h) * D + 2 * c;
+    __nv_bfloat16* dst = out + (static_cast<size_t>(seq_start + qi) * hq + h) * proj_dim + 2 * c;
 #pragma unroll
     for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
       for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<__nv_bfloat162*>(dst + 64 * dh + 8 * j) = __floats2bfloat162_rn(
-            o[dh][4 * j + 2 * hh] * inv, o[dh][4 * j + 2 * hh + 1] * inv);
+        if (64 * dh + 8 * j < proj_dim)  // a padded head's first proj_dim elements
+          *reinterpret_cast<__nv_bfloat162*>(dst + 64 * dh + 8 * j) = __floats2bfloat162_rn(
+              o[dh][4 * j + 2 * hh] * inv, o[dh][4 * j + 2 * hh + 1] * inv);
   }
 }
 
@@ -361,16 +363,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                            const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                            uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                            uint32_t block_size, uint32_t max_blocks, float scale,
-                           uint32_t window) {
+                           uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
-  const int w = static_cast<int>(window);
+  const int w = static_cast<int>(window), pd = static_cast<int>(proj_dim);
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   if (head_dim == 128)
     prefill_attn_sm90<128, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
-                                  hkv, block_size, max_blocks, scale, w, sm90_smem);
+                                  hkv, block_size, max_blocks, scale, w, pd, sm90_smem);
   else if (head_dim == 256)
     prefill_attn_sm90<256, false>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq,
-                                  hkv, block_size, max_blocks, scale, w, sm90_smem);
+                                  hkv, block_size, max_blocks, scale, w, pd, sm90_smem);
   else
     __trap();  // ops/attention_sm90.py PREFILL_SM90_HEAD_DIMS
 }
@@ -385,13 +387,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                 const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                                 uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                 uint32_t block_size, uint32_t max_blocks, float scale,
-                                uint32_t window) {
+                                uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
-  const int w = static_cast<int>(window);
+  const int w = static_cast<int>(window), pd = static_cast<int>(proj_dim);
   atlas::pdl_enter();
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_QREG_HEAD_DIM
   prefill_attn_sm90<128, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
-                               block_size, max_blocks, scale, w, sm90_smem);
+                               block_size, max_blocks, scale, w, pd, sm90_smem);
 }
 
 // The same at head_dim 128 on 128-key tiles in a 3-stage ring (Sm90Geometry's kWide): the
@@ -402,11 +404,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                 const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
                                 uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                 uint32_t block_size, uint32_t max_blocks, float scale,
-                                uint32_t window) {
+                                uint32_t window, uint32_t proj_dim) {
   extern __shared__ __align__(16) uint8_t sm90_smem[];
-  const int w = static_cast<int>(window);
+  const int w = static_cast<int>(window), pd = static_cast<int>(proj_dim);
   atlas::pdl_enter();
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_WIDE_HEAD_DIM
   prefill_attn_sm90<128, false, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out,
-                                      hq, hkv, block_size, max_blocks, scale, w, sm90_smem);
+                                      hq, hkv, block_size, max_blocks, scale, w, pd, sm90_smem);
 }

@@ -688,15 +688,17 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
 // terms rescaled when m grows), in one pass: a split's loads (float2 m/l, float4 o) depend on
 // nothing before them (16 splits in flight), so a merge costs about one L2 round trip. Other
 // blocks of this kernel wrote the partials: they are read from L2 (__ldcg), never from a
-// stale L1 line.
+// stale L1 line. Only a head's first proj_dim elements are merged and written, out rows
+// proj_dim apart (the combine of a padded head; the decode kernels' own merge passes D).
 template <int D>
 __device__ __forceinline__ void decode_merge_rows(const float* part_o, const float* part_ml,
                                                   __nv_bfloat16* out, int hq, int h0, int count,
-                                                  int num_splits, int active) {
+                                                  int num_splits, int active, int proj_dim) {
   constexpr int kQuads = D / 4;
   for (int idx = threadIdx.x; idx < count * kQuads; idx += kThreads) {
     const size_t row = static_cast<size_t>(blockIdx.z) * hq + h0 + idx / kQuads;
     const int d = (idx % kQuads) * 4;
+    if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
     float top = -INFINITY, total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -715,7 +717,7 @@ __device__ __forceinline__ void decode_merge_rows(const float* part_o, const flo
     }
     // every active split has a key, so total >= 1; no active split (no keys): zeros
     if (active == 0) total = INFINITY;
-    *reinterpret_cast<uint2*>(out + row * D + d) =
+    *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
         make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
                    atlas::pack_bf16x2(acc[2] / total, acc[3] / total));
   }
@@ -755,7 +757,7 @@ __device__ __forceinline__ void decode_merge_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (is_last)
-    decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, partials);
+    decode_merge_rows<D>(part_o, part_ml, out, hq, hs.h0, hs.count, num_splits, partials, D);
 }
 
 // Element d of head row `row` merged over a cluster c (top: the max score in log2 units,

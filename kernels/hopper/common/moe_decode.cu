@@ -76,10 +76,11 @@ __device__ __forceinline__ bool valid_expert(int e, uint32_t experts) {
   return e >= 0 && e < static_cast<int>(experts);
 }
 
-// The shared expert of a block (Qwen2-MoE / Qwen3-Next style), as `shared_slots` more slots
-// after the top_k routed ones: slot top_k + c is chunk c of the shared expert's intermediate
-// columns [c inter, (c + 1) inter) (past shared_inter: zero act). w_gate_up [2 shared_inter,
-// hidden] (gate rows, then up rows), w_down [hidden, shared_inter].
+// The shared expert of a block (Qwen2-MoE / Qwen3-Next style, or GLM-4.5's ungated one: the
+// router gives its slots weight 1), as `shared_slots` more slots after the top_k routed
+// ones: slot top_k + c is chunk c of the shared expert's intermediate columns
+// [c inter, (c + 1) inter) (past shared_inter: zero act). w_gate_up [2 shared_inter, hidden]
+// (gate rows, then up rows), w_down [hidden, shared_inter].
 struct SharedExpert {
   const __nv_bfloat16* w_gate_up;
   const __nv_bfloat16* w_down;
@@ -94,7 +95,8 @@ struct SharedExpert {
 struct LogitRouting {
   const float* logits;         // f32 [tokens, experts]
   const float* bias;           // sigmoid scoring's e_score_correction_bias (or null)
-  const float* shared_logits;  // f32 [tokens]: the shared expert's gate logit
+  const float* shared_logits;  // f32 [tokens]: the shared expert's gate logit (null:
+                               // ungated, its slots weighted 1: moe_route.cuh)
   uint32_t renormalize;
   float scale;
   uint32_t sigmoid;
@@ -135,8 +137,8 @@ __device__ __forceinline__ void route_from_logits(const LogitRouting& r, int tok
                                                   float* weights, int experts, int top_k,
                                                   int shared_slots) {
   route_token_slots(r.logits + static_cast<size_t>(token) * experts, r.bias,
-                    r.shared_logits + token, ids, weights, experts, top_k, shared_slots,
-                    r.renormalize, r.scale, r.sigmoid);
+                    r.shared_logits != nullptr ? r.shared_logits + token : nullptr, ids,
+                    weights, experts, top_k, shared_slots, r.renormalize, r.scale, r.sigmoid);
 }
 
 // ---- gate/up ------------------------------------------------------------------------------

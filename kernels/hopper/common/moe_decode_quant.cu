@@ -16,7 +16,8 @@
 // Slots: a token's topk rows hold `slots` (expert id, weight) pairs, the first `routed` the
 // router's top-k, then a shared expert folded in as one more expert of the stacked matrix
 // (id experts_routed + c: the decode router writes it so, ops/moe.py gate_topk; its weight
-// bf16(sigmoid(gate))). `experts` counts every expert of the matrix, shared included.
+// bf16(sigmoid(gate)), or 1 for an ungated one: GLM-4.5's). `experts` counts every expert of
+// the matrix, shared included.
 // moe_gate_up_silu_{fp8,nvfp4}: grid (ceil(inter / 8), tokens * slots), 256 threads; warp w
 //   of block (bx, p) computes intermediate column i = 8 bx + w of pair p = t * slots + j,
 //   e = topk_ids[p]: g = bf16(x[t] . gate row i), u = bf16(x[t] . up row i) (lanes take

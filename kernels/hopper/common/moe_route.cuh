@@ -139,21 +139,34 @@ __device__ __forceinline__ void route_row(const float* logits, const float* bias
                                                           renormalize != 0, scale);
 }
 
-// One warp: a token's shared slots (ids experts + c, weights bf16(sigmoid(g)): transformers'
-// F.sigmoid of the bf16 shared gate output g), after its top_k routed ones; lane c writes c.
-__device__ __forceinline__ void shared_slots_out(float g, int32_t* ids, float* weights,
+// The weight of a token's shared slots: bf16(sigmoid(g)) of its gate logit g at `logit`
+// (transformers' F.sigmoid of the bf16 shared gate output), or 1 where `logit` is null: an
+// ungated shared expert (GLM-4.5's), added as it is. The down kernels form bf16(routed) +
+// bf16(w * bf16(shared)), at w = 1 bf16(routed) + bf16(shared): moe_shared_add_bf16's
+// null-gate value. kFromL2: the logit was written by this launch's other blocks.
+template <bool kFromL2>
+__device__ __forceinline__ float shared_weight(const float* logit) {
+  if (logit == nullptr) return 1.f;
+  const float g = kFromL2 ? __ldcg(logit) : *logit;
+  return atlas::round_bf16(1.f / (1.f + expf(-g)));
+}
+
+// One warp: a token's shared slots (ids experts + c, all of weight `weight`: shared_weight's),
+// after its top_k routed ones; lane c writes c.
+__device__ __forceinline__ void shared_slots_out(float weight, int32_t* ids, float* weights,
                                                  uint32_t experts, uint32_t top_k,
                                                  uint32_t shared_slots) {
   const int lane = threadIdx.x & 31;
   if (lane < static_cast<int>(shared_slots)) {
     ids[top_k + lane] = static_cast<int32_t>(experts) + lane;
-    weights[top_k + lane] = atlas::round_bf16(1.f / (1.f + expf(-g)));
+    weights[top_k + lane] = weight;
   }
 }
 
 // One warp: the routing of the token whose logits row is `logits` into ids / weights [slots]:
 // the top_k routed slots (softmax or, `sigmoid`, sigmoid scoring with `bias`), then the
-// shared expert's slots (shared_slots_out of *shared_logit). kFromL2: the logits were
+// shared expert's slots (shared_weight of shared_logit: null for an ungated shared expert,
+// weight 1). kFromL2: the logits were
 // written by this launch's other blocks (ld.global.cg); else plain (generic) loads, e.g. from
 // shared memory.
 template <bool kFromL2, int kMaxTier = kMaxPerLane>
@@ -169,8 +182,8 @@ __device__ __forceinline__ void route_slots(const float* logits, const float* bi
     route_row<false, kFromL2, kMaxTier>(logits, bias, ids, weights, experts, top_k,
                                         renormalize, scale);
   if (static_cast<int>(threadIdx.x & 31) < static_cast<int>(shared_slots))
-    shared_slots_out(kFromL2 ? __ldcg(shared_logit) : *shared_logit, ids, weights, experts,
-                     top_k, shared_slots);
+    shared_slots_out(shared_weight<kFromL2>(shared_logit), ids, weights, experts, top_k,
+                     shared_slots);
 }
 
 // One warp: the top_k expert ids alone of the token whose logits row is `logits` (route_row's

@@ -23,6 +23,13 @@
 // moe_gate_logits_bf16: the fused router's gate GEMV alone (no ticket, no top-k) for batch-1
 // MoE blocks whose expert launches route from the logits (moe_decode.cu LogitRouting). The
 // top-k code lives in moe_route.cuh, shared with them.
+//
+// The fused routers' logits are the bf16-rounded products widened (what a bf16 gate Linear
+// returns) or, with `unrounded` (a float32 router: GLM-4.5's, which transformers keeps in
+// float32), the float32 sums themselves, as gemv_bf16_f32_unrounded writes them; a shared
+// expert's gate logit is a bf16 Linear's either way. A null shared gate with shared slots is
+// an ungated shared expert (GLM-4.5's): no gate row, its slots weighted 1 (moe_route.cuh
+// shared_weight).
 #include <cooperative_groups.h>
 
 #include "atlas_common.cuh"
@@ -83,10 +90,11 @@ __device__ __forceinline__ void load_gate_batch(const uint4* wr, int c0, int kc,
 // router at 11-17 us per layer at batch 1, 30 us at batch 8). kHidden: 0 = run-time hidden;
 // kTokens: the most tokens (1 for a batch-1 launch: one x chunk read and unpacked per weight
 // chunk, where the general loop reads and unpacks 8, 7 of them for no token).
+// unrounded: the float32 sums are stored as they are (a float32 router's logits).
 template <int kHidden, int kTokens, class Store>
 __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
                                          uint4 (&wv)[kGateBatch], const Store& store,
-                                         int tokens, int hidden_arg) {
+                                         int tokens, int hidden_arg, bool unrounded) {
   const int hidden = kHidden > 0 ? kHidden : hidden_arg;
   const int lane = threadIdx.x & 31, kc = hidden / 8;
   float acc[kTokens];
@@ -114,7 +122,8 @@ __device__ __forceinline__ void gate_row(const uint4* xs, const uint4* wr,
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
     if (t < tokens) {
-      const float v = atlas::round_bf16(atlas::warp_sum(acc[t]));
+      const float sum = atlas::warp_sum(acc[t]);
+      const float v = unrounded ? sum : atlas::round_bf16(sum);
       if (lane == 0) store(t, v);
     }
   }
@@ -135,18 +144,18 @@ struct GlobalStore {
 template <int kMaxTokens, class Store>
 __device__ __forceinline__ void gate_row_any(const uint4* xs, const uint4* wr,
                                              uint4 (&wv)[kGateBatch], const Store& store,
-                                             int tokens, int hidden) {
+                                             int tokens, int hidden, bool unrounded) {
 #if defined(ATLAS_HIDDEN)
   if (hidden == ATLAS_HIDDEN && (kMaxTokens == 1 || tokens == 1))
-    gate_row<ATLAS_HIDDEN, 1>(xs, wr, wv, store, tokens, hidden);
+    gate_row<ATLAS_HIDDEN, 1>(xs, wr, wv, store, tokens, hidden, unrounded);
   else if (kMaxTokens > 1 && hidden == ATLAS_HIDDEN)
-    gate_row<ATLAS_HIDDEN, kMaxTokens>(xs, wr, wv, store, tokens, hidden);
+    gate_row<ATLAS_HIDDEN, kMaxTokens>(xs, wr, wv, store, tokens, hidden, unrounded);
   else
 #endif
   if (kMaxTokens == 1 || tokens == 1)
-    gate_row<0, 1>(xs, wr, wv, store, tokens, hidden);
+    gate_row<0, 1>(xs, wr, wv, store, tokens, hidden, unrounded);
   else
-    gate_row<0, kMaxTokens>(xs, wr, wv, store, tokens, hidden);
+    gate_row<0, kMaxTokens>(xs, wr, wv, store, tokens, hidden, unrounded);
 }
 
 // NormIn (moe_add_rmsnorm_gate_topk_*_bf16, the default; ATLAS_MOE_ROUTER_NORM=0: never):
@@ -249,7 +258,8 @@ __device__ __forceinline__ void shared_logit_handoff() {
 struct GateArgs {
   const __nv_bfloat16* x;             // [tokens, hidden]
   const __nv_bfloat16* w;             // [experts, hidden]
-  const __nv_bfloat16* shared_gate;   // [hidden]: the shared expert's gate row (or null)
+  const __nv_bfloat16* shared_gate;   // [hidden]: the shared expert's gate row (null: none,
+                                      // or an ungated shared expert where shared_slots > 0)
   const float* bias;                  // sigmoid scoring's e_score_correction_bias (or null)
   float* logits;                      // [tokens, experts]
   float* shared_logits;               // [tokens]
@@ -258,13 +268,15 @@ struct GateArgs {
   uint32_t* counter;
   uint32_t tokens, experts, hidden, top_k, shared_slots, renormalize;
   float scale;
+  uint32_t unrounded;                 // the experts' logits as float32 sums (not bf16)
 };
 
-// Grid ceil((experts + 1 if shared) / kGateWarps) blocks of kGateWarps warps; warp w of block
-// b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's gate) for
-// every token. The last block to finish (a ticket from atomicInc on *counter, which wraps back
-// to zero) routes every token, one warp per token, and fills its shared slots: ids experts +
-// c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate output).
+// Grid ceil((experts + 1 with a shared gate) / kGateWarps) blocks of kGateWarps warps; warp w
+// of block b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's
+// gate) for every token. The last block to finish (a ticket from atomicInc on *counter, which
+// wraps back to zero) routes every token, one warp per token, and fills its shared slots: ids
+// experts + c, weights bf16(sigmoid(shared logit)) (transformers' F.sigmoid of the bf16 gate
+// output), or 1 with no shared gate (an ungated shared expert: no gate row, no shared logit).
 // kRoute false (moe_gate_logits_bf16): the logits only, no ticket; the batch-1 expert kernels
 // route from them (ops/moe.py routes_in_experts).
 // kNorm (NormIn): x formed by the blocks from `norm`'s residual and delta, written back by
@@ -278,8 +290,9 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   const int tokens = static_cast<int>(a.tokens), hidden = static_cast<int>(a.hidden);
   // the cluster router computes the shared gate row as the second row of rank 0's
   // kClusterSharedWarp (shared_warp), not as a row of its own
-  const bool shared_row = !kCluster && a.shared_slots > 0 && e == static_cast<int>(a.experts);
-  const bool shared_warp = kCluster && a.shared_slots > 0 && blockIdx.x == 0 &&
+  const bool gated = a.shared_slots > 0 && a.shared_gate != nullptr;
+  const bool shared_row = !kCluster && gated && e == static_cast<int>(a.experts);
+  const bool shared_warp = kCluster && gated && blockIdx.x == 0 &&
                            (threadIdx.x >> 5) == kClusterSharedWarp;
   if (shared_warp && (threadIdx.x & 31) == 0)
     atlas::prefetch_l2_bulk(a.shared_gate, static_cast<uint32_t>(hidden) * 2);
@@ -313,11 +326,14 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
+    // the shared gate is a bf16 Linear: its logit rounded whatever the experts' are
+    const bool unrounded = a.unrounded != 0 && !shared_row;
     if constexpr (kCluster) {
       float* lg0 = coop::this_cluster().map_shared_rank(cluster_logits(), 0);
-      gate_row_any<1>(xs, wr, wv, ClusterStore{out, lg0 + e}, tokens, hidden);
+      gate_row_any<1>(xs, wr, wv, ClusterStore{out, lg0 + e}, tokens, hidden, unrounded);
     } else {
-      gate_row_any<kGateMaxTokens>(xs, wr, wv, GlobalStore{out, stride}, tokens, hidden);
+      gate_row_any<kGateMaxTokens>(xs, wr, wv, GlobalStore{out, stride}, tokens, hidden,
+                                   unrounded);
     }
   }
   if constexpr (!kRoute) return;
@@ -328,7 +344,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
       const uint4* sr = reinterpret_cast<const uint4*>(a.shared_gate);
       load_gate_batch<false>(sr, threadIdx.x & 31, hidden / 8, wv);
       gate_row_any<1>(xs, sr, wv, ClusterStore{a.shared_logits, lg + kClusterLogits}, tokens,
-                      hidden);
+                      hidden, false);
       shared_logit_handoff();
       asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
     } else {
@@ -352,9 +368,10 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
       route_row<false, false, kClusterRouteTier>(lg, a.bias, a.topk_ids, a.topk_weights,
                                                  a.experts, a.top_k, a.renormalize, a.scale);
     if (a.shared_slots > 0) {
-      shared_logit_handoff();
-      atlas::moe::shared_slots_out(lg[kClusterLogits], a.topk_ids, a.topk_weights, a.experts,
-                                   a.top_k, a.shared_slots);
+      if (gated) shared_logit_handoff();
+      atlas::moe::shared_slots_out(
+          atlas::moe::shared_weight<false>(gated ? lg + kClusterLogits : nullptr), a.topk_ids,
+          a.topk_weights, a.experts, a.top_k, a.shared_slots);
     }
     return;
   }
@@ -377,10 +394,12 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
   const int token = threadIdx.x >> 5;
   if (token >= tokens) return;
   const size_t slots = a.top_k + a.shared_slots;
-  route_slots<true>(a.logits + static_cast<size_t>(token) * a.experts, a.bias,
-                    a.shared_logits + token, a.topk_ids + token * slots,
-                    a.topk_weights + token * slots, a.experts, a.top_k, a.shared_slots,
-                    a.renormalize, a.scale, kSigmoid);
+  // the shared gate tested again, not `gated` kept live to here (that took the NormIn
+  // routers from 128 registers to 130)
+  const float* shared_logit = a.shared_gate != nullptr ? a.shared_logits + token : nullptr;
+  route_slots<true>(a.logits + static_cast<size_t>(token) * a.experts, a.bias, shared_logit,
+                    a.topk_ids + token * slots, a.topk_weights + token * slots, a.experts,
+                    a.top_k, a.shared_slots, a.renormalize, a.scale, kSigmoid);
 }
 
 }  // namespace
@@ -407,10 +426,10 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
                                float* shared_logits, int32_t* topk_ids, float* topk_weights,
                                uint32_t* counter, uint32_t tokens, uint32_t experts,
                                uint32_t hidden, uint32_t top_k, uint32_t shared_slots,
-                               uint32_t renormalize, float scale) {
+                               uint32_t renormalize, float scale, uint32_t unrounded) {
   gate_route<false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                              topk_weights, counter, tokens, experts, hidden, top_k,
-                             shared_slots, renormalize, scale});
+                             shared_slots, renormalize, scale, unrounded});
 }
 
 extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
@@ -419,10 +438,11 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
                                float* logits, float* shared_logits, int32_t* topk_ids,
                                float* topk_weights, uint32_t* counter, uint32_t tokens,
                                uint32_t experts, uint32_t hidden, uint32_t top_k,
-                               uint32_t shared_slots, uint32_t renormalize, float scale) {
+                               uint32_t shared_slots, uint32_t renormalize, float scale,
+                               uint32_t unrounded) {
   gate_route<true>(GateArgs{x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                             topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
-                            renormalize, scale});
+                            renormalize, scale, unrounded});
 }
 
 // NormIn: the two routers above with the model's add_rmsnorm before them done by their blocks
@@ -433,11 +453,12 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
         __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
         float* logits, float* shared_logits, int32_t* topk_ids, float* topk_weights,
         uint32_t* counter, uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
-        uint32_t shared_slots, uint32_t renormalize, float scale, float eps, uint32_t offset) {
+        uint32_t shared_slots, uint32_t renormalize, float scale, uint32_t unrounded, float eps,
+        uint32_t offset) {
   gate_route<false, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -448,11 +469,11 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
         const float* bias, float* logits, float* shared_logits, int32_t* topk_ids,
         float* topk_weights, uint32_t* counter, uint32_t tokens, uint32_t experts,
         uint32_t hidden, uint32_t top_k, uint32_t shared_slots, uint32_t renormalize,
-        float scale, float eps, uint32_t offset) {
+        float scale, uint32_t unrounded, float eps, uint32_t offset) {
   gate_route<true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                topk_weights, counter, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -465,11 +486,12 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
         float* logits, float* shared_logits, int32_t* topk_ids, float* topk_weights,
         uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
-        uint32_t shared_slots, uint32_t renormalize, float scale, float eps, uint32_t offset) {
+        uint32_t shared_slots, uint32_t renormalize, float scale, uint32_t unrounded, float eps,
+        uint32_t offset) {
   gate_route<false, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -479,12 +501,12 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         __nv_bfloat16* normed, const __nv_bfloat16* w_gate, const __nv_bfloat16* shared_gate,
         const float* bias, float* logits, float* shared_logits, int32_t* topk_ids,
         float* topk_weights, uint32_t tokens, uint32_t experts, uint32_t hidden,
-        uint32_t top_k, uint32_t shared_slots, uint32_t renormalize, float scale, float eps,
-        uint32_t offset) {
+        uint32_t top_k, uint32_t shared_slots, uint32_t renormalize, float scale,
+        uint32_t unrounded, float eps, uint32_t offset) {
   gate_route<true, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -494,8 +516,8 @@ extern "C" __global__ void __launch_bounds__(32 * kGateWarps, 1)
     moe_gate_logits_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate,
                          const __nv_bfloat16* shared_gate, float* logits, float* shared_logits,
                          uint32_t tokens, uint32_t experts, uint32_t hidden,
-                         uint32_t shared_slots) {
+                         uint32_t shared_slots, uint32_t unrounded) {
   gate_route<false, false>(GateArgs{x, w_gate, shared_gate, nullptr, logits, shared_logits,
                                     nullptr, nullptr, nullptr, tokens, experts, hidden, 0,
-                                    shared_slots, 0, 1.f});
+                                    shared_slots, 0, 1.f, unrounded});
 }

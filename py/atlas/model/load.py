@@ -76,6 +76,21 @@ class StartupError(RuntimeError):
     """The model cannot be served as configured (the message says why)."""
 
 
+def _check_padded_heads(dims: Dims, kv_dtype: DType, kc: KernelCache) -> None:
+    """Refuse what padded heads (dims.padded: Phi-3-mini's 96 computed at 128) cannot run
+    on: their attention writes compact rows on the bf16-pool kernels only, and decodes on the
+    long kernel only (the routes a sliding window needs, for the same reason: no other decode
+    kernel takes the argument)."""
+    if not dims.padded:
+        return
+    what = f"head_dim {dims.head_dim} (attention computed at {dims.attn_dim}, padded)"
+    if kv_dtype is not DType.BF16:
+        raise StartupError(f"{what} runs on bf16 KV pools only: use --kv-cache-dtype bf16")
+    if not slides(kc, dims.attn_dim):
+        raise StartupError(f"{what} needs the long decode attention kernel (attention_long: "
+                           "Hopper targets, ATLAS_DECODE_ATTN_LONG on)")
+
+
 def _log_longrope_choice(cfg: ModelConfig, max_seq_len: int) -> None:
     """LongRoPE's factor set is fixed per engine by its context (rope.py says why): log
     which one the table takes and how to get the other, since transformers switches per
@@ -315,7 +330,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                            f"{fp8_kv_calibration_tokens}")
     if kv_dtype is not DType.BF16:  # the rotary kernel's bf16 K/V rows before quantizing
         arena.reserve("kv_stage", DType.BF16,
-                      (2, dims.kv_heads, limits.max_tokens, dims.head_dim))
+                      (2, dims.kv_heads, limits.max_tokens, dims.attn_dim))
         arena.reserve("kv_stage_slots", DType.I32, (limits.max_tokens,))
     arena.allocate(dev)
     # decode attention's split tickets start at zero; every launch leaves them zero
@@ -332,7 +347,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     attn_layers = [i for i in range(dims.layers) if i not in linear_layers]
     kv_index = {layer: n for n, layer in enumerate(attn_layers)}
     kv_cfg = KvCacheConfig.plan(
-        num_layers=len(attn_layers) + mtp, num_kv_heads=dims.kv_heads, head_dim=dims.head_dim,
+        num_layers=len(attn_layers) + mtp, num_kv_heads=dims.kv_heads, head_dim=dims.attn_dim,
         max_batch_size=max_batch_size, max_seq_len=max_seq_len,
         total_memory=dev.total_memory(), weight_bytes=total, arena_bytes=arena.nbytes,
         gpu_memory_utilization=gpu_memory_utilization, free_memory=dev.free_memory(),
@@ -367,9 +382,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     windows = binding_windows(cfg, max_seq_len)
     try:
         check_windows(windows, max_seq_len, quantized_kv=kv_dtype != DType.BF16,
-                      slides=slides(kc, dims.head_dim))
+                      slides=slides(kc, dims.attn_dim))
     except WindowError as e:
         raise StartupError(str(e)) from None
+    _check_padded_heads(dims, kv_dtype, kc)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None

@@ -70,7 +70,22 @@ class Dims:
 
     @property
     def q_width(self) -> int:
+        """Width of the attention rows o_proj reads (compact whatever attn_dim is)."""
         return self.heads * self.head_dim
+
+    @property
+    def attn_dim(self) -> int:
+        """The head dim attention computes at, the length of the K/V cache rows and the
+        rotated q rows: head_dim, or for a head dim no attention kernel is compiled for
+        (Phi-3-mini's 96) the D it is padded to (ops.attention.padded_head_dim: 128, those
+        rows zero past head_dim); the projections stay compact either way."""
+        return attention.padded_head_dim(self.head_dim)
+
+    @property
+    def padded(self) -> bool:
+        """Whether heads are padded (attn_dim > head_dim): every attention launch then
+        takes proj_dim = head_dim, and decode runs on the long kernel only."""
+        return self.attn_dim != self.head_dim
 
     @property
     def qkv_width(self) -> int:
@@ -290,7 +305,7 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     model with bf16 projections of the classic layout (q heads head_dim apart, the whole
     head rotating in every layer, plain norm weights, no biases) and bf16 KV caches."""
     d = dims
-    if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None
+    if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None or d.padded
             or (d.rotary_dim or d.head_dim) != d.head_dim
             or decode_persistent.check_shapes(d.hidden, d.heads, d.kv_heads, d.head_dim,
                                               d.inter)):
@@ -345,16 +360,19 @@ class DenseDecoderModel:
         #: the longest sliding window of a layer (0: none slides); a model with one decodes
         #: on the long attention kernel, the one that slides
         self.windowed = max((lw.window for lw in layers), default=0)
+        #: every decode launch takes the long kernel: a binding window, or padded heads
+        #: (dims.padded: the one decode kernel that writes their compact rows)
+        self.long_only = bool(self.windowed) or dims.padded
 
     def _rope_fused(self, plan: AttentionPlan) -> bool:
         """Whether a decode step's bf16-cache attention takes decode_attention_rope (q/k
         norm, RoPE, KV append and attention in one launch)."""
         d, kc = self.dims, self.kc
         return (plan.decode and plan.step_keys <= attention.rope_step_keys(kc.routes)
-                and attention.rope_fusable(kc, d.heads, d.kv_heads, d.head_dim, d.q_pitch,
+                and attention.rope_fusable(kc, d.heads, d.kv_heads, d.attn_dim, d.q_pitch,
                                            d.rotary_dim or d.head_dim, d.norm_offset,
                                            self.max_blocks * self.block_size, plan.num_seqs,
-                                           plan.step_keys, self.windowed))
+                                           plan.step_keys, self.windowed, d.head_dim))
 
     def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
         """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
@@ -362,12 +380,12 @@ class DenseDecoderModel:
         once for all its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route,
         and `attention_verify.uses_verify` for the fewest sequences the rows can be. Its
         rows are then not bit for bit the plain decode kernel's (the runner's invariant_rows
-        is 0). Never for a model whose windows bind: its rows attend one a sequence on the
-        long kernel, the one that slides."""
+        is 0). Never for a model whose windows bind or whose heads are padded (`long_only`):
+        its rows attend one a sequence on the long kernel."""
         d = self.dims
         plan = AttentionPlan(decode=True, num_seqs=rows, step_keys=step_keys)
         return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
-                and not self.windowed
+                and not self.long_only
                 and attention_verify.uses_verify(self.kc, d.heads, d.kv_heads, d.head_dim,
                                                  step_keys, -(-rows // step_keys)))
 
@@ -542,10 +560,10 @@ class DenseDecoderModel:
             attention.decode_attention_rope(
                 kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, cos_sin,
                 b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
-                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.head_dim,
+                b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.attn_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
                 max_splits=plan.split_capacity, long=False if plan.row_invariant else None,
-                window=lw.window)
+                window=lw.window, proj_dim=d.head_dim)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-
@@ -573,9 +591,9 @@ class DenseDecoderModel:
         else:
             rope.qk_norm_rope_kv(kc, s, b.qkv, b.q, lw.k_cache, lw.v_cache, lw.q_norm,
                                  lw.k_norm, cos_sin, b.positions, b.slots, t, d.heads,
-                                 d.kv_heads, d.head_dim, self.block_size, d.eps,
+                                 d.kv_heads, d.attn_dim, self.block_size, d.eps,
                                  q_pitch=d.q_pitch, rotary_dim=rotary_dim,
-                                 norm_offset=d.norm_offset)
+                                 norm_offset=d.norm_offset, proj_dim=d.head_dim)
             if verify:
                 attention_verify.decode_attention_verify(
                     kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables, b.kv_lens, b.part_o,
@@ -585,18 +603,18 @@ class DenseDecoderModel:
             elif rows:
                 attention.decode_attention(kc, s, b.q, lw.k_cache, lw.v_cache, b.block_tables,
                                            b.kv_lens, b.part_o, b.part_ml, b.attn_counters,
-                                           b.attn, rows, d.heads, d.kv_heads, d.head_dim,
+                                           b.attn, rows, d.heads, d.kv_heads, d.attn_dim,
                                            self.block_size, self.max_blocks, plan.num_splits,
                                            self.scale, max_splits=plan.split_capacity,
                                            long=False if plan.row_invariant else None,
-                                           window=lw.window)
+                                           window=lw.window, proj_dim=d.head_dim)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,
                                         b.cu_q + 4 * rows, b.kv_lens + 4 * rows, b.attn,
-                                        plan.num_seqs - rows, d.heads, d.kv_heads, d.head_dim,
+                                        plan.num_seqs - rows, d.heads, d.kv_heads, d.attn_dim,
                                         self.block_size, self.max_blocks, self.scale,
-                                        plan.max_q_len, window=lw.window)
+                                        plan.max_q_len, window=lw.window, proj_dim=d.head_dim)
         self._output_projection(s, b, lw, t, res)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,

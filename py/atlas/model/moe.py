@@ -11,21 +11,22 @@ A decode step (up to DECODE_MAX_TOKENS rows) is three launches: the router (gate
 top-k, the shared expert's gate as one more row; where `router_takes_norm`, also the pending
 residual add + RMSNorm before the block), gate/up and down, where the shared expert is more
 slots of the same launches (its columns in chunks of the routed width, weighted by
-bf16(sigmoid(gate))); the down launch writes the block's output into delta, and the model's
-add_rmsnorm launch after it does the residual add and the next norm (with
-ATLAS_MOE_ROUTE_IN_EXPERTS=1 at batch 1 the router writes only the logits and the expert
-launches route from them). Prefill chunks (and decode steps with ATLAS_MOE_FUSED_DECODE=0)
-take the separate launches: router GEMV/GEMM, top-k, the experts, the shared expert's own
-SwiGLU, gate and add.
+bf16(sigmoid(gate)), or 1 where it has no gate); the down launch writes the block's output
+into delta, and the model's add_rmsnorm launch after it does the residual add and the next
+norm (with ATLAS_MOE_ROUTE_IN_EXPERTS=1 at batch 1 the router writes only the logits and the
+expert launches route from them). Prefill chunks (and decode steps with
+ATLAS_MOE_FUSED_DECODE=0) take the separate launches: router GEMV/GEMM, top-k, the experts,
+the shared expert's own SwiGLU, gate and add.
 
 `runtime.ops.moe.experts` picks the decode kernels (few tokens: only the selected experts'
 weights are read) or the grouped path (align, grouped GEMMs, combine); neither syncs with the
 host, so decode steps are captured in CUDA graphs like the dense model's.
 
-GLM-4.5 (`MoeConfig.router_f32`, `shared_gated` False) takes the separate launches at every
-step: its router's logits are float32 sums (`matmul.linear_f32_unrounded`; the fused router
-rounds them to bf16, as every other family's bf16 gate does), and its shared expert is added
-ungated (`shared_add` without a gate: no gate weight, no gate logit).
+GLM-4.5 (`MoeConfig.router_f32`, `shared_gated` False) takes the same paths: its router's
+logits are float32 sums (`Routing.unrounded`: `matmul.linear_f32_unrounded` on the separate
+path, the fused router's unrounded mode on the decode path), and its shared expert is added
+ungated (no gate weight, no gate logit: `shared_add` with a null gate on the separate path,
+the shared slots weighted 1 on the decode path; both bf16(routed + shared)).
 
 Two products have a narrow output the tensor-core GEMM cannot take (its n must be a multiple
 of 16): the shared-expert gate (n = 1) reads a weight buffer padded with zero rows to
@@ -141,16 +142,11 @@ class MoeMlp:
     shared: SharedExpert | None = None
     #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
     ep: "ExpertShard | None" = None
-    #: float32 router logits (MoeConfig.router_f32): the separate launches at every step
-    router_f32: bool = False
 
-    def _fused_decode(self, kc: KernelCache, t: int) -> bool:
-        """Whether a step of `t` rows takes the three-launch decode path (`_decode`): not
-        for a float32 router or an ungated shared expert (its router launch rounds the
-        logits to bf16 and computes the shared expert's gate)."""
-        ungated = self.shared is not None and not self.shared.gate
-        return (not (self.router_f32 or ungated) and moe_ops.uses_decode_kernels(t)
-                and kc.routes.moe_fused_decode)
+    @staticmethod
+    def _fused_decode(kc: KernelCache, t: int) -> bool:
+        """Whether a step of `t` rows takes the three-launch decode path (`_decode`)."""
+        return moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
         """Whether `forward` may be given the residual add + RMSNorm before the block
@@ -187,11 +183,7 @@ class MoeMlp:
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
-            if se.gate:
-                matmul.linear(kc, s, b.normed, se.gate, bf.shared_gate, t, GATE_PAD_ROWS,
-                              sh.hidden, out_f32=True)
-            shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate if se.gate else 0, b.delta,
-                       t, sh.hidden, GATE_PAD_ROWS)
+            add_shared(kc, s, b, bf, t, sh.hidden, se.gate)
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
                 norm: moe_ops.RouterNorm | None = None) -> None:
@@ -210,7 +202,7 @@ class MoeMlp:
         if self.ep is None and moe_ops.routes_in_experts(kc, t, sh):
             # the router writes only the logits; gate/up and down each take the top-k of them
             moe_ops.gate_logits(kc, s, b.normed, self.router, bf.logits, t, sh, shared,
-                                bf.shared_gate)
+                                bf.shared_gate, self.routing.unrounded)
             route = moe_ops.LogitRoute(bf.logits, bf.shared_gate if shared else 0, self.routing)
         else:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
@@ -227,15 +219,35 @@ class MoeMlp:
         return sh if self.ep is None else self.ep.select(kc, s, self.bufs.topk_ids, t, sh)
 
     def _router_logits(self, kc: KernelCache, s: Stream, x: DevicePtr, t: int) -> None:
-        router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape, self.router_f32)
+        router_logits(kc, s, x, self.router, self.bufs.logits, t, self.shape,
+                      self.routing.unrounded)
+
+
+def add_shared(kc: KernelCache, s: Stream, b: StepBuffers, bufs: MoeBuffers, t: int,
+               hidden: int, gate: DevicePtr) -> None:
+    """delta += the shared expert's output (bufs.shared_out), scaled by
+    bf16(sigmoid(gate . normed)) where it has a gate (`gate`: its zero-padded row), as it is
+    where not (0: GLM-4.5's), with transformers' rounding (moe_shared_add_bf16)."""
+    if gate:
+        matmul.linear(kc, s, b.normed, gate, bufs.shared_gate, t, GATE_PAD_ROWS, hidden,
+                      out_f32=True)
+    shared_add(kc, s, b.delta, bufs.shared_out, bufs.shared_gate if gate else 0, b.delta, t,
+               hidden, GATE_PAD_ROWS)
+
+
+def shared_gate_of(moe: MoeConfig, ptr: Mapping[str, DevicePtr], layer: int) -> DevicePtr:
+    """Layer `layer`'s shared-expert gate buffer (loaders/moe.py plans one for a gated
+    shared expert only), 0 for an ungated one."""
+    return ptr[f"l{layer}.shared_gate"] if moe.shared_gated else 0
 
 
 def router_logits(kc: KernelCache, s: Stream, x: DevicePtr, router: DevicePtr,
-                  logits: DevicePtr, t: int, shape: moe_ops.MoeShape, f32: bool = False) -> None:
-    """logits f32 [t, experts] = x @ router.T, as the bf16 product widened (`f32`: the
-    float32 sums themselves, MoeConfig.router_f32)."""
+                  logits: DevicePtr, t: int, shape: moe_ops.MoeShape,
+                  unrounded: bool = False) -> None:
+    """logits f32 [t, experts] = x @ router.T, as the bf16 product widened (`unrounded`:
+    the float32 sums themselves, Routing.unrounded)."""
     e, h = shape.experts, shape.hidden
-    if f32:
+    if unrounded:
         matmul.linear_f32_unrounded(kc, s, x, router, logits, t, e, h)
         return
     if e % GEMM_N_MULTIPLE == 0 or t <= matmul.GEMV_MAX_M:
@@ -249,7 +261,8 @@ def router_logits(kc: KernelCache, s: Stream, x: DevicePtr, router: DevicePtr,
 
 def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
     return moe_ops.Routing(scoring=moe.scoring, renormalize=moe.norm_topk_prob,
-                           scale=moe.routed_scaling_factor, bias=score_bias)
+                           scale=moe.routed_scaling_factor, bias=score_bias,
+                           unrounded=moe.router_f32)
 
 
 def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
@@ -267,10 +280,9 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
     shared, shape = None, moe_shape(cfg, moe)
     if moe.shared_intermediate_size and (ep is None or ep.holds_shared):
         shared = SharedExpert(ptr[b + "shared_gate_up"], ptr[b + "shared_down"],
-                              ptr[b + "shared_gate"] if moe.shared_gated else 0,
-                              moe.shared_intermediate_size)
+                              shared_gate_of(moe, ptr, layer), moe.shared_intermediate_size)
     elif moe.shared_intermediate_size:  # another rank runs the shared expert
         shape = shape.routed_only
     return MoeMlp(shape, routing_for(moe, ptr.get(b + "score_bias", 0)),
                   ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared, ep, moe.router_f32)
+                  shared, ep)

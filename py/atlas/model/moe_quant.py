@@ -13,6 +13,11 @@ into `shared_out`. Any other shared expert is a dense SwiGLU MLP of linears in w
 format the checkpoint stores. Both add their gated output with `moe_shared_add_bf16`
 (transformers' rounding) outside decode. The block's output goes into delta; the model's
 add_rmsnorm launch after it does the residual add and the next norm, as after the bf16 block.
+
+GLM-4.5 runs here as on the bf16 block: its float32 router (`Routing.unrounded`, the router
+kept bf16 by the quantizers) writes float32 logits on both paths, and its ungated shared
+expert (gate 0; folded for GLM-4.5's one shared expert as wide as a routed one) is weighted
+1 at decode and added as it is at prefill (moe.py `add_shared`).
 """
 
 from __future__ import annotations
@@ -22,20 +27,20 @@ from typing import Mapping
 
 from ..core.config import ModelConfig
 from ..runtime.gpu import DevicePtr, Stream
-from ..runtime.ops import KernelCache, matmul
+from ..runtime.ops import KernelCache
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.matmul_quant import LinearWeight
 from ..runtime.ops.moe_quant import (QuantExperts, check_pair, decode_experts, folds_shared,
                                      prefill_scratch_bytes)
-from ..runtime.ops.moe_shared import shared_add
 from .model import DenseMlp, StepBuffers, swiglu
-from .moe import GATE_PAD_ROWS, MoeBuffers, moe_shape, router_logits, routing_for
+from .moe import (MoeBuffers, add_shared, moe_shape, router_logits, routing_for,
+                  shared_gate_of)
 
 
 @dataclass(frozen=True, slots=True)
 class QuantSharedExpert:
     """A shared expert's SwiGLU (bf16 or quantized linears) and its bf16 gate
-    [GATE_PAD_ROWS, hidden] (row 0 the gate, zeros after)."""
+    [GATE_PAD_ROWS, hidden] (row 0 the gate, zeros after; 0: ungated)."""
 
     mlp: DenseMlp
     gate: DevicePtr
@@ -45,8 +50,8 @@ class QuantSharedExpert:
 class QuantMoeMlp:
     """A sparse layer's MLP with quantized routed experts (see the module docstring).
     `shape.shared_inter` > 0: the shared expert is folded into the expert matrices (expert
-    shape.experts; ops.moe_quant.folds_shared) and `shared_gate` is its bf16 gate; else a
-    shared expert, if any, is `shared` (its own linears)."""
+    shape.experts; ops.moe_quant.folds_shared) and `shared_gate` is its bf16 gate (0:
+    ungated); else a shared expert, if any, is `shared` (its own linears)."""
 
     shape: moe_ops.MoeShape
     routing: moe_ops.Routing
@@ -60,8 +65,6 @@ class QuantMoeMlp:
     def __post_init__(self) -> None:
         if folds_shared(self.shape) == (self.shared is not None) and self.shape.shared_inter:
             raise ValueError("QuantMoeMlp: a shared expert is folded or separate, not both")
-        if folds_shared(self.shape) and not self.shared_gate:
-            raise ValueError("QuantMoeMlp: a folded shared expert needs its gate")
         check_pair(self.gate_up, self.down, self.shape)
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
@@ -86,7 +89,8 @@ class QuantMoeMlp:
                            bf.topk_weights, bf.scratch.act, b.delta, t, sh)
         else:
             routed = sh.routed_only
-            router_logits(kc, s, b.normed, self.router, bf.logits, t, routed)
+            router_logits(kc, s, b.normed, self.router, bf.logits, t, routed,
+                          self.routing.unrounded)
             moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, routed.experts,
                          routed.top_k, self.routing)
             w_gate_up, w_down = self._dequantized(kc, s, b)
@@ -96,17 +100,10 @@ class QuantMoeMlp:
                 e, h, i = sh.experts, sh.hidden, sh.inter
                 swiglu(kc, s, b, w_gate_up + 2 * e * 2 * i * h, w_down + 2 * e * h * i,
                        bf.shared_out, t, h, i)
-                self._add_shared(kc, s, b, t, self.shared_gate)
+                add_shared(kc, s, b, bf, t, h, self.shared_gate)
         if self.shared is not None:
             self.shared.mlp.project(kc, s, b, t, bf.shared_out)
-            self._add_shared(kc, s, b, t, self.shared.gate)
-
-    def _add_shared(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                    gate: DevicePtr) -> None:
-        """delta += bf16(sigmoid(gate . normed)) * shared_out (transformers' rounding)."""
-        bf, h = self.bufs, self.shape.hidden
-        matmul.linear(kc, s, b.normed, gate, bf.shared_gate, t, GATE_PAD_ROWS, h, out_f32=True)
-        shared_add(kc, s, b.delta, bf.shared_out, bf.shared_gate, b.delta, t, h, GATE_PAD_ROWS)
+            add_shared(kc, s, b, bf, t, sh.hidden, self.shared.gate)
 
     def _dequantized(self, kc: KernelCache, s: Stream, b: StepBuffers
                      ) -> tuple[DevicePtr, DevicePtr]:
@@ -136,13 +133,14 @@ def build_quant_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                          "quantized")
     if shape.shared_inter and gate_up.experts > moe.num_experts:  # folded
         return QuantMoeMlp(shape, routing, ptr[b + "router"], gate_up, down, bufs,
-                           shared_gate=ptr[b + "shared_gate"])
+                           shared_gate=shared_gate_of(moe, ptr, layer))
     shared = None
     if shape.shared_inter:
         shared_gate_up, shared_down = linears[b + "shared_gate_up"], linears[b + "shared_down"]
         if isinstance(shared_gate_up, QuantExperts) or isinstance(shared_down, QuantExperts):
             raise ValueError(f"layer {layer}: the shared expert is a dense MLP, not experts")
-        shared = QuantSharedExpert(DenseMlp(shared_gate_up, shared_down), ptr[b + "shared_gate"])
+        shared = QuantSharedExpert(DenseMlp(shared_gate_up, shared_down),
+                                   shared_gate_of(moe, ptr, layer))
     return QuantMoeMlp(shape.routed_only, routing, ptr[b + "router"], gate_up, down, bufs,
                        shared)
 

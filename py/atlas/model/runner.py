@@ -193,14 +193,17 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     step of `limits.max_tokens` rows (0 for bf16 checkpoints)."""
     t, b = limits.max_tokens, limits.max_sample_rows  # b: decode attention rows
     arena.reserve("step_i32", DType.I32, (layout.total,))
+    # q: the rotated q rows attention reads (heads of attn_dim); attn: its output, o_proj's
+    # input (heads of head_dim)
     for name, width in (("resid", dims.hidden), ("delta", dims.hidden),
-                        ("normed", dims.hidden), ("qkv", dims.qkv_width), ("q", dims.q_width),
+                        ("normed", dims.hidden), ("qkv", dims.qkv_width),
+                        ("q", dims.heads * dims.attn_dim),
                         ("attn", dims.q_width), ("gate_up", 2 * dims.inter),
                         ("act", dims.inter)):
         arena.reserve(name, DType.BF16, (t, width))
     arena.reserve("sample_hidden", DType.BF16, (limits.max_sample_rows, dims.hidden))
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
-    arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.head_dim))
+    arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.attn_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
     # split tickets per (row, head slice) of decode attention: at most one per q head
     arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
@@ -309,8 +312,8 @@ class ModelRunner:
         #: verification steps of up to this many rows compute each row as a plain decode
         #: step would (see the module docstring); 0 without speculation, for mixtures of
         #: experts (whose expert kernels route by row count), for models whose sliding
-        #: windows bind (their rows attend on the long kernel, whose splits follow the row
-        #: count), where a plain step runs the
+        #: windows bind or whose heads are padded (their rows attend on the long kernel,
+        #: whose splits follow the row count: `long_only`), where a plain step runs the
         #: persistent decode kernel (ATLAS_PERSISTENT_DECODE=1: its own GEMV sums, not the
         #: per-op kernels'), and where verification steps of one sequence attend on the
         #: verification kernel (each
@@ -321,7 +324,7 @@ class ModelRunner:
         self.invariant_rows = (row_invariant_rows(model.kc) if limits.num_draft_tokens
                                and cfg.moe is None
                                and model.persistent is None
-                               and not model.windowed
+                               and not model.long_only
                                and not self.verify_kernel
                                and _all_bf16(model) else 0)
         #: row counts with a captured decode graph: batch sizes

@@ -12,6 +12,12 @@ must take exactly these parameters, in this order. Layouts (all row-major, conti
 * block_tables is i32 [num_seqs, max_blocks]; kv_lens is i32 [num_seqs], the number of
   cached tokens of each sequence after this step's append.
 * cos_sin is f32 [max_positions, head_dim]: cos of the head_dim/2 frequencies, then sin.
+* proj_dim (on the entries that take it): a head's length in the projections, <= head_dim.
+  A model whose head dim no attention kernel is built for (Phi-3-mini's 96) attends at a
+  padded head_dim (ops.attention.padded_head_dim): its cache rows and rotated q rows are
+  [head_dim], the proj_dim elements then zeros, while the qkv rows it reads ([tokens,
+  (hq + 2 hkv) * proj_dim]) and the attention rows it writes ([tokens, hq * proj_dim], the
+  o_proj's input) stay compact. proj_dim == head_dim: no padding.
 """
 
 from __future__ import annotations
@@ -358,12 +364,13 @@ QK_NORM_ROPE_KV = S(
 # when each head is followed by its output gate, Qwen3.5/Qwen3-Next), only the first
 # rotary_dim elements of a head rotate (cos_sin is f32 [positions, rotary_dim]), and
 # norm_offset = 1 applies zero-centred norm weights, bf16(x * rsqrt(mean(x^2) + eps) * (1 + w))
-# with one rounding. A qkv row is [hq * q_pitch | k (hkv*D) | v (hkv*D)].
+# with one rounding. A qkv row is [hq * q_pitch | k (hkv * P) | v (hkv * P)], P = proj_dim:
+# a padded head's q_out and cache rows get its P elements, then zeros (the norm spans P)
 QK_NORM_ROPE_KV_PARTIAL = S(
     "rope_kv", "qk_norm_rope_kv_partial_bf16",
     "qkv:ptr q_out:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr "
     "positions:ptr slots:ptr tokens:u32 hq:u32 hkv:u32 head_dim:u32 q_pitch:u32 "
-    "rotary_dim:u32 norm_offset:u32 block_size:u32 eps:f32")
+    "rotary_dim:u32 norm_offset:u32 block_size:u32 eps:f32 proj_dim:u32")
 # the sigmoid output gate of gated full attention (attn_gate.cu):
 # out[t, h*D + d] = bf16(x[t, h*D + d] * bf16(sigmoid(gate[t * gate_pitch + h * head_pitch + d])))
 ATTN_GATE = S("attn_gate", "sigmoid_gate_mul_bf16",
@@ -422,10 +429,12 @@ GDN_DECODE = S(
 
 # --- attention ---------------------------------------------------------------------------
 # window: the layer's sliding window (a query at position p sees keys p - window + 1 .. p;
-# 0: every key up to p), here and on every entry point below that takes one
+# 0: every key up to p), here and on every entry point below that takes one; proj_dim: the
+# attention rows written to out are [tokens, hq * proj_dim] (a padded head's first proj_dim
+# elements; the module docstring), here and on every entry point below that takes one
 _PREFILL = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
             "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32 "
-            "window:u32")
+            "window:u32 proj_dim:u32")
 PREFILL_ATTN = S("attention", "prefill_attn_bf16", _PREFILL)
 # the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
 # head_dim 128 or 256, 128-query blocks, launched with dynamic shared memory
@@ -503,7 +512,7 @@ DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_p
                                   _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 _COMBINE = ("part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
-            "num_splits:u32 window:u32")
+            "num_splits:u32 window:u32 proj_dim:u32")
 DECODE_ATTN_COMBINE = S("attention", "decode_attn_combine_bf16", _COMBINE)
 # the same values, letting the kernel after it launch before its PDL wait (ops/early_trigger.py)
 DECODE_ATTN_COMBINE_EARLY = S("attention", "decode_attn_combine_early_bf16", _COMBINE)
@@ -516,7 +525,7 @@ DECODE_ATTN_COMBINE_EARLY = S("attention", "decode_attn_combine_early_bf16", _CO
 # its last block (attention_long.cu SplitMerge) instead of DECODE_ATTN_COMBINE after it
 _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
                 "part_ml:ptr counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
-                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 window:u32")
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 window:u32 proj_dim:u32")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 # (its phase-traced twin: trace_decode_attn.py --long, Qwen3.5's heads)
@@ -524,12 +533,14 @@ DECODE_ATTN_LONG_D256_TRACE = S("attention_long", "decode_attn_long_d256_trace_b
                                 _DECODE_LONG + " trace:ptr")
 # DECODE_ATTN_LONG with qk_norm_rope_kv_bf16 done by its blocks (one token per sequence, the
 # classic qkv layout, head_dim 64 or 128): q from the qkv rows, the step's k and v appended
-# at the row's slot (none for slot < 0) and substituted for that cache row
+# at the row's slot (none for slot < 0) and substituted for that cache row. The qkv rows are
+# [(hq + 2 hkv) * proj_dim], a head rotating whole (cos_sin f32 [positions, proj_dim]); a
+# padded head's q and cache rows get its proj_dim elements, then zeros
 _DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32 eps:f32 window:u32")
+    "scale:f32 eps:f32 window:u32 proj_dim:u32")
 # (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
@@ -672,24 +683,27 @@ MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
 # With shared_slots > 0 (a shared expert folded in as that many slots after the top_k routed
 # ones, ops.moe.MoeShape.shared_slots) shared_gate is its gate row bf16 [hidden]:
 # shared_logits f32 [tokens] = bf16(x . shared_gate), and slot top_k + c of each token gets
-# id experts + c, weight bf16(sigmoid(shared logit)); ids/weights rows are top_k +
-# shared_slots long.
+# id experts + c, weight bf16(sigmoid(shared logit)); a null shared_gate is an ungated shared
+# expert (GLM-4.5): weight 1, shared_logits unused. ids/weights rows are top_k + shared_slots
+# long. unrounded != 0: the experts' logits are the float32 sums, not bf16-rounded (a float32
+# router, as GEMV_F32_UNROUNDED writes them; the shared gate's stays rounded).
 MOE_GATE_TOPK_SOFTMAX = S("moe_router", "moe_gate_topk_softmax_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr "
                           "topk_ids:ptr topk_weights:ptr counter:ptr tokens:u32 experts:u32 "
-                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32")
+                          "hidden:u32 top_k:u32 shared_slots:u32 renormalize:u32 scale:f32 "
+                          "unrounded:u32")
 MOE_GATE_TOPK_SIGMOID = S("moe_router", "moe_gate_topk_sigmoid_bf16",
                           "x:ptr w_gate:ptr shared_gate:ptr bias:ptr logits:ptr "
                           "shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                           "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                          "renormalize:u32 scale:f32")
+                          "renormalize:u32 scale:f32 unrounded:u32")
 # The same two routers with the model's add_rmsnorm before them done by their blocks
 # (moe_router.cu NormIn: residual += delta, normed = RMSNorm(residual) * w, or * (1 + w) with
 # offset; both written by the last block): the default (ATLAS_MOE_ROUTER_NORM=0: never)
 _NORM_ROUTER = "residual:ptr delta:ptr norm_w:ptr normed:ptr w_gate:ptr shared_gate:ptr "
 _NORM_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr counter:ptr "
                      "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                     "renormalize:u32 scale:f32 eps:f32 offset:u32")
+                     "renormalize:u32 scale:f32 unrounded:u32 eps:f32 offset:u32")
 MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX = S("moe_router", "moe_add_rmsnorm_gate_topk_softmax_bf16",
                                       _NORM_ROUTER + _NORM_ROUTER_TAIL)
 MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID = S("moe_router", "moe_add_rmsnorm_gate_topk_sigmoid_bf16",
@@ -698,7 +712,7 @@ MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID = S("moe_router", "moe_add_rmsnorm_gate_topk_s
 # ops.moe.router_uses_cluster): the logits meet in rank 0's shared memory, no counter
 _CLUSTER_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr "
                         "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                        "renormalize:u32 scale:f32 eps:f32 offset:u32")
+                        "renormalize:u32 scale:f32 unrounded:u32 eps:f32 offset:u32")
 MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX = S(
     "moe_router", "moe_add_rmsnorm_gate_topk_cluster_softmax_bf16",
     _NORM_ROUTER + _CLUSTER_ROUTER_TAIL)
@@ -710,7 +724,7 @@ MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID = S(
 # (ops.moe.routes_in_experts: moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_*).
 MOE_GATE_LOGITS = S("moe_router", "moe_gate_logits_bf16",
                     "x:ptr w_gate:ptr shared_gate:ptr logits:ptr shared_logits:ptr tokens:u32 "
-                    "experts:u32 hidden:u32 shared_slots:u32")
+                    "experts:u32 hidden:u32 shared_slots:u32 unrounded:u32")
 # Decode (1..8 tokens), one launch per projection over all selected experts. Weights:
 # w_gate_up bf16 [experts, 2 inter, hidden] (gate rows, then up rows), w_down bf16
 # [experts, hidden, inter]. act bf16 [tokens, top_k, inter] = swiglu of the selected
@@ -763,8 +777,9 @@ MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
 MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
-# of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens], bias
-# (sigmoid scoring's, or 0), sigmoid 0 / 1, renormalize and scale as the router's; at most
+# of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens] (0: an
+# ungated shared expert, weight 1), bias (sigmoid scoring's, or 0), sigmoid 0 / 1,
+# renormalize and scale as the router's; at most
 # ops.moe.ROUTE_IN_EXPERTS_MAX_EXPERTS experts. The down twin reads them before its PDL wait
 # (the router is two launches back).
 MOE_GATE_UP_GEMV_TILES_ROUTE = S(

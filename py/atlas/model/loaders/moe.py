@@ -240,22 +240,12 @@ class MiniMaxM2Loader(MixtralLoader):
 class Glm4MoeLoader(MoeDecoderLoader):
     """GLM-4.5 / GLM-4.5-Air / GLM-4.6: dense attention with q/k/v biases (o_proj none) and
     per-head q/k norms where `use_qk_norm` says, `first_k_dense_replace` dense layers, then
-    routed experts (either layout) beside ungated `shared_experts` and a float32 sigmoid
-    router (`MoeConfig.router_f32`). Its MTP layers (model.layers.{num_hidden_layers}.*) are
-    not loaded (load.py). Quantized experts are refused: the quantized MoE block
-    (model/moe_quant.py) has neither the float32 router nor the ungated shared expert."""
+    routed experts (either layout; bf16, or FP8 / NVFP4 per expert as the quantized Qwen
+    checkpoints store them) beside ungated `shared_experts` (quantized alike and as wide as an
+    expert: folded in) and a float32 sigmoid router (`MoeConfig.router_f32`, its weight bf16).
+    Its MTP layers (model.layers.{num_hidden_layers}.*) are not loaded (load.py)."""
 
     family = "glm4_moe"
 
     def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
         return GLM_EXPERTS
-
-    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
-                 names: Container[str]) -> None:
-        super().plan_mlp(plan, cfg, layer, names)
-        experts = plan.linears.get(f"l{layer}.experts_gate_up")
-        if experts is not None and experts.format != "bf16":
-            raise UnsupportedModelError(
-                f"{cfg.source}: layer {layer}'s experts are stored {experts.format}; "
-                f"{cfg.model_type} serves bf16 experts only (its float32 router and ungated "
-                "shared expert have no quantized MoE path)")

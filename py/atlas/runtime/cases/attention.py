@@ -7,6 +7,10 @@ causal softmax; it shares no code with the reference kernel.
 
 Decode partials are compared where more than one split is active, on the active splits only:
 the other rows stay poisoned (NaN), so a merge that read one of them would fail on `out`.
+
+A Geometry with proj_dim < head_dim is a padded head (ops.attention.padded_head_dim): its q
+and cache rows hold proj_dim random elements, then zeros, and out keeps each head's first
+proj_dim elements ([tokens, hq * proj_dim]), the softmax scale proj_dim^-0.5.
 """
 
 from __future__ import annotations
@@ -43,10 +47,30 @@ class Geometry:
     hkv: int
     head_dim: int
     block_size: int
+    #: a padded head's length in the projections (0: head_dim, no padding)
+    proj_dim: int = 0
+
+    @property
+    def proj(self) -> int:
+        """The head's elements: the rest of its head_dim-long rows are zeros."""
+        return self.proj_dim or self.head_dim
 
     @property
     def scale(self) -> float:
-        return self.head_dim ** -0.5
+        return self.proj ** -0.5
+
+
+def pad_heads(rows: np.ndarray, head_dim: int) -> np.ndarray:
+    """Rows [..., proj] (values or bf16 bits) widened to [..., head_dim] with zeros: a
+    padded head's q or cache rows."""
+    pad = np.zeros(rows.shape[:-1] + (head_dim - rows.shape[-1],), rows.dtype)
+    return np.concatenate([rows, pad], axis=-1)
+
+
+def random_heads(rng: np.random.Generator, shape: tuple[int, ...], g: Geometry,
+                 scale: float = 1.0) -> np.ndarray:
+    """Random bf16 heads [..., head_dim]: g.proj values (random_bf16's), then zeros."""
+    return pad_heads(random_bf16(rng, shape[:-1] + (g.proj,), scale), shape[-1])
 
 
 def paged_cache(rng: np.random.Generator, kv_lens: list[int], g: Geometry
@@ -68,8 +92,8 @@ def paged_cache(rng: np.random.Generator, kv_lens: list[int], g: Geometry
         tables[b, :need[b]] = own
         for p in range(n):
             blk, off = own[p // g.block_size], p % g.block_size
-            k[blk, :, off] = random_bf16(rng, (g.hkv, g.head_dim))
-            v[blk, :, off] = random_bf16(rng, (g.hkv, g.head_dim))
+            k[blk, :, off] = random_heads(rng, (g.hkv, g.head_dim), g)
+            v[blk, :, off] = random_heads(rng, (g.hkv, g.head_dim), g)
     return {"k_cache": k, "v_cache": v, "block_tables": tables,
             "kv_lens": np.asarray(kv_lens, dtype=np.int32)}
 
@@ -101,7 +125,7 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
     cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
     total = int(cu[-1])
     inputs = paged_cache(rng, kv_lens, g)
-    inputs["q"] = random_bf16(rng, (total, g.hq, g.head_dim), 2.0)
+    inputs["q"] = random_heads(rng, (total, g.hq, g.head_dim), g, 2.0)
     inputs["cu_q"] = cu
     num_seqs, max_blocks = len(q_lens), inputs["block_tables"].shape[1]
 
@@ -113,7 +137,7 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
             KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
             g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=False,
-            window=window)
+            window=window, proj_dim=g.proj)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -127,9 +151,9 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
                 kvh = h // (g.hq // g.hkv)
                 s = q[cu[b]:cu[b + 1], h] @ k[:, kvh].T * g.scale
                 out[cu[b]:cu[b + 1], h] = _softmax_rows(np.where(visible, s, -np.inf)) @ v[:, kvh]
-        return {"out": out}
+        return {"out": out[..., :g.proj]}
 
-    spec = OutputSpec(DType.BF16, (total, g.hq, g.head_dim), ATTN_TOL)
+    spec = OutputSpec(DType.BF16, (total, g.hq, g.proj), ATTN_TOL)
     return KernelCase(name, "attention", inputs, {"out": spec}, run, oracle,
                       reference_abs_tol=PREFILL_REFERENCE_ABS_TOL)
 
@@ -163,6 +187,14 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
                      [130, 40], [400, 100], window=150),
         prefill_case(rng, "prefill D256 gqa8 bs16 window 70", Geometry(16, 2, 256, 16),
                      [90, 1], [200, 90], window=70),
+        # padded heads at D 128 (out rows of their proj_dim elements): Phi-3-mini's 96 (MHA)
+        # first and chunked, with a window (Phi-3-mini-4k slides), and 80 on 7-token pages
+        prefill_case(rng, "prefill D128 pad96 mha bs16 mixed", Geometry(4, 4, 128, 16, 96),
+                     [5, 70, 1], [5, 100, 37]),
+        prefill_case(rng, "prefill D128 pad96 gqa2 bs16 window 20", Geometry(4, 2, 128, 16, 96),
+                     [100, 1, 15], [150, 60, 15], window=20),
+        prefill_case(rng, "prefill D128 pad80 gqa2 bs7", Geometry(2, 1, 128, 7, 80), [33, 9],
+                     [40, 75]),
     ]
 
 
@@ -230,7 +262,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
         rule = partial(attention.decode_partial_rule, routes=routes)
     num_seqs = len(kv_lens)
     inputs = paged_cache(rng, kv_lens, g)
-    inputs["q"] = random_bf16(rng, (num_seqs, g.hq, g.head_dim), 2.0)
+    inputs["q"] = random_heads(rng, (num_seqs, g.hq, g.head_dim), g, 2.0)
     inputs["counters"] = np.zeros((num_seqs, g.hq), np.int32)
     max_blocks = inputs["block_tables"].shape[1]
     if traced:  # the stamps are clock readings: an input buffer, never compared
@@ -256,7 +288,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                                        p["part_o"], p["part_ml"], p["counters"], p["out"],
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
                                        max_blocks, num_splits, g.scale,
-                                       trace=p.get("trace", 0), long=long, window=window)
+                                       trace=p.get("trace", 0), long=long, window=window,
+                                       proj_dim=g.proj)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -277,11 +310,11 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                     e = np.exp(s[lo:hi] - m)
                     part_ml[b, h, i] = (m, e.sum())
                     part_o[b, h, i] = e @ v[lo:hi, kvh] / e.sum()
-        return {"out": out, "part_o": part_o, "part_ml": part_ml,
+        return {"out": out[..., :g.proj], "part_o": part_o, "part_ml": part_ml,
                 "counters": np.zeros((num_seqs, g.hq))}
 
     outputs = {
-        "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.head_dim), ATTN_TOL),
+        "out": OutputSpec(DType.BF16, (num_seqs, g.hq, g.proj), ATTN_TOL),
         "part_o": OutputSpec(DType.FP32, part_o_shape, (1e-4, 1e-3)),
         "part_ml": OutputSpec(DType.FP32, part_ml_shape, (1e-4, 1e-4)),
         "counters": OutputSpec(DType.I32, (num_seqs, g.hq)),

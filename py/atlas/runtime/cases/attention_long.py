@@ -66,7 +66,7 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                                        p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
                                        g.block_size, max_blocks, num_splits, g.scale,
                                        long=True, trace=p["trace"] if traced else 0,
-                                       window=window)
+                                       window=window, proj_dim=g.proj)
 
     return dataclasses.replace(case, module="attention_long", run=run, outputs=outputs,
                                reference_abs_tol=case.reference_abs_tol + p_tol)
@@ -101,6 +101,14 @@ LONG_DECODE_SHAPES = [
     ("long D128 gqa4 bs16 splits1 direct", Geometry(32, 8, 128, 16), [1536, 70, 1, 0], 1),
     ("long D256 gqa8 bs16 splits1 direct", Geometry(16, 2, 256, 16), [1100, 0, 33], 1),
     ("long D64 gqa2 bs16 splits1 direct", Geometry(4, 2, 64, 16), [640, 15], 1),
+    # padded heads at D 128 (out rows of their proj_dim elements): Phi-3-mini's 96 merged
+    # by the kernel's last split (MHA) and by the combine after it (a group of 8: its merge
+    # is several items a thread), and in one split beside a sequence without keys
+    ("long D128 pad96 mha bs16 splits3", Geometry(4, 4, 128, 16, 96), [3200, 1, 700], 3),
+    ("long D128 pad96 gqa8 bs16 splits3 combine", Geometry(16, 2, 128, 16, 96),
+     [3200, 1, 700], 3),
+    ("long D128 pad96 gqa2 bs16 splits1 direct", Geometry(4, 2, 128, 16, 96),
+     [1536, 70, 1, 0], 1),
 ]
 
 #: (name, geometry, kv_lens, num_splits) merged by the kernel's last split (twin
@@ -112,6 +120,8 @@ LONG_MERGE_SHAPES = [
      4),
     ("long D256 gqa8 bs16 splits8 merge", Geometry(16, 2, 256, 16), [2048, 300], 8),
     ("long D128 gqa8 bs16 splits33 merge", Geometry(32, 4, 128, 16), [2048, 33], 33),
+    ("long D128 pad112 gqa4 bs16 splits4 merge empty", Geometry(8, 2, 128, 16, 112),
+     [2048, 0, 700, 1], 4),
 ]
 
 
@@ -121,7 +131,7 @@ def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: li
     q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
     widened by the bf16 probability rounding bound (its V includes the appended rows)."""
     case = decode_rope_case(rng, name, g, kv_lens, num_splits, long=True, **kw)
-    v_new = case.inputs["qkv"].reshape(len(kv_lens), -1)[:, (g.hq + g.hkv) * g.head_dim:]
+    v_new = case.inputs["qkv"].reshape(len(kv_lens), -1)[:, (g.hq + g.hkv) * g.proj:]
     p_tol = max(probability_rounding_tol(case.inputs["v_cache"]),
                 probability_rounding_tol(v_new))
     spec = case.outputs["out"]
@@ -151,6 +161,14 @@ LONG_ROPE_SHAPES = [
     # a launch merging its splits itself (ATLAS_DECODE_ATTN_LONG_MERGE=1)
     ("long_rope D128 gqa4 splits4 pad merge", Geometry(32, 8, 128, 16), [2048, 129, 65, 300],
      4, {"pad_last": True, "twin": "long_merge"}),
+    # padded heads (qkv rows of proj_dim-long heads, cache rows zero past them): Phi-3-mini's
+    # 96 (MHA, no q/k norm) batched with a padding row, one split with the norm (over the
+    # 96), and 80 on 7-token pages
+    ("long_rope D128 pad96 mha no-norm splits4 pad", Geometry(4, 4, 128, 16, 96),
+     [2048, 129, 65, 300], 4, {"pad_last": True, "normed": False}),
+    ("long_rope D128 pad96 gqa2 splits1", Geometry(4, 2, 128, 16, 96), [1536, 90, 1], 1, {}),
+    ("long_rope D128 pad80 gqa2 no-norm bs7 splits2", Geometry(4, 2, 128, 7, 80), [700, 33],
+     2, {"normed": False}),
 ]
 
 
@@ -170,6 +188,8 @@ LONG_ROPE_LATE_SHAPES = [
      {"twin": "long_late"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 late", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_late"}),
+    ("long_rope D128 pad96 mha no-norm b1 splits16 merge late", Geometry(8, 8, 128, 16, 96),
+     [568], 16, {"normed": False, "twin": "long_late_merge"}),
 ]
 
 
@@ -191,6 +211,14 @@ LONG_ROPE_EARLY_SHAPES = [
      {"twin": "long_early"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
+    # padded heads' batch 1 (Phi-3-mini's 96, MHA, no q/k norm: 30 splits merged, and the
+    # combine after 3; 112 with the norm in one split)
+    ("long_rope D128 pad96 mha no-norm b1 splits30 merge early", Geometry(8, 8, 128, 16, 96),
+     [568], 30, {"normed": False, "twin": "long_early_merge"}),
+    ("long_rope D128 pad96 mha no-norm b1 splits3 early", Geometry(8, 8, 128, 16, 96), [200],
+     3, {"normed": False, "twin": "long_early"}),
+    ("long_rope D128 pad112 gqa4 b1 splits1 early", Geometry(8, 2, 128, 16, 112), [1536], 1,
+     {"twin": "long_early"}),
     # the phase-traced twins (tools/gpu/trace_decode_attn.py --long): the same outputs, the
     # early entries' at one sequence (the late trigger's too), the staged entry's for a batch
     # of one split
@@ -215,6 +243,8 @@ LONG_WINDOW_SHAPES = [
      "", 300),
     ("long D128 gqa8 bs16 splits33 window 200 merge", Geometry(32, 4, 128, 16), [2048, 33],
      33, "long_merge", 200),
+    ("long D128 pad96 mha bs16 splits3 window 1000", Geometry(4, 4, 128, 16, 96),
+     [3200, 1, 700], 3, "", 1000),
 ]
 #: ... and on the rope entries (the step's key the window's last): batches on the staged
 #: entry (one split, and 4 merged), batch 1 on the early entry (30 splits merged: the
@@ -229,6 +259,13 @@ LONG_ROPE_WINDOW_SHAPES = [
      [2500], 30, {"twin": "long_early_merge", "window": 300}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early window 50", Geometry(9, 3, 64, 7),
      [200], 3, {"normed": False, "twin": "long_early", "window": 50}),
+    # Phi-3-mini-4k's padded heads sliding: a batch merged, and batch 1 on the early entry
+    ("long_rope D128 pad96 mha no-norm splits4 pad merge window 100",
+     Geometry(4, 4, 128, 16, 96), [2048, 129, 65, 300], 4,
+     {"normed": False, "pad_last": True, "twin": "long_merge", "window": 100}),
+    ("long_rope D128 pad96 mha no-norm b1 splits30 merge early window 300",
+     Geometry(8, 8, 128, 16, 96), [2500], 30,
+     {"normed": False, "twin": "long_early_merge", "window": 300}),
 ]
 
 

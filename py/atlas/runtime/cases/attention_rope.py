@@ -6,7 +6,8 @@ slot (a padding sequence's slot -1 leaves its cache untouched and attends over i
 
 Every cache element a sequence owns is compared (the rest hold NaN, as in cases/attention.py).
 The case launches twice: the second launch must find the split tickets reset and rewrite the
-same cache rows.
+same cache rows. A padded geometry (proj_dim < head_dim) reads qkv rows of proj_dim-long
+heads (rotating whole) and expects cache rows of those elements, then zeros.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
-from .attention import ATTN_TOL, Geometry, case_routes, paged_cache, traced_twins_apply
+from .attention import (ATTN_TOL, Geometry, case_routes, pad_heads, paged_cache,
+                        traced_twins_apply)
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
@@ -34,20 +36,20 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
     num_splits splits, module attention_long); `window` > 0: a sliding window (the query
     sees its sequence's last `window` keys, the appended one included)."""
-    num_seqs, d = len(kv_lens), g.head_dim
+    num_seqs, d, pd = len(kv_lens), g.head_dim, g.proj
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
     slots = np.array([tables[b, (n - 1) // g.block_size] * g.block_size + (n - 1) % g.block_size
                       for b, n in enumerate(kv_lens)], dtype=np.int32)
     if pad_last:
         slots[-1] = -1
-    inputs.update(qkv=random_bf16(rng, (num_seqs, (g.hq + 2 * g.hkv) * d), 3.0),
-                  cos_sin=cos_sin_table(d, max(kv_lens)), slots=slots,
+    inputs.update(qkv=random_bf16(rng, (num_seqs, (g.hq + 2 * g.hkv) * pd), 3.0),
+                  cos_sin=cos_sin_table(pd, max(kv_lens)), slots=slots,
                   positions=np.asarray(kv_lens, dtype=np.int32) - 1,
                   counters=np.zeros((num_seqs, g.hq), np.int32))
     if normed:
         for w in ("q_norm_w", "k_norm_w"):
-            inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, d).astype(np.float32))
+            inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, pd).astype(np.float32))
     splits_shape = (num_seqs, g.hq, num_splits)
     inputs["part_o"] = np.zeros(splits_shape + (d,), np.float32)  # scratch, not compared
     inputs["part_ml"] = np.zeros(splits_shape + (2,), np.float32)
@@ -64,19 +66,22 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"], p["positions"],
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
-                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long, window=window)
+                num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long, window=window,
+                proj_dim=pd)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
-        q = row[:, :g.hq * d].reshape(num_seqs, g.hq, d)
-        k = row[:, g.hq * d:(g.hq + g.hkv) * d].reshape(num_seqs, g.hkv, d)
-        v = row[:, (g.hq + g.hkv) * d:].reshape(num_seqs, g.hkv, d)
+        q = row[:, :g.hq * pd].reshape(num_seqs, g.hq, pd)
+        k = row[:, g.hq * pd:(g.hq + g.hkv) * pd].reshape(num_seqs, g.hkv, pd)
+        v = row[:, (g.hq + g.hkv) * pd:].reshape(num_seqs, g.hkv, pd)
         if normed:
             q = head_norm(q, bf16_bits_to_f32(x["q_norm_w"]).astype(np.float64))
             k = head_norm(k, bf16_bits_to_f32(x["k_norm_w"]).astype(np.float64))
         table = x["cos_sin"][x["positions"]].astype(np.float64)
-        cos, sin = rb(table[:, None, :d // 2]), rb(table[:, None, d // 2:])
-        q, k = rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin))  # stored as bf16
+        cos, sin = rb(table[:, None, :pd // 2]), rb(table[:, None, pd // 2:])
+        # stored as bf16, a padded head's rows zero past its proj_dim elements
+        q, k, v = (pad_heads(a, d) for a in (rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin)),
+                                             v))
         kc = bf16_bits_to_f32(x["k_cache"]).astype(np.float64)
         vc = bf16_bits_to_f32(x["v_cache"]).astype(np.float64)
         out = np.empty((num_seqs, g.hq, d))
@@ -94,12 +99,12 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 s = keys[:, kvh] @ q[b, h] * g.scale
                 e = np.exp(s - s.max())
                 out[b, h] = e @ vals[:, kvh] / e.sum()
-        return {"out": out, "k_cache": kc, "v_cache": vc,
+        return {"out": out[..., :pd], "k_cache": kc, "v_cache": vc,
                 "counters": np.zeros((num_seqs, g.hq))}
 
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
-    outputs = {"out": OutputSpec(DType.BF16, (num_seqs, g.hq, d), ATTN_TOL),
+    outputs = {"out": OutputSpec(DType.BF16, (num_seqs, g.hq, pd), ATTN_TOL),
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
                "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}

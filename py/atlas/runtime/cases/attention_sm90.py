@@ -56,7 +56,7 @@ def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: 
             KernelCache(backend, routes), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
             g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=True,
-            window=window)
+            window=window, proj_dim=g.proj)
 
     spec = case.outputs["out"]
     atol, rtol = spec.tol
@@ -77,6 +77,11 @@ SM90_PREFILL_SHAPES = [
     ("prefill sm90 D256 gqa8 bs16 mixed", Geometry(16, 2, 256, 16), [70, 1, 130],
      [70, 40, 200]),
     ("prefill sm90 D256 gqa4 bs7 long chunk", Geometry(4, 1, 256, 7), [200, 65], [259, 65]),
+    # padded heads at D 128 (out rows of their proj_dim elements: Phi-3-mini's 96, and 112)
+    ("prefill sm90 pad96 mha bs16 mixed", Geometry(4, 4, 128, 16, 96), [5, 70, 1],
+     [5, 100, 37]),
+    ("prefill sm90 pad112 gqa2 bs7 two blocks", Geometry(4, 2, 128, 7, 112), [200, 3],
+     [259, 3]),
 ]
 
 
@@ -90,12 +95,15 @@ SM90_WINDOW_SHAPES = [
      [1000, 500], 300),
     ("prefill sm90 D256 gqa8 bs16 window 100", Geometry(16, 2, 256, 16), [130, 1],
      [200, 333], 100),
+    ("prefill sm90 pad96 gqa2 bs16 window 40", Geometry(4, 2, 128, 16, 96), [200, 1, 30],
+     [200, 90, 30], 40),
 ]
 
 #: the shapes run again on each A/B entry point (head_dim 128)
 SM90_VARIANT_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
     "prefill sm90 gqa4 bs16 mixed", "prefill sm90 mha bs7 three tiles",
-    "prefill sm90 gqa2 bs16 deep history", "prefill sm90 gqa6 bs16 two blocks offset")]
+    "prefill sm90 gqa2 bs16 deep history", "prefill sm90 gqa6 bs16 two blocks offset",
+    "prefill sm90 pad96 mha bs16 mixed")]
 SM90_VARIANTS = ("qreg", "wide")
 
 

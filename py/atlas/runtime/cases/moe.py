@@ -192,52 +192,85 @@ def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: flo
     return bf16_bits_to_f32(random_bf16(rng, (tokens, experts), scale))
 
 
+def _slot_count(shared_gate: np.ndarray | None, shared_slots: int) -> int:
+    """A case's shared slots: `shared_slots` (with a gate, 1 where not given), none without
+    either."""
+    return shared_slots or (1 if shared_gate is not None else 0)
+
+
+def _case_routing(kw: dict[str, Any], p: dict[str, DevicePtr]) -> moe.Routing:
+    """The Routing of gate_case's keyword arguments, its bias at its device address."""
+    return moe.Routing("sigmoid" if kw.get("sigmoid") else "softmax",
+                       bool(kw.get("renormalize", True)), float(kw.get("scale", 1.0)),
+                       p.get("bias", 0), bool(kw.get("unrounded", False)))
+
+
+def _case_shared(p: dict[str, DevicePtr], m: int) -> moe.SharedExpertWeights | None:
+    """A router case's shared expert: its gate row where the case has one, else (m slots
+    without a gate) an ungated one."""
+    return moe.SharedExpertWeights(0, 0, p.get("shared_gate", 0)) if m else None
+
+
+def oracle_logits(xs: np.ndarray, w_gate: np.ndarray, unrounded: bool) -> np.ndarray:
+    """The router's float64 logits: the exact sums rounded to bf16, or (`unrounded`, a
+    float32 router) to float32."""
+    sums = xs @ w_gate.T
+    return sums.astype(np.float32).astype(np.float64) if unrounded else _bf16(sums)
+
+
 def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid: bool = False,
               bias: np.ndarray | None = None, renormalize: bool = True, scale: float = 1.0,
-              shared_gate: np.ndarray | None = None, shared_slots: int = 1,
-              routes: KernelRoutes | None = None) -> KernelCase:
+              shared_gate: np.ndarray | None = None, shared_slots: int = 0,
+              routes: KernelRoutes | None = None, unrounded: bool = False) -> KernelCase:
     """The fused decode router (gate GEMV + top-k) on bf16 bits x [tokens, hidden] and
     w_gate [experts, hidden], launched twice over one counter (the second launch routes
     only if the first left it at zero, as a graph replay needs); with `shared_gate` (bits
-    [hidden]) a shared expert's `shared_slots` slots follow each token's top-k. `routes`:
-    the launch builder's paths (None: the environment's)."""
+    [hidden]) a shared expert's slots (`shared_slots`, default 1) follow each token's
+    top-k; `shared_slots` without `shared_gate`: an ungated shared expert's (weight 1).
+    `unrounded`: a float32 router (its logits the float32 sums). `routes`: the launch
+    builder's paths (None: the environment's)."""
     tokens, hidden = x.shape
     experts = len(w_gate)
-    m = shared_slots if shared_gate is not None else 0
+    m = _slot_count(shared_gate, shared_slots)
     shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
     inputs = {"x": x, "w_gate": w_gate, "counter": np.zeros(1, np.int32)}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     outputs = {"counter": OutputSpec(DType.I32, (1,))}
-    if m:
+    if shared_gate is not None:
         inputs["shared_gate"] = shared_gate
-        outputs["shared_logits"] = OutputSpec(DType.FP32, (tokens,), bf16_valued=True)
+        # beside unrounded logits, exactly the rounded value (on an exact grid in any order)
+        outputs["shared_logits"] = OutputSpec(DType.FP32, (tokens,),
+                                              (0.0, 0.0) if unrounded else None, True)
     for sfx in ("", "2"):
-        outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts), bf16_valued=True),
+        outputs |= {"logits" + sfx: OutputSpec(DType.FP32, (tokens, experts),
+                                               bf16_valued=not unrounded),
                     "topk_ids" + sfx: OutputSpec(DType.I32, (tokens, top_k + m)),
                     "topk_weights" + sfx: OutputSpec(DType.FP32, (tokens, top_k + m))}
-    scoring = "sigmoid" if sigmoid else "softmax"
+    kw = {"sigmoid": sigmoid, "renormalize": renormalize, "scale": scale,
+          "unrounded": unrounded}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        routing = moe.Routing(scoring, renormalize, scale, p.get("bias", 0))
-        shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
         for sfx in ("", "2"):
             moe.gate_topk(KernelCache(backend, routes), stream, p["x"], p["w_gate"],
                           p["logits" + sfx],
                           p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
-                          shape, routing, shared, p.get("shared_logits", 0))
+                          shape, _case_routing(kw, p), _case_shared(p, m),
+                          p.get("shared_logits", 0))
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xs = _f64(inp["x"])
-        logits = _bf16(xs @ _f64(inp["w_gate"]).T)
+        logits = oracle_logits(xs, _f64(inp["w_gate"]), unrounded)
         r = oracle_router(logits, top_k, sigmoid, inp.get("bias"), renormalize, scale)
         ids, w = r["topk_ids"], r["topk_weights"]
         out = {"counter": np.zeros(1)}
         if m:
-            g = _bf16(xs @ _f64(inp["shared_gate"]))
-            out["shared_logits"] = g
+            weight = np.ones(tokens)
+            if shared_gate is not None:
+                g = _bf16(xs @ _f64(inp["shared_gate"]))
+                out["shared_logits"], weight = g, _bf16(1 / (1 + np.exp(-g)))
             ids = np.concatenate([ids, np.tile(experts + np.arange(m), (tokens, 1))], axis=1)
-            w = np.concatenate([w, np.repeat(_bf16(1 / (1 + np.exp(-g)))[:, None], m, 1)], 1)
+            w = np.concatenate([w, np.repeat(weight[:, None], m, 1)], 1)
         for sfx in ("", "2"):
             out |= {"logits" + sfx: logits, "topk_ids" + sfx: ids, "topk_weights" + sfx: w}
         return out
@@ -247,20 +280,21 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
 
 def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: int,
                    hidden: int, top_k: int, offset: bool = False, cluster: bool = False,
-                   **kw: Any) -> KernelCase:
+                   gate_grid: tuple[float, int] = (1 / 64, 1), **kw: Any) -> KernelCase:
     """gate_case with the residual add + RMSNorm before the router done by its launch
     (moe_add_rmsnorm_gate_topk_*, ops.moe.RouterNorm), on inputs whose norm is exact in any
     arithmetic: residual + delta = +-1 (0.75 + 0.25 of one sign), so mean(r^2) = 1, r x
     rsqrt(1 + eps) rounds to +-1 and x = +-w (offset: +-(1 + w)) with w on gate_case's
     exact grid; the residual and normed rows are outputs too. kw: gate_case's (routing,
     shared gate, routes); `cluster`: the launch must take the cluster router
-    (ops.moe.router_uses_cluster; its routes switched on)."""
+    (ops.moe.router_uses_cluster; its routes switched on); `gate_grid`: w_gate's (step,
+    span) on _exact_gate's grid."""
     if cluster:
         kw["routes"] = KernelRoutes(moe_router_cluster=True)
     sign = np.where(rng.integers(0, 2, (tokens, hidden)) == 1, 1.0, -1.0).astype(np.float32)
     w = rng.integers(-1, 2 if not offset else 1, hidden).astype(np.float32)
     x = sign * ((1 + w) if offset else w)
-    w_gate = _exact_gate(rng, 1, experts, hidden, 1 / 64, 1)[1]
+    w_gate = _exact_gate(rng, 1, experts, hidden, *gate_grid)[1]
     base = gate_case(name, f32_to_bf16_bits(x), w_gate, top_k, **kw)
     inputs = {k: v for k, v in base.inputs.items() if k != "x"}
     # each launch its own residual row (updated in place), one counter for both
@@ -272,12 +306,9 @@ def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: in
         "x": OutputSpec(DType.BF16, (tokens, hidden))}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        m = kw.get("shared_slots", 1) if kw.get("shared_gate") is not None else 0
+        m = _slot_count(kw.get("shared_gate"), kw.get("shared_slots", 0))
         shape = moe.MoeShape(experts, top_k, hidden, 16, shared_inter=16 * m)
-        routing = moe.Routing("sigmoid" if kw.get("sigmoid") else "softmax",
-                              bool(kw.get("renormalize", True)), float(kw.get("scale", 1.0)),
-                              p.get("bias", 0))
-        shared = moe.SharedExpertWeights(0, 0, p["shared_gate"]) if m else None
+        routing, shared = _case_routing(kw, p), _case_shared(p, m)
         kc = KernelCache(backend, kw.get("routes"))
         if cluster and not moe.router_uses_cluster(kc, tokens, shape, routing):
             raise RuntimeError(f"{name}: the cluster router does not run here")
@@ -358,7 +389,44 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster shared x2 t1 e200 h512 k8",
                            1, 200, 512, 8, cluster=True,
                            shared_gate=_exact_gate(rng, 1, 1, 512, 1 / 64, 1)[1][0],
-                           shared_slots=2)]
+                           shared_slots=2)] + _unrounded_gate_cases(rng)
+
+
+#: (step, span) of a gate whose products with x on _exact_gate's grid have float32 sums that
+#: are exact in any order (2^18 steps at most) and mostly need more than bf16's 8 bits: a
+#: rounded logit shows
+UNROUNDED_GRID = (1 / 1024, 8)
+
+
+def _unrounded_gate_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """The fused router's float32-logit mode (a float32 router, GLM-4.5's) and an ungated
+    shared expert (its slot weighted 1): GLM-4.5-Air's shape (128 experts, hidden 4096, top-8
+    of sigmoid + bias scaled by 2.5, one shared slot) at batches 3 and 8, GLM-4.5's (160
+    experts, hidden 5120) as one cluster at batch 1, softmax, and a gated shared expert beside
+    unrounded logits (its gate logit still bf16-rounded), on the ticket and the cluster path."""
+    def bias(e: int) -> np.ndarray:
+        return bf16_bits_to_f32(random_bf16(rng, (e,), 0.5))
+
+    glm = {"sigmoid": True, "renormalize": True, "scale": 2.5, "shared_slots": 1,
+           "unrounded": True}
+    return [gate_case("moe_gate_topk sigmoid unrounded ungated t3 e128 h4096 k8 (glm-4.5-air)",
+                      *_exact_gate(rng, 3, 128, 4096, *UNROUNDED_GRID), 8, bias=bias(128),
+                      **glm),
+            gate_case("moe_gate_topk softmax unrounded shared t2 e60 h512 k4",
+                      *_exact_gate(rng, 2, 60, 512, *UNROUNDED_GRID), 4,
+                      shared_gate=_exact_gate(rng, 1, 1, 512, *UNROUNDED_GRID)[1][0],
+                      unrounded=True),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk sigmoid unrounded ungated t8 e128 "
+                           "h4096 k8 (glm-4.5-air)", 8, 128, 4096, 8, gate_grid=UNROUNDED_GRID,
+                           bias=bias(128), **glm),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster sigmoid unrounded ungated t1 "
+                           "e160 h5120 k8 (glm-4.5)", 1, 160, 5120, 8, cluster=True,
+                           gate_grid=UNROUNDED_GRID, bias=bias(160), **glm),
+            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster unrounded shared t1 e64 h4096 "
+                           "k6", 1, 64, 4096, 6, cluster=True, gate_grid=UNROUNDED_GRID,
+                           # wider than the grid (x is +-1 at most here): a logit of ~13 bits
+                           shared_gate=_exact_gate(rng, 1, 1, 4096, 1 / 1024, 256)[1][0],
+                           unrounded=True)]
 
 
 @kernel_cases("moe_router")
@@ -613,53 +681,59 @@ def decode_cases(rng: np.random.Generator) -> list[KernelCase]:
 def route_in_experts_case(rng: np.random.Generator, name: str, shape: moe.MoeShape,
                           gate: tuple[np.ndarray, np.ndarray], sigmoid: bool = False,
                           bias: np.ndarray | None = None, renormalize: bool = True,
-                          scale: float = 1.0, heavy: bool = False) -> KernelCase:
+                          scale: float = 1.0, heavy: bool = False, unrounded: bool = False,
+                          ungated: bool = False) -> KernelCase:
     """A batch-1 MoE block routing inside its expert launches (ops/moe.py routes_in_experts):
     moe_gate_logits_bf16 (the logits, the shared expert's logit), then the tiled gate/up and
     the GEMV-shaped down each taking the top-k of the logits (moe_*_route_*), against the
     float64 router and expert oracles. gate: bits of x [1, hidden] and w_gate [experts,
-    hidden] (exact grids: the top-k cannot flip on a rounding difference)."""
+    hidden] (exact grids: the top-k cannot flip on a rounding difference). `unrounded`: a
+    float32 router; `ungated`: the shared expert has no gate (weight 1, GLM-4.5's)."""
     x, w_gate = gate
     k = shape.top_k
     w_gu, w_d = expert_weights(rng, shape)
     inputs = {"x": x, "w_gate": w_gate, "w_gate_up": w_gu, "w_down": w_d}
-    outputs = {"logits": OutputSpec(DType.FP32, (1, shape.experts), bf16_valued=True),
+    outputs = {"logits": OutputSpec(DType.FP32, (1, shape.experts), bf16_valued=not unrounded),
                "act": OutputSpec(DType.BF16, (1, shape.slots, shape.inter)),
                "out": OutputSpec(DType.BF16, (1, shape.hidden))}
     if bias is not None:
         inputs["bias"] = bias.astype(np.float32)
     if shape.shared_inter:
         h, w = shape.hidden, shape.shared_inter
-        inputs |= {"sh_gate": _exact_gate(rng, 1, 1, h, 1 / 64, 1)[1][0],
-                   "sh_gate_up": random_bf16(rng, (2 * w, h), h ** -0.5),
+        if not ungated:
+            inputs["sh_gate"] = _exact_gate(rng, 1, 1, h, 1 / 64, 1)[1][0]
+            outputs["shared_logits"] = OutputSpec(DType.FP32, (1,), bf16_valued=True)
+        inputs |= {"sh_gate_up": random_bf16(rng, (2 * w, h), h ** -0.5),
                    "sh_down": random_bf16(rng, (h, w), w ** -0.5)}
-        outputs["shared_logits"] = OutputSpec(DType.FP32, (1,), bf16_valued=True)
     routing_rule = ("sigmoid" if sigmoid else "softmax", renormalize, scale)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, KernelRoutes(moe_gate_up_tiled=True, moe_route_in_experts=True))
-        shared = (moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], p["sh_gate"])
+        shared = (moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], p.get("sh_gate", 0))
                   if shape.shared_inter else None)
         moe.gate_logits(kc, stream, p["x"], p["w_gate"], p["logits"], 1, shape, shared,
-                        p.get("shared_logits", 0))
+                        p.get("shared_logits", 0), unrounded)
         route = moe.LogitRoute(p["logits"], p.get("shared_logits", 0),
-                               moe.Routing(*routing_rule, p.get("bias", 0)))
+                               moe.Routing(*routing_rule, p.get("bias", 0), unrounded))
         moe.experts(kc, stream, p["x"], p["w_gate_up"], p["w_down"], 0, 0, p["out"], 1, shape,
                     moe.MoeScratch(act=p["act"]), shared=shared, route=route)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         xs = _f64(inp["x"])
-        logits = _bf16(xs @ _f64(inp["w_gate"]).T)
+        logits = oracle_logits(xs, _f64(inp["w_gate"]), unrounded)
         r = oracle_router(logits, k, sigmoid, inp.get("bias"), renormalize, scale)
         e = oracle_experts(xs, _f64(inp["w_gate_up"]), _f64(inp["w_down"]), r["topk_ids"],
                            r["topk_weights"])
         got = {"logits": logits, "act": e["act"]}
         delta = e["out"]
         if shape.shared_inter:
-            g = _bf16(xs @ _f64(inp["sh_gate"]))
-            sh = oracle_shared(xs, _f64(inp["sh_gate_up"]), _f64(inp["sh_down"]),
-                               _bf16(1 / (1 + np.exp(-g))), delta, shape.inter)
-            got |= {"shared_logits": g, "act": np.concatenate([e["act"], sh["act"]], axis=1)}
+            weight = np.ones(1)
+            if not ungated:
+                g = _bf16(xs @ _f64(inp["sh_gate"]))
+                got["shared_logits"], weight = g, _bf16(1 / (1 + np.exp(-g)))
+            sh = oracle_shared(xs, _f64(inp["sh_gate_up"]), _f64(inp["sh_down"]), weight, delta,
+                               shape.inter)
+            got["act"] = np.concatenate([e["act"], sh["act"]], axis=1)
             delta = sh["out"]
         return got | {"out": delta}
 
@@ -672,7 +746,8 @@ def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
     """Routing inside the batch-1 expert launches: softmax, exact ties at the k-th place and
     an all-tied row (lower index first), sigmoid with a bias and a scale, no renormalization,
     top-k = experts, 256 experts (the wider per-lane tier), a shared expert (its logit, its
-    slot's weight), and the flagship's per-expert shape (heavy: GPU only)."""
+    slot's weight), the flagship's per-expert shape (heavy: GPU only), and GLM-4.5's rule
+    (float32 logits, an ungated shared expert)."""
     def gate(e: int, h: int, step: float = 1 / 16, span: int = 2
              ) -> tuple[np.ndarray, np.ndarray]:
         return _exact_gate(rng, 1, e, h, step, span)
@@ -695,7 +770,14 @@ def _route_in_experts_cases(rng: np.random.Generator) -> list[KernelCase]:
                               moe.MoeShape(16, 4, 256, 256, 384), gate(16, 256)),
         route_in_experts_case(rng, "shared t1 e32 k8 h2048 i512 shared 512 (qwen3.5-35b-a3b)",
                               moe.MoeShape(32, 8, 2048, 512, 512), gate(32, 2048, 1 / 64, 1),
-                              heavy=True)]
+                              heavy=True),
+        # GLM-4.5's routing: a float32 router, sigmoid + bias scaled by 2.5, the shared expert
+        # ungated
+        route_in_experts_case(rng, "sigmoid unrounded ungated t1 e32 k8 h1024 i256 shared 256",
+                              moe.MoeShape(32, 8, 1024, 256, 256),
+                              gate(32, 1024, *UNROUNDED_GRID), True,
+                              bf16_bits_to_f32(random_bf16(rng, (32,), 0.5)), scale=2.5,
+                              unrounded=True, ungated=True)]
 
 
 def _tiled_gate_up_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeShape

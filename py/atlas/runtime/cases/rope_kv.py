@@ -1,5 +1,7 @@
 """Check cases for qk_norm_rope_kv_bf16: head dims 64/128 and an odd half (D = 6), with and
-without the q/k norm, GQA, scattered slots and a padding token (slot -1).
+without the q/k norm, GQA, scattered slots and a padding token (slot -1); the general
+kernel's partial rotary, gated q pitch, (1 + w) norms and padded heads (proj_dim elements of
+a head in the qkv row, its q_out and cache rows zero past them: Phi-3-mini's 96 at 128).
 
 The caches are in/out buffers with random contents: entries the kernel must not touch are
 compared against their original values, so a stray write fails.
@@ -14,6 +16,7 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, rope
+from .attention import pad_heads
 from .gemv import random_bf16
 
 EPS = 1e-6
@@ -51,16 +54,17 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 def _make_oracle(hq: int, hkv: int, d: int, normed: bool, q_pitch: int | None = None,
-                 rot: int | None = None, offset: bool = False):
-    q_pitch = q_pitch or d
-    rot = rot or d
+                 rot: int | None = None, offset: bool = False, proj: int | None = None):
+    proj = proj or d
+    q_pitch = q_pitch or proj
+    rot = rot or proj
 
     def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         t = inputs["positions"].size
         x = _bf(inputs["qkv"]).reshape(t, -1)
-        q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :d]
-        k = x[:, hq * q_pitch:hq * q_pitch + hkv * d].reshape(t, hkv, d)
-        v = x[:, hq * q_pitch + hkv * d:].reshape(t, hkv, d)
+        q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :proj]
+        k = x[:, hq * q_pitch:hq * q_pitch + hkv * proj].reshape(t, hkv, proj)
+        v = x[:, hq * q_pitch + hkv * proj:].reshape(t, hkv, proj)
         if normed:
             q = head_norm(q, _bf(inputs["q_norm_w"]), offset)
             k = head_norm(k, _bf(inputs["k_norm_w"]), offset)
@@ -68,12 +72,12 @@ def _make_oracle(hq: int, hkv: int, d: int, normed: bool, q_pitch: int | None = 
         cos = rb(table[:, None, : rot // 2])
         sin = rb(table[:, None, rot // 2:])
         kc, vc = _bf(inputs["k_cache"]), _bf(inputs["v_cache"])
-        k_rot = rotate(k, cos, sin)
+        k_rot = pad_heads(rotate(k, cos, sin), d)
         for i, slot in enumerate(inputs["slots"].tolist()):
             if slot >= 0:
                 kc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = k_rot[i]
-                vc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = v[i]
-        return {"q_out": rotate(q, cos, sin), "k_cache": kc, "v_cache": vc}
+                vc[slot // BLOCK_SIZE, :, slot % BLOCK_SIZE] = pad_heads(v[i], d)
+        return {"q_out": pad_heads(rotate(q, cos, sin), d), "k_cache": kc, "v_cache": vc}
 
     return oracle
 
@@ -86,8 +90,11 @@ def cos_sin_table(d: int, positions: int = MAX_POS) -> np.ndarray:
 
 
 def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, normed: bool,
-          num_blocks: int, partial: tuple[int, int, bool] | None = None) -> KernelCase:
-    """partial = (q_pitch, rotary_dim, norm_offset) selects the general kernel."""
+          num_blocks: int, partial: tuple[int, int, bool] | None = None,
+          proj: int | None = None) -> KernelCase:
+    """partial = (q_pitch, rotary_dim, norm_offset) selects the general kernel, `proj` (a
+    padded head's proj_dim < d) with it."""
+    proj = proj or d
     q_pitch, rot, offset = partial or (d, d, False)
     slots = rng.choice(num_blocks * BLOCK_SIZE, tokens, replace=False).astype(np.int32)
     slots[tokens // 2] = -1
@@ -95,18 +102,18 @@ def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, norm
     positions[0] = 0
     cache_shape = (num_blocks, hkv, BLOCK_SIZE, d)
     inputs = {
-        "qkv": random_bf16(rng, (tokens, hq * q_pitch + 2 * hkv * d), 3.0),
+        "qkv": random_bf16(rng, (tokens, hq * q_pitch + 2 * hkv * proj), 3.0),
         "k_cache": random_bf16(rng, cache_shape), "v_cache": random_bf16(rng, cache_shape),
         "cos_sin": cos_sin_table(rot), "positions": positions, "slots": slots,
     }
     if normed:
         lo, hi = (-0.3, 0.3) if offset else (0.5, 1.5)
-        inputs["q_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, d).astype(np.float32))
-        inputs["k_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, d).astype(np.float32))
+        inputs["q_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, proj).astype(np.float32))
+        inputs["k_norm_w"] = f32_to_bf16_bits(rng.uniform(lo, hi, proj).astype(np.float32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        extra = ({"q_pitch": q_pitch, "rotary_dim": rot, "norm_offset": offset}
-                 if partial else {})
+        extra = ({"q_pitch": q_pitch, "rotary_dim": rot, "norm_offset": offset,
+                  "proj_dim": proj} if partial else {})
         rope.qk_norm_rope_kv(KernelCache(backend), stream, p["qkv"], p["q_out"], p["k_cache"],
                              p["v_cache"], p.get("q_norm_w", 0), p.get("k_norm_w", 0),
                              p["cos_sin"], p["positions"], p["slots"], tokens, hq, hkv, d,
@@ -118,8 +125,10 @@ def _case(rng: np.random.Generator, tokens: int, hq: int, hkv: int, d: int, norm
     name = f"rope_kv_t{tokens}_q{hq}_kv{hkv}_d{d}{'_norm' if normed else ''}"
     if partial:
         name += f"_pitch{q_pitch}_rot{rot}{'_offset' if offset else ''}"
+    if proj != d:
+        name += f"_proj{proj}"
     return KernelCase(name, "rope_kv", inputs, outputs, run,
-                      _make_oracle(hq, hkv, d, normed, q_pitch, rot, offset))
+                      _make_oracle(hq, hkv, d, normed, q_pitch, rot, offset, proj))
 
 
 @kernel_cases("rope_kv")
@@ -140,4 +149,13 @@ def rope_kv_cases(rng: np.random.Generator) -> list[KernelCase]:
         _case(rng, 3, 4, 1, 128, True, 1, (256, 32, True)),
         _case(rng, 4, 4, 2, 64, False, 1, (64, 16, False)),
         _case(rng, 2, 2, 2, 256, True, 1, (256, 256, True)),   # whole-head rotation, offset
+        # padded heads at D 128 (ops.attention.padded_head_dim): Phi-3-mini's 96 rotating
+        # whole, with and without the q/k norm (over the 96), with a partial rotation inside
+        # the head (the pass-through and the padding after it), 80 with the gated pitch and
+        # (1 + w) norms, and 112
+        _case(rng, 5, 4, 2, 128, False, 2, (96, 96, False), proj=96),
+        _case(rng, 3, 4, 1, 128, True, 1, (96, 96, False), proj=96),
+        _case(rng, 4, 2, 2, 128, False, 1, (96, 72, False), proj=96),
+        _case(rng, 2, 4, 2, 128, True, 1, (160, 40, True), proj=80),
+        _case(rng, 3, 2, 1, 128, False, 1, (112, 112, False), proj=112),
     ]

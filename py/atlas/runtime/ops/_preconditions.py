@@ -16,6 +16,18 @@ def require_multiple(kernel: str, name: str, value: int, multiple: int) -> None:
         raise ValueError(f"{kernel}: {name}={value} must be a positive multiple of {multiple}")
 
 
+def proj_dim_of(head_dim: int, proj_dim: int | None) -> int:
+    """An attention launch's proj_dim, a padded head's length in the projections (None:
+    head_dim, no padding; ops/attention.py padded_head_dim), checked: a multiple of 8 (the
+    kernels move a head's elements 8 at a time) up to head_dim."""
+    if proj_dim is None:
+        return head_dim
+    if not 0 < proj_dim <= head_dim or proj_dim % 8:
+        raise ValueError(f"attention: proj_dim={proj_dim} must be a positive multiple of 8 up "
+                         f"to head_dim={head_dim}")
+    return proj_dim
+
+
 def warp_threads(work_items: int, cap: int) -> int:
     """Threads for `work_items` parallel items: rounded up to whole warps, 32..cap."""
     return min(cap, max(32, -(-work_items // 32) * 32))

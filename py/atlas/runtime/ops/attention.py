@@ -10,6 +10,12 @@ exit at once. Grids of DECODE_CLUSTER_SPLITS splits or more (the latency-bound s
 batches) take the clustered kernels, whose clusters of that many splits merge on chip
 (`decode_partial_rule`). `decode_attention_rope` is the same launch with the q/k norm, RoPE and KV
 append of `rope.qk_norm_rope_kv` done inside it (`rope_fusable` says when it applies).
+
+A head dim the kernels are not compiled for (Phi-3-mini's 96) attends padded
+(`padded_head_dim`: at D = 128, its cache and q rows the head's elements then zeros), the
+projections staying compact: every launch here takes `proj_dim` (default head_dim), the head's
+length in the qkv rows read and the attention rows written ([tokens, hq * proj_dim]).
+Padded heads decode on the long kernel only (`long_only`), as sliding windows do.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_ROPE_CLUSTER_TRACE, DECODE_ATTN_ROPE_TRACE,
                           DECODE_ATTN_ROPE_WAIT, PREFILL_ATTN)
 from . import KernelCache
+from ._preconditions import proj_dim_of
 from .early_trigger import triggers_early
 from .routes import KernelRoutes
 from .attention_long import (LONG_HEAD_DIMS, LONG_ROPE_HEAD_DIMS, decode_attention_long,
@@ -34,6 +41,9 @@ from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
 #: head dimensions the kernels are compiled for
 HEAD_DIMS = (64, 128, 256)
+#: head dimensions served padded to D = 128 (`padded_head_dim`): multiples of 16 between the
+#: compiled 64 and 128
+PADDED_HEAD_DIMS = (80, 96, 112)
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
 ATTN_THREADS = 128
@@ -146,6 +156,20 @@ def decode_kernel(routes: KernelRoutes, num_splits: int, rope: bool) -> KernelSi
     return DECODE_ATTN_ROPE_AHEAD1 if rope else DECODE_ATTN_AHEAD1
 
 
+def padded_head_dim(head_dim: int) -> int:
+    """The head dim the attention kernels compute a model's heads of `head_dim` at: itself
+    where compiled (HEAD_DIMS), 128 for PADDED_HEAD_DIMS: their cache rows and rotated q rows
+    hold the head's elements, then zeros (a zero adds nothing to q . k, and V's zeros make
+    output elements that are never written), which costs the padding's share of K/V bytes
+    (33% at 96) but no kernel of its own. Raises for any other."""
+    if head_dim in HEAD_DIMS:
+        return head_dim
+    if head_dim in PADDED_HEAD_DIMS:
+        return 128
+    raise ValueError(f"attention: head_dim={head_dim} unsupported (compiled: {HEAD_DIMS}; "
+                     f"padded to 128: {PADDED_HEAD_DIMS})")
+
+
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"attention: head_dim={head_dim} unsupported (compiled: {HEAD_DIMS})")
@@ -159,9 +183,12 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
-                      max_q_len: int, sm90: bool | None = None, window: int = 0) -> None:
+                      max_q_len: int, sm90: bool | None = None, window: int = 0,
+                      proj_dim: int | None = None) -> None:
     """Causal attention of packed query chunks (cu_q) against each sequence's cached keys;
     with a sliding `window` > 0 a query at position p sees keys p - window + 1 .. p only.
+    q is [tokens, hq, head_dim], out [tokens, hq * proj_dim] (a padded head's first
+    proj_dim elements; default head_dim).
 
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
     it, while cu_q and kv_lens may change between replays within that bound). The Hopper
@@ -169,6 +196,7 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     avoids (False) it.
     """
     _check_heads(hq, hkv, head_dim, block_size)
+    proj_dim = proj_dim_of(head_dim, proj_dim)
     if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
         raise ValueError(f"prefill_attention: need num_seqs, max_q_len, max_blocks >= 1, got "
                          f"{num_seqs}, {max_q_len}, {max_blocks}")
@@ -181,11 +209,11 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     if sm90:
         prefill_attention_sm90(kc, stream, q, k_cache, v_cache, block_tables, cu_q, kv_lens,
                                out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                               scale, max_q_len, window)
+                               scale, max_q_len, window, proj_dim)
         return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
-                         max_blocks, scale, window)
+                         max_blocks, scale, window, proj_dim)
 
 
 def _check_decode(kernel: str, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -208,9 +236,11 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
                      long: bool | None = None, trace: DevicePtr = 0,
-                     max_splits: int = 0, window: int = 0) -> None:
+                     max_splits: int = 0, window: int = 0,
+                     proj_dim: int | None = None) -> None:
     """One query per sequence, split-K; with a sliding `window` > 0 over its last `window`
-    keys only, on the long kernel (`windowed_long`).
+    keys only, and with proj_dim < head_dim (out [num_seqs, hq * proj_dim]: a padded head's
+    first proj_dim elements), on the long kernel (`long_only`).
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
@@ -234,14 +264,16 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
     """
     _check_decode("decode_attention", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
+    proj_dim = proj_dim_of(head_dim, proj_dim)
     if long is None:
-        long = (windowed_long(kc, "decode_attention", window, head_dim) or
+        long = (long_only(kc, "decode_attention", window, head_dim, proj_dim) or
                 uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
-    if window and not long:
-        raise ValueError("decode_attention: a sliding window runs on the long kernel only")
+    if (window or proj_dim != head_dim) and not long:
+        raise ValueError("decode_attention: a sliding window or a padded head runs on the "
+                         "long kernel only")
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and not long and (not clustered or kc.routes.decode_attn_split_major
                                or not kc.routes.decode_attn_b1_chain):
@@ -258,43 +290,47 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale, trace, window)
+                          max_blocks, num_splits, scale, trace, window, proj_dim)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits, rope=False, window=window)
+             num_splits, rope=False, window=window, proj_dim=proj_dim)
 
 
 def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
-             head_dim: int, num_splits: int, rope: bool, window: int = 0) -> None:
+             head_dim: int, num_splits: int, rope: bool, window: int = 0,
+             proj_dim: int | None = None) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
     out) or where the kernel merged them (`attention_long.merges_splits`), else one block
     per (q head, sequence), attention.cu's merge with a group of one head."""
     if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope):
         return
     combine_partials(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim,
-                     num_splits, window)
+                     num_splits, window, proj_dim)
 
 
 def combine_partials(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
-                     num_splits: int, window: int = 0) -> None:
+                     num_splits: int, window: int = 0, proj_dim: int | None = None) -> None:
     """out = the merge of num_splits split partials: one block per (q head, sequence),
     attention.cu's merge with a group of one head (its early twin in batched steps,
-    ops/early_trigger.py); `window` the partials' (their splits cover the window's keys)."""
+    ops/early_trigger.py); `window` the partials' (their splits cover the window's keys);
+    out [num_seqs, hq * proj_dim] (default head_dim: a padded head's first elements)."""
     sig = (DECODE_ATTN_COMBINE_EARLY if triggers_early(kc, "combine", num_seqs)
            else DECODE_ATTN_COMBINE)
     kc.get(sig)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml, kv_lens, out,
-                num_seqs, hq, head_dim, num_splits, window)
+                num_seqs, hq, head_dim, num_splits, window, proj_dim_of(head_dim, proj_dim))
 
 
-def windowed_long(kc: KernelCache, op: str, window: int, head_dim: int) -> bool:
-    """Whether a launch slides (window > 0), and so must take the long kernel, the decode
-    kernel that takes a window: raises where it cannot launch (`attention_long.slides`; the
-    model refuses such configurations at load: model/windows.py)."""
-    if not window:
+def long_only(kc: KernelCache, op: str, window: int, head_dim: int, proj_dim: int) -> bool:
+    """Whether a decode launch must take the long kernel, the one decode kernel that slides
+    and writes padded heads' compact rows: it slides (window > 0) or its heads are padded
+    (proj_dim < head_dim). Raises where that kernel cannot launch (`attention_long.slides`;
+    the model refuses such configurations at load: model/windows.py, model/load.py)."""
+    if not window and proj_dim == head_dim:
         return False
     if not slides(kc, head_dim):
-        raise ValueError(f"{op}: sliding-window decode needs the long attention kernel "
+        what = "sliding-window" if window else f"padded-head (proj_dim {proj_dim})"
+        raise ValueError(f"{op}: {what} decode needs the long attention kernel "
                          f"(attention_long, head_dim in {LONG_HEAD_DIMS}, "
                          "ATLAS_DECODE_ATTN_LONG on)")
     return True
@@ -302,18 +338,20 @@ def windowed_long(kc: KernelCache, op: str, window: int, head_dim: int) -> bool:
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
                  rotary_dim: int, norm_offset: bool, max_keys: int, num_seqs: int,
-                 step_keys: int = 1, window: int = 0) -> bool:
+                 step_keys: int = 1, window: int = 0, proj_dim: int | None = None) -> bool:
     """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention for a
     step of num_seqs rows appending up to step_keys keys a sequence: the classic qkv layout
-    (q heads head_dim apart, the whole head rotating, plain norm weights); where the launch
+    (q heads proj_dim apart, the whole head rotating, plain norm weights); where the launch
     takes the tensor-core kernel (`attention_long.uses_long`: long contexts, large batches)
     also one key a sequence (its rope-fused entry appends each row's own key only) and a
-    head dim it is compiled for (LONG_ROPE_HEAD_DIMS); a sliding `window` takes that kernel
-    at every launch."""
-    if not (q_pitch == head_dim and rotary_dim == head_dim and not norm_offset
+    head dim it is compiled for (LONG_ROPE_HEAD_DIMS); a sliding `window` and a padded head
+    (proj_dim < head_dim) take that kernel at every launch."""
+    proj_dim = head_dim if proj_dim is None else proj_dim
+    if not (q_pitch == proj_dim and rotary_dim == proj_dim and not norm_offset
             and hkv >= 1 and hq % hkv == 0):
         return False
-    if window or uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs):
+    if (window or proj_dim != head_dim
+            or uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs)):
         return step_keys == 1 and head_dim in LONG_ROPE_HEAD_DIMS
     return True
 
@@ -335,9 +373,11 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
                           max_blocks: int, num_splits: int, scale: float, eps: float,
                           trace: DevicePtr = 0, long: bool | None = None,
-                          max_splits: int = 0, window: int = 0) -> None:
-    """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) D],
-    classic layout: full rotation, plain or no q/k norm weights) and `decode_attention` in
+                          max_splits: int = 0, window: int = 0,
+                          proj_dim: int | None = None) -> None:
+    """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) proj_dim],
+    classic layout: full rotation, plain or no q/k norm weights; a padded head's proj_dim <
+    head_dim on the long kernel, as `decode_attention`'s) and `decode_attention` in
     one launch: each block norms and rotates its slice's q heads itself, and the block whose
     split holds the step's key appends k and v to the caches and uses them directly.
     Consecutive rows of one sequence (a verification step, in position order, at most
@@ -375,8 +415,9 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
         if ptr % 16:
             raise ValueError(f"decode_attention_rope: {name} pointer {ptr:#x} is not 16-byte "
                              "aligned")
+    proj_dim = proj_dim_of(head_dim, proj_dim)
     if long is None:
-        long = (windowed_long(kc, "decode_attention_rope", window, head_dim) or (
+        long = (long_only(kc, "decode_attention_rope", window, head_dim, proj_dim) or (
             not trace and head_dim in LONG_ROPE_HEAD_DIMS
             and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)))
         if long:
@@ -387,12 +428,13 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
                                    block_size, max_blocks, num_splits, scale, eps, trace,
-                                   window)
+                                   window, proj_dim)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-                 num_splits, rope=True, window=window)
+                 num_splits, rope=True, window=window, proj_dim=proj_dim)
         return
-    if window:
-        raise ValueError("decode_attention_rope: a sliding window runs on the long kernel only")
+    if window or proj_dim != head_dim:
+        raise ValueError("decode_attention_rope: a sliding window or a padded head runs on "
+                         "the long kernel only")
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major
                   or not kc.routes.decode_attn_b1_chain):

@@ -46,6 +46,7 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
+from ._preconditions import proj_dim_of
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
@@ -254,14 +255,16 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                           part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                           out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                           block_size: int, max_blocks: int, num_splits: int,
-                          scale: float, trace: DevicePtr = 0, window: int = 0) -> None:
+                          scale: float, trace: DevicePtr = 0, window: int = 0,
+                          proj_dim: int | None = None) -> None:
     """The split-K partials of decode_attention on the long kernel and, where
     `merges_splits`, their merge into out by the kernel's last split (counters: u32
     [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
     caller validated the shared arguments and runs the combine after a launch of more
     splits that does not merge). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
     the D-256 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long). `window`:
-    the layer's sliding window (ops.attention.decode_attention; 0: none)."""
+    the layer's sliding window (ops.attention.decode_attention; 0: none); `proj_dim` (default
+    head_dim): out is [num_seqs, hq * proj_dim], a padded head's first elements."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
@@ -277,7 +280,8 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     extra = (trace,) if trace else ()
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
-           hkv, head_dim, block_size, max_blocks, num_splits, scale, window, *extra)
+           hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
+           proj_dim_of(head_dim, proj_dim), *extra)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
@@ -287,9 +291,11 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
                                out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, trace: DevicePtr = 0, window: int = 0) -> None:
+                               eps: float, trace: DevicePtr = 0, window: int = 0,
+                               proj_dim: int | None = None) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
-    sequence (qkv [num_seqs, (hq + 2 hkv) D], the classic layout), the step's k and v
+    sequence (qkv [num_seqs, (hq + 2 hkv) P], the classic layout, P = `proj_dim`, default
+    head_dim: a padded head's length, out [num_seqs, hq * P]), the step's k and v
     appended at each row's slot (none at slot < 0) and used for that key (the caller
     validated the shared arguments and runs the combine after a launch of more splits that
     does not merge: `merges_splits`, counters as decode_attention_long's). On
@@ -322,4 +328,5 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim, True),
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
-           max_blocks, num_splits, scale, eps, window, *extra)
+           max_blocks, num_splits, scale, eps, window,
+           proj_dim_of(head_dim, proj_dim), *extra)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import PREFILL_ATTN_SM90, PREFILL_ATTN_SM90_QREG, PREFILL_ATTN_SM90_WIDE, S
 from . import KernelCache
+from ._preconditions import proj_dim_of
 
 #: the head dimensions compiled (attention_sm90.cu's instantiations)
 PREFILL_SM90_HEAD_DIMS = (128, 256)
@@ -76,9 +77,10 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
                            v_cache: DevicePtr, block_tables: DevicePtr, cu_q: DevicePtr,
                            kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int,
                            hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                           scale: float, max_q_len: int, window: int = 0) -> None:
+                           scale: float, max_q_len: int, window: int = 0,
+                           proj_dim: int | None = None) -> None:
     """The launch (ops.attention.prefill_attention validated the shared arguments) on the
-    entry point `sm90_variant` picks; `window` as prefill_attention's."""
+    entry point `sm90_variant` picks; `window` and `proj_dim` as prefill_attention's."""
     if head_dim not in PREFILL_SM90_HEAD_DIMS:
         raise ValueError(f"prefill_attention_sm90: head_dim={head_dim} (compiled: "
                          f"{PREFILL_SM90_HEAD_DIMS})")
@@ -90,4 +92,4 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
     launch = kc.get_with_shared(PREFILL_SM90_ENTRIES[variant], most)
     launch(stream, prefill_sm90_grid(hq, max_q_len, num_seqs), PREFILL_SM90_THREADS, smem, q,
            k_cache, v_cache, block_tables, cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim,
-           block_size, max_blocks, scale, window)
+           block_size, max_blocks, scale, window, proj_dim_of(head_dim, proj_dim))

@@ -5,7 +5,8 @@ Contract (row-major, contiguous; reference/moe.py is the executable specificatio
 * x bf16 [tokens, hidden]: the normalized hidden states entering the MoE block.
 * w_gate bf16 [experts, hidden]: the router (a Linear); its logits are f32 [tokens, experts]
   holding the bf16-rounded products (matmul.linear(out_f32=True), like transformers' bf16
-  gate followed by softmax(dtype=float)), the input of `topk`.
+  gate followed by softmax(dtype=float)), or for a float32 router (`Routing.unrounded`:
+  GLM-4.5's) the float32 sums themselves (matmul.linear_f32_unrounded), the input of `topk`.
 * w_gate_up bf16 [experts, 2 * inter, hidden]: per expert the gate rows, then the up rows
   (transformers 5's fused `experts.gate_up_proj`); w_down bf16 [experts, hidden, inter].
 * topk_ids i32 [tokens, top_k], best expert first; topk_weights f32 [tokens, top_k].
@@ -47,7 +48,10 @@ slots per token after the top_k routed ones. Slot top_k + c computes the shared 
 intermediate columns [c inter, (c + 1) inter) (zeros past shared_inter), the router writes
 its weight bf16(sigmoid(bf16(x . shared_gate))) into those slots, and the down launch forms
 bf16(routed sum) + bf16(weight * bf16(shared product)): transformers' rounding, the same
-values as the separate shared-expert launches the grouped (prefill) path keeps.
+values as the separate shared-expert launches the grouped (prefill) path keeps. An ungated
+shared expert (GLM-4.5: `SharedExpertWeights.gate` 0) has no gate row: the router gives its
+slots weight 1, so the down launch forms bf16(routed sum) + bf16(shared product), what
+moe_shared_add_bf16 with a null gate computes.
 
 More tokens take the grouped path: moe_align_i32 sorts the slots t * top_k + j by expert
 into MOE_TILE_M-row tiles on the device, the grouped GEMM
@@ -206,7 +210,8 @@ class MoeShape:
 class SharedExpertWeights:
     """A shared expert's weights for the decode launches (MoeShape.shared_inter wide):
     gate_up bf16 [2 shared_inter, hidden] (gate rows, then up rows), down bf16
-    [hidden, shared_inter], gate bf16 [hidden] (shared_expert_gate's row)."""
+    [hidden, shared_inter], gate bf16 [hidden] (shared_expert_gate's row; 0: an ungated
+    shared expert, its slots weighted 1)."""
 
     gate_up: DevicePtr
     down: DevicePtr
@@ -232,12 +237,15 @@ class Routing:
     """How the router turns logits into (ids, weights): `scoring` "softmax" (Qwen-MoE,
     Mixtral) or "sigmoid" (DeepSeek-V3, MiniMax-M2: chosen by sigmoid + bias, weighted by
     the sigmoid); `renormalize` is norm_topk_prob; `scale` the routed_scaling_factor; `bias`
-    the device address of e_score_correction_bias, f32 [experts] (0: none; sigmoid only)."""
+    the device address of e_score_correction_bias, f32 [experts] (0: none; sigmoid only);
+    `unrounded`: the router's logits are its float32 sums, not bf16-rounded (a float32 router,
+    MoeConfig.router_f32: what the fused decode router and the router GEMV then write)."""
 
     scoring: str = "softmax"
     renormalize: bool = True
     scale: float = 1.0
     bias: DevicePtr = 0
+    unrounded: bool = False
 
     def __post_init__(self) -> None:
         if self.scoring not in ("softmax", "sigmoid"):
@@ -250,8 +258,9 @@ class Routing:
 @dataclass(frozen=True, slots=True)
 class LogitRoute:
     """The router's logits (f32 [tokens, experts]), its shared-expert logits (f32 [tokens],
-    or 0) and its rule, for the batch-1 expert launches that route from them themselves
-    (`routes_in_experts`: the router launch then writes only these, `gate_logits`)."""
+    or 0: none, or an ungated shared expert, weight 1) and its rule, for the batch-1 expert
+    launches that route from them themselves (`routes_in_experts`: the router launch then
+    writes only these, `gate_logits`)."""
 
     logits: DevicePtr
     shared_logits: DevicePtr
@@ -382,10 +391,12 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
               norm: RouterNorm | None = None) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
-    (what the f32-output linear writes), then `topk` of them into rows of shape.slots;
+    (what the f32-output linear writes; routing.unrounded: x . w_gate, what
+    matmul.linear_f32_unrounded writes), then `topk` of them into rows of shape.slots;
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
-    weight bf16(sigmoid(logit)). counter: one u32, zero. `norm`: x is first formed (and
-    written) as add_rmsnorm of norm.residual and norm.delta (`router_takes_norm`)."""
+    weight bf16(sigmoid(logit)), or 1 where shared.gate is 0 (ungated: no logit). counter:
+    one u32, zero. `norm`: x is first formed (and written) as add_rmsnorm of norm.residual
+    and norm.delta (`router_takes_norm`)."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -396,14 +407,14 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     require_aligned("moe_gate_topk", "x", x, 16)
     require_aligned("moe_gate_topk", "w_gate", w_gate, 16)
     require_aligned("moe_gate_topk", "counter", counter, 4)
-    rows = shape.experts + (1 if n_shared else 0)  # the shared gate: one more row
+    rows = shape.experts + (1 if shared_gate else 0)  # the shared gate: one more row
     smem = gate_topk_smem(tokens, shape.hidden) * (2 if norm else 1)  # NormIn: r too
     renorm, scale = int(routing.renormalize), float(routing.scale)
     softmax = routing.scoring == "softmax"
     bias = () if softmax else (routing.bias,)
     grid = -(-rows // (ROUTER_GATE_THREADS // 32))
     tail = (logits, shared_logits, topk_ids, topk_weights, counter, tokens, shape.experts,
-            shape.hidden, shape.top_k, n_shared, renorm, scale)
+            shape.hidden, shape.top_k, n_shared, renorm, scale, int(routing.unrounded))
     if norm is None:
         sig = MOE_GATE_TOPK_SOFTMAX if softmax else MOE_GATE_TOPK_SIGMOID
         kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, x, w_gate,
@@ -437,8 +448,10 @@ def gate_topk_smem(tokens: int, hidden: int) -> int:
 
 def gate_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
                 logits: DevicePtr, tokens: int, shape: MoeShape,
-                shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0) -> None:
-    """gate_topk's logits (and shared_logits) alone, no top-k: for `routes_in_experts`."""
+                shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
+                unrounded: bool = False) -> None:
+    """gate_topk's logits (and shared_logits) alone, no top-k: for `routes_in_experts`
+    (`unrounded` as Routing.unrounded)."""
     shape.validate()
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
@@ -447,11 +460,12 @@ def gate_logits(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr
         raise ValueError(f"moe_gate_logits: {tokens} tokens; it takes 1..{DECODE_MAX_TOKENS}")
     require_aligned("moe_gate_logits", "x", x, 16)
     require_aligned("moe_gate_logits", "w_gate", w_gate, 16)
-    rows = shape.experts + (1 if n_shared else 0)
+    rows = shape.experts + (1 if shared_gate else 0)
     smem = gate_topk_smem(tokens, shape.hidden)
     kc.get_with_shared(MOE_GATE_LOGITS, smem)(
         stream, -(-rows // (ROUTER_GATE_THREADS // 32)), ROUTER_GATE_THREADS, smem, x, w_gate,
-        shared_gate, logits, shared_logits, tokens, shape.experts, shape.hidden, n_shared)
+        shared_gate, logits, shared_logits, tokens, shape.experts, shape.hidden, n_shared,
+        int(unrounded))
 
 
 def routes_in_experts(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:

@@ -19,21 +19,28 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
                     k_norm_w: DevicePtr, cos_sin: DevicePtr, positions: DevicePtr,
                     slots: DevicePtr, tokens: int, hq: int, hkv: int, head_dim: int,
                     block_size: int, eps: float, *, q_pitch: int | None = None,
-                    rotary_dim: int | None = None, norm_offset: bool = False) -> None:
-    """Split qkv [tokens, hq * q_pitch + 2*hkv*head_dim]: q -> q_out, k and v -> the caches.
+                    rotary_dim: int | None = None, norm_offset: bool = False,
+                    proj_dim: int | None = None) -> None:
+    """Split qkv [tokens, hq * q_pitch + 2*hkv*proj_dim]: q -> q_out [tokens, hq, head_dim],
+    k and v -> the caches.
 
     q_norm_w == 0 skips the per-head norm (Llama); otherwise both q and k are normed (Qwen3).
-    q_pitch (default head_dim; 2 * head_dim when each q head is followed by its output gate),
-    rotary_dim (default head_dim: the leading elements that rotate, cos_sin being
-    [positions, rotary_dim]) and norm_offset ((1 + w) norm weights) select the general kernel.
+    q_pitch (default proj_dim; 2 * proj_dim when each q head is followed by its output gate),
+    rotary_dim (default proj_dim: the leading elements that rotate, cos_sin being
+    [positions, rotary_dim]), norm_offset ((1 + w) norm weights) and proj_dim (default
+    head_dim: a head's elements in the qkv row, the rest of its q_out and cache rows zeros: a
+    padded head, ops.attention.padded_head_dim) select the general kernel.
     """
-    q_pitch = head_dim if q_pitch is None else q_pitch
-    rotary_dim = head_dim if rotary_dim is None else rotary_dim
-    general = (q_pitch, rotary_dim, norm_offset) != (head_dim, head_dim, False)
-    if general and (rotary_dim < 2 or rotary_dim % 2 or rotary_dim > head_dim
-                    or q_pitch < head_dim):
+    proj_dim = head_dim if proj_dim is None else proj_dim
+    q_pitch = proj_dim if q_pitch is None else q_pitch
+    rotary_dim = proj_dim if rotary_dim is None else rotary_dim
+    general = (q_pitch, rotary_dim, norm_offset, proj_dim) != (head_dim, head_dim, False,
+                                                                head_dim)
+    if general and (rotary_dim < 2 or rotary_dim % 2 or rotary_dim > proj_dim
+                    or q_pitch < proj_dim or proj_dim % 2 or proj_dim > head_dim):
         raise ValueError(f"qk_norm_rope_kv: rotary_dim={rotary_dim} must be even and <= "
-                         f"head_dim={head_dim}, q_pitch={q_pitch} >= head_dim")
+                         f"proj_dim={proj_dim} (even, <= head_dim={head_dim}), q_pitch="
+                         f"{q_pitch} >= proj_dim")
     if head_dim < 2 or head_dim % 2 or head_dim > ROPE_MAX_HEAD_DIM:
         raise ValueError(f"qk_norm_rope_kv: head_dim={head_dim} must be even and <= "
                          f"{ROPE_MAX_HEAD_DIM}")
@@ -56,7 +63,7 @@ def qk_norm_rope_kv(kc: KernelCache, stream: Stream, qkv: DevicePtr, q_out: Devi
         kc.get(QK_NORM_ROPE_KV_PARTIAL)(stream, grid, 32 * warps, 0, qkv, q_out, k_cache,
                                         v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
                                         tokens, hq, hkv, head_dim, q_pitch, rotary_dim,
-                                        int(norm_offset), block_size, eps)
+                                        int(norm_offset), block_size, eps, proj_dim)
         return
     kc.get(QK_NORM_ROPE_KV)(stream, grid, 32 * warps, 0, qkv, q_out, k_cache, v_cache,
                             q_norm_w, k_norm_w, cos_sin, positions, slots, tokens, hq, hkv,

@@ -34,6 +34,11 @@ Specification (all arithmetic float32 on bf16-widened inputs):
 * the twins without the loop's L2 prefetch (*_ahead1_bf16): their kernel's specification.
 * the phase-traced twins (*_trace_bf16): their untraced kernel's specification; the trace
   buffer is the device's clock readings, which the host leaves untouched.
+* proj_dim (prefill, the long kernel's entries, the combine): the same attention over the
+  head_dim-long cache and q rows, of which out keeps each head's first proj_dim elements,
+  rows [hq * proj_dim] (a padded head, ops.attention.padded_head_dim: the rest are zeros'
+  products); the rope-fused entries read qkv rows of proj_dim-long heads rotating whole
+  (qk_norm_rope_kv_partial_bf16's padded form).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ from ..ops.attention import decode_cluster_rule, decode_split_rule
 from ..ops.attention_long import early_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
-from .rope_kv import qk_norm_rope_kv_bf16
+from .rope_kv import qk_norm_rope_kv_bf16, qk_norm_rope_kv_partial_bf16
 
 #: (keys per partial, partials) of a sequence's kv_len on a num_splits grid
 SplitRule = Callable[[int, int], tuple[int, int]]
@@ -154,28 +159,31 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
-                      max_blocks: int, scale: float, window: int) -> None:
+                      max_blocks: int, scale: float, window: int, proj_dim: int) -> None:
     prefill_over_gathered(
         mem, q, cu_q, block_tables, kv_lens, out, num_seqs, hq, head_dim, max_blocks, scale,
         lambda table, kv_len: (
             gather_kv(mem, k_cache, table, kv_len, hkv, block_size, head_dim),
-            gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)), window)
+            gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)), window,
+        proj_dim)
 
 
 def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int, kv_lens: int,
                           out: int, num_seqs: int, hq: int, head_dim: int, max_blocks: int,
                           scale: float,
                           gather: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
-                          window: int = 0) -> None:
+                          window: int = 0, proj_dim: int | None = None) -> None:
     """Causal prefill attention of every sequence's chunk over its cached keys, which
     `gather(block_table_row, kv_len)` returns as float32 (k, v) [hkv, kv_len, D]: the one
-    loop of the bf16 and the quantized-cache references."""
+    loop of the bf16 and the quantized-cache references. out keeps each head's first
+    proj_dim (default D) elements."""
+    p = head_dim if proj_dim is None else proj_dim
     cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
     total = int(cu[-1])
     qf = bf16_bits_to_f32(mem.view(q, np.uint16, total * hq * head_dim)).reshape(
         total, hq, head_dim)
-    o = mem.view(out, np.uint16, total * hq * head_dim).reshape(total, hq, head_dim)
+    o = mem.view(out, np.uint16, total * hq * p).reshape(total, hq, p)
     for b in range(num_seqs):
         lo, hi, kv_len = int(cu[b]), int(cu[b + 1]), int(lens[b])
         if hi == lo:
@@ -186,7 +194,7 @@ def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int,
         k, v = gather(tables[b], kv_len)
         positions = np.arange(kv_len - (hi - lo), kv_len)
         o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale,
-                                                     window))
+                                                     window)[..., :p])
 
 
 def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
@@ -256,7 +264,7 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                           v_cache: int, block_tables: int, kv_lens: int, part_o: int,
                           part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
-                          num_splits: int, scale: float, window: int,
+                          num_splits: int, scale: float, window: int, proj_dim: int,
                           merge_rule: SplitRule = decode_split_rule) -> None:
     """The long kernel's whole output: the active splits' partials, and given counters
     their merge into out (the last split's, SplitMerge, over `merge_rule`'s splits; counters
@@ -270,7 +278,7 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                              scale, rule, window)
         if counters:
             decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs,
-                                     hq, head_dim, num_splits, window, rule=rule)
+                                     hq, head_dim, num_splits, window, proj_dim, rule=rule)
         return
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b, (po, _) in enumerate(_sequence_partials(
@@ -278,7 +286,15 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
             block_size, max_blocks, 1, scale, window=window)):
         if po.shape[1]:
             o[b] = po[:, 0]
-    mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+    write_heads(mem, out, o, proj_dim)
+
+
+def write_heads(mem: HostMemory, out: int, o: np.ndarray, proj_dim: int) -> None:
+    """out [rows, hq * proj_dim] bf16 = the first proj_dim elements of each head of the
+    float32 o [rows, hq, D], rounded once."""
+    rows, hq = o.shape[:2]
+    mem.view(out, np.uint16, rows * hq * proj_dim)[:] = f32_to_bf16_bits(
+        o[..., :proj_dim]).reshape(-1)
 
 
 @reference(DECODE_ATTN_LONG_ROPE_LATE)  # the staged entry, its PDL trigger moved: the same bits
@@ -290,18 +306,20 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                                part_o: int, part_ml: int, counters: int, out: int,
                                num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, window: int,
+                               eps: float, window: int, proj_dim: int,
                                merge_rule: SplitRule = decode_split_rule) -> None:
-    """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots), then the long
-    kernel over the caches (merging `merge_rule`'s splits)."""
+    """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots; heads of
+    proj_dim elements rotating whole, padded to head_dim), then the long kernel over the
+    caches (merging `merge_rule`'s splits)."""
     chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
-    qk_norm_rope_kv_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache, v_cache,
-                         q_norm_w, k_norm_w, cos_sin, positions, slots, num_seqs, hq, hkv,
-                         head_dim, block_size, eps)
+    qk_norm_rope_kv_partial_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache,
+                                 v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                                 num_seqs, hq, hkv, head_dim, proj_dim, proj_dim, 0,
+                                 block_size, eps, proj_dim)
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
                           block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
                           hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
-                          merge_rule)
+                          proj_dim, merge_rule)
 
 
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # its PDL trigger moved: the same bits
@@ -317,10 +335,10 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 @reference(DECODE_ATTN_COMBINE_EARLY)  # the same values; only its PDL trigger moves
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
                              part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
-                             head_dim: int, num_splits: int, window: int,
+                             head_dim: int, num_splits: int, window: int, proj_dim: int,
                              rule: SplitRule = decode_split_rule) -> None:
     """The merge of each sequence's active splits, as many as `rule` gives the keys its
-    query sees (the window's under a sliding window)."""
+    query sees (the window's under a sliding window), each head's first proj_dim elements."""
     po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
         num_seqs, hq, num_splits, head_dim)
     pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
@@ -335,7 +353,7 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
         m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
         w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
         o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / w.sum(axis=-1)[:, None]
-    mem.view(out, np.uint16, num_seqs * hq * head_dim)[:] = f32_to_bf16_bits(o).reshape(-1)
+    write_heads(mem, out, o, proj_dim)
 
 
 @reference(DECODE_ATTN)
@@ -350,7 +368,7 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
                          num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                          scale, rule)
     decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
-                             head_dim, num_splits, 0, rule=rule)
+                             head_dim, num_splits, 0, head_dim, rule=rule)
 
 
 
@@ -427,7 +445,7 @@ def decode_attn_verify_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qk
     decode_attn_long_rope_bf16(mem, grid, block, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                cos_sin, positions, slots, block_tables, kv_lens, 0, 0, 0, out,
                                num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale,
-                               eps, 0)
+                               eps, 0, head_dim)
 
 
 # the A/B twins of the loop's prefetch: the same specifications

@@ -11,6 +11,10 @@ module is its executable form. In short:
   (their sum + 1e-20) (norm_topk_prob; the 1e-20 keeps an all-underflowed sigmoid row at
   zero instead of NaN and cannot change a softmax sum, which is at least k / experts); then
   every weight is multiplied by `scale`. Computed in float64, stored as float32.
+* Fused decode router: the logits are the bf16-rounded products widened or, `unrounded` (a
+  float32 router), the exact sums rounded once to float32 (the unrounded GEMV's values); a
+  shared expert's gate logit is always bf16-rounded, and a null shared gate (an ungated
+  shared expert) weights its slots 1.
 * Experts: g and u are the bf16-rounded products of x with the expert's gate and up rows,
   act = bf16(bf16(silu(g)) * u) (the dense MLP's gate_up GEMV + silu_mul), each expert's down
   product is rounded to bf16 (what transformers' per-expert Linear returns), and the token's
@@ -109,26 +113,38 @@ def moe_topk_sigmoid_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, 
 
 
 def _gate_logits(mem: HostMemory, x: int, w_gate: int, logits: int, tokens: int,
-                 experts: int, hidden: int) -> None:
-    """float32 logits [tokens, experts] = bf16(x . w_gate) (exact sums, rounded once),
-    stored at `logits` as the fused router's kernel leaves them."""
+                 experts: int, hidden: int, unrounded: int = 0) -> None:
+    """float32 logits [tokens, experts] = bf16(x . w_gate) (exact sums, rounded once;
+    `unrounded`: rounded to float32 only), stored at `logits` as the fused router's kernel
+    leaves them."""
     xs = _act_in(mem, x, tokens, hidden)
     w = widened_f64(mem, w_gate, experts * hidden).reshape(experts, hidden)
-    mem.view(logits, np.float32, tokens * experts)[:] = _bf16(xs @ w.T).astype(
-        np.float32).reshape(-1)
+    sums = xs @ w.T
+    mem.view(logits, np.float32, tokens * experts)[:] = (
+        sums if unrounded else _bf16(sums)).astype(np.float32).reshape(-1)
+
+
+def _shared_gate_logits(mem: HostMemory, x: int, shared_gate: int, shared_logits: int,
+                        tokens: int, hidden: int, shared_slots: int) -> int:
+    """The shared expert's gate logits (bf16-rounded: a bf16 Linear's) at `shared_logits`
+    where it has a gate; their address for the slots' weights, or 0 (ungated: weight 1)."""
+    if not (shared_slots and shared_gate):
+        return 0
+    _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
+    return shared_logits
 
 
 def _gate_route(mem: HostMemory, x: int, w_gate: int, shared_gate: int, bias: int, logits: int,
                 shared_logits: int, topk_ids: int, topk_weights: int, tokens: int,
                 experts: int, hidden: int, top_k: int, shared_slots: int, renormalize: int,
-                scale: float, sigmoid: bool) -> None:
+                scale: float, sigmoid: bool, unrounded: int) -> None:
     """The fused router: logits, the top-k into rows of top_k + shared_slots, and the shared
-    expert's slots (id experts + c, weight bf16(sigmoid(bf16(x . shared_gate))))."""
-    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
-    if shared_slots:
-        _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
-    ids, w = _route_logits(mem, logits, shared_logits, bias, tokens, experts, top_k,
-                           shared_slots, renormalize, scale, sigmoid)
+    expert's slots (id experts + c, weight bf16(sigmoid(bf16(x . shared_gate))), or 1 with no
+    shared gate)."""
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden, unrounded)
+    gate = _shared_gate_logits(mem, x, shared_gate, shared_logits, tokens, hidden, shared_slots)
+    ids, w = _route_logits(mem, logits, gate, bias, tokens, experts, top_k, shared_slots,
+                           renormalize, scale, sigmoid)
     slots = top_k + shared_slots
     mem.view(topk_ids, np.int32, tokens * slots)[:] = ids.reshape(-1)
     mem.view(topk_weights, np.float32, tokens * slots)[:] = w.reshape(-1)
@@ -139,7 +155,8 @@ def _route_logits(mem: HostMemory, logits: int, shared_logits: int, bias: int, t
                   sigmoid: bool) -> tuple[np.ndarray, np.ndarray]:
     """(ids i32, weights f32) [tokens, top_k + shared_slots] from the logits at `logits`:
     the top-k, then the shared expert's slots (id experts + c, weight
-    bf16(sigmoid(shared logit)))."""
+    bf16(sigmoid(shared logit)), or 1 where `shared_logits` is 0: an ungated shared
+    expert)."""
     lg = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
     if sigmoid:
         b = mem.view(bias, np.float32, experts) if bias else None
@@ -148,21 +165,20 @@ def _route_logits(mem: HostMemory, logits: int, shared_logits: int, bias: int, t
         ids, w = topk_softmax(lg, top_k, bool(renormalize), scale)
     if not shared_slots:
         return ids, w
-    g = mem.view(shared_logits, np.float32, tokens)
     sh_ids = np.broadcast_to(experts + np.arange(shared_slots, dtype=np.int32),
                              (tokens, shared_slots))
-    sh_w = np.broadcast_to(_bf16(sigmoid_scores(g))[:, None].astype(np.float32),
-                           (tokens, shared_slots))
+    weight = (_bf16(sigmoid_scores(mem.view(shared_logits, np.float32, tokens)))
+              if shared_logits else np.ones(tokens))
+    sh_w = np.broadcast_to(weight[:, None].astype(np.float32), (tokens, shared_slots))
     return np.concatenate([ids, sh_ids], axis=1), np.concatenate([w, sh_w], axis=1)
 
 
 @reference(MOE_GATE_LOGITS)
 def moe_gate_logits_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate: int,
                          shared_gate: int, logits: int, shared_logits: int, tokens: int,
-                         experts: int, hidden: int, shared_slots: int) -> None:
-    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden)
-    if shared_slots:
-        _gate_logits(mem, x, shared_gate, shared_logits, tokens, 1, hidden)
+                         experts: int, hidden: int, shared_slots: int, unrounded: int) -> None:
+    _gate_logits(mem, x, w_gate, logits, tokens, experts, hidden, unrounded)
+    _shared_gate_logits(mem, x, shared_gate, shared_logits, tokens, hidden, shared_slots)
 
 
 @reference(MOE_GATE_TOPK_SOFTMAX)
@@ -170,9 +186,10 @@ def moe_gate_topk_softmax_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                shared_gate: int, logits: int, shared_logits: int, topk_ids: int,
                                topk_weights: int, counter: int, tokens: int, experts: int,
                                hidden: int, top_k: int, shared_slots: int, renormalize: int,
-                               scale: float) -> None:
+                               scale: float, unrounded: int) -> None:
     _gate_route(mem, x, w_gate, shared_gate, 0, logits, shared_logits, topk_ids, topk_weights,
-                tokens, experts, hidden, top_k, shared_slots, renormalize, scale, False)
+                tokens, experts, hidden, top_k, shared_slots, renormalize, scale, False,
+                unrounded)
 
 
 @reference(MOE_GATE_TOPK_SIGMOID)
@@ -180,10 +197,10 @@ def moe_gate_topk_sigmoid_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                shared_gate: int, bias: int, logits: int, shared_logits: int,
                                topk_ids: int, topk_weights: int, counter: int, tokens: int,
                                experts: int, hidden: int, top_k: int, shared_slots: int,
-                               renormalize: int, scale: float) -> None:
+                               renormalize: int, scale: float, unrounded: int) -> None:
     _gate_route(mem, x, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                 topk_weights, tokens, experts, hidden, top_k, shared_slots, renormalize, scale,
-                True)
+                True, unrounded)
 
 
 def _add_norm_route(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
@@ -199,13 +216,13 @@ def moe_add_rmsnorm_gate_topk_softmax_bf16(
         mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
         normed: int, w_gate: int, shared_gate: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, counter: int, tokens: int, experts: int, hidden: int,
-        top_k: int, shared_slots: int, renormalize: int, scale: float, eps: float,
-        offset: int) -> None:
+        top_k: int, shared_slots: int, renormalize: int, scale: float, unrounded: int,
+        eps: float, offset: int) -> None:
     _add_norm_route(mem, grid, block, residual, delta, norm_w, normed, hidden, tokens, eps,
                     offset)
     moe_gate_topk_softmax_bf16(mem, grid, block, normed, w_gate, shared_gate, logits,
                                shared_logits, topk_ids, topk_weights, counter, tokens, experts,
-                               hidden, top_k, shared_slots, renormalize, scale)
+                               hidden, top_k, shared_slots, renormalize, scale, unrounded)
 
 
 @reference(MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID)
@@ -213,13 +230,13 @@ def moe_add_rmsnorm_gate_topk_sigmoid_bf16(
         mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
         normed: int, w_gate: int, shared_gate: int, bias: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, counter: int, tokens: int, experts: int, hidden: int,
-        top_k: int, shared_slots: int, renormalize: int, scale: float, eps: float,
-        offset: int) -> None:
+        top_k: int, shared_slots: int, renormalize: int, scale: float, unrounded: int,
+        eps: float, offset: int) -> None:
     _add_norm_route(mem, grid, block, residual, delta, norm_w, normed, hidden, tokens, eps,
                     offset)
     moe_gate_topk_sigmoid_bf16(mem, grid, block, normed, w_gate, shared_gate, bias, logits,
                                shared_logits, topk_ids, topk_weights, counter, tokens, experts,
-                               hidden, top_k, shared_slots, renormalize, scale)
+                               hidden, top_k, shared_slots, renormalize, scale, unrounded)
 
 
 @reference(MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX)
@@ -227,12 +244,13 @@ def moe_add_rmsnorm_gate_topk_cluster_softmax_bf16(
         mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
         normed: int, w_gate: int, shared_gate: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
-        shared_slots: int, renormalize: int, scale: float, eps: float, offset: int) -> None:
+        shared_slots: int, renormalize: int, scale: float, unrounded: int, eps: float,
+        offset: int) -> None:
     """The ticket router's values (the cluster only changes how the logits meet)."""
     moe_add_rmsnorm_gate_topk_softmax_bf16(
         mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, logits,
         shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
-        renormalize, scale, eps, offset)
+        renormalize, scale, unrounded, eps, offset)
 
 
 @reference(MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID)
@@ -240,11 +258,12 @@ def moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16(
         mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, norm_w: int,
         normed: int, w_gate: int, shared_gate: int, bias: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
-        shared_slots: int, renormalize: int, scale: float, eps: float, offset: int) -> None:
+        shared_slots: int, renormalize: int, scale: float, unrounded: int, eps: float,
+        offset: int) -> None:
     moe_add_rmsnorm_gate_topk_sigmoid_bf16(
         mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, bias, logits,
         shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
-        renormalize, scale, eps, offset)
+        renormalize, scale, unrounded, eps, offset)
 
 
 # ---- expert products ----------------------------------------------------------------------

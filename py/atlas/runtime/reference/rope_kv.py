@@ -10,6 +10,10 @@ Per token t with qkv row [q (hq*D) | k (hkv*D) | v (hkv*D)]:
 * q goes to q_out [T, hq, D]; rotated k and v go to the paged caches
   [num_blocks, hkv, block_size, D] at slot (block = slot // block_size,
   offset = slot % block_size); a negative slot writes nothing.
+* qk_norm_rope_kv_partial_bf16: q heads q_pitch apart in the row, the first rotary_dim
+  elements rotating (pairs (i, i + rotary_dim / 2)), the rest passing through, (1 + w) norm
+  weights with norm_offset; heads of proj_dim <= D elements in the row (k and v proj_dim
+  apart), normed over those, their q_out and cache rows zero past them (a padded head).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def qk_norm_rope_kv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, q_o
                          head_dim: int, block_size: int, eps: float) -> None:
     qk_norm_rope_kv_partial_bf16(mem, grid, block, qkv, q_out, k_cache, v_cache, q_norm_w,
                                  k_norm_w, cos_sin, positions, slots, tokens, hq, hkv, head_dim,
-                                 head_dim, head_dim, 0, block_size, eps)
+                                 head_dim, head_dim, 0, block_size, eps, head_dim)
 
 
 @reference(QK_NORM_ROPE_KV_PARTIAL)
@@ -48,17 +52,18 @@ def qk_norm_rope_kv_partial_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: 
                                  k_cache: int, v_cache: int, q_norm_w: int, k_norm_w: int,
                                  cos_sin: int, positions: int, slots: int, tokens: int, hq: int,
                                  hkv: int, head_dim: int, q_pitch: int, rotary_dim: int,
-                                 norm_offset: int, block_size: int, eps: float) -> None:
-    t, d, rot = tokens, head_dim, rotary_dim
-    width = hq * q_pitch + 2 * hkv * d
+                                 norm_offset: int, block_size: int, eps: float,
+                                 proj_dim: int) -> None:
+    t, d, rot, p = tokens, head_dim, rotary_dim, proj_dim
+    width = hq * q_pitch + 2 * hkv * p
     x = bf16_bits_to_f32(mem.view(qkv, np.uint16, t * width)).reshape(t, width)
-    q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :d]
-    k = x[:, hq * q_pitch:hq * q_pitch + hkv * d].reshape(t, hkv, d)
-    v = x[:, hq * q_pitch + hkv * d:].reshape(t, hkv, d)
+    q = x[:, :hq * q_pitch].reshape(t, hq, q_pitch)[:, :, :p]
+    k = x[:, hq * q_pitch:hq * q_pitch + hkv * p].reshape(t, hkv, p)
+    v = x[:, hq * q_pitch + hkv * p:].reshape(t, hkv, p)
     if q_norm_w:
         norm = rms_norm_offset_bf16 if norm_offset else rms_norm_bf16
-        q_w = bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, d))
-        k_w = bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, d))
+        q_w = bf16_bits_to_f32(mem.view(q_norm_w, np.uint16, p))
+        k_w = bf16_bits_to_f32(mem.view(k_norm_w, np.uint16, p))
         q = bf16_bits_to_f32(norm(q, q_w, eps))
         k = bf16_bits_to_f32(norm(k, k_w, eps))
     pos = mem.view(positions, np.int32, t).astype(np.int64)
@@ -66,9 +71,14 @@ def qk_norm_rope_kv_partial_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: 
     cos, sin = table[pos, None, :rot // 2], table[pos, None, rot // 2:]
 
     def rotate(h: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """Rotate the first rotary_dim elements; the rest pass through (partial rotary)."""
-        return np.concatenate([rotate_bf16(h[..., :rot], c, s),
-                               f32_to_bf16_bits(h[..., rot:])], axis=-1)
+        """Rotate the first rotary_dim elements; the rest pass through (partial rotary),
+        then zeros up to D (a padded head)."""
+        return pad(np.concatenate([rotate_bf16(h[..., :rot], c, s),
+                                   f32_to_bf16_bits(h[..., rot:])], axis=-1))
+
+    def pad(bits: np.ndarray) -> np.ndarray:
+        """bf16 rows of proj_dim elements as rows of D: zeros (bits 0) past them."""
+        return np.concatenate([bits, np.zeros(bits.shape[:-1] + (d - p,), np.uint16)], axis=-1)
 
     mem.view(q_out, np.uint16, t * hq * d)[:] = rotate(q, cos, sin).reshape(-1)
     slot = mem.view(slots, np.int32, t).astype(np.int64)
@@ -80,4 +90,4 @@ def qk_norm_rope_kv_partial_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: 
     kc = mem.view(k_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
     vc = mem.view(v_cache, np.uint16, pool).reshape(-1, hkv, block_size, d)
     kc[blk, :, off] = rotate(k[live], cos[live], sin[live])
-    vc[blk, :, off] = f32_to_bf16_bits(v[live])
+    vc[blk, :, off] = pad(f32_to_bf16_bits(v[live]))
