@@ -80,3 +80,21 @@ def test_quantized_formats_count_their_projections_codes_and_scales() -> None:
         with_head = decode_bytes_per_step(cfg, context=640, quant=quant, lm_head=True)
         assert with_head["lm_head"] == pytest.approx(bf16["lm_head"] * per_value / 2)
         assert got["linear_attention"] == bf16["linear_attention"] == 0.0  # not hybrid
+
+
+def test_kv_counts_padded_rows_and_only_the_window_of_sliding_layers() -> None:
+    """Phi-3.5-mini's head_dim 96 is cached as 128-element rows (ops.attention.
+    padded_head_dim); Mistral-7B-v0.1's every layer reads at most its 4,096-key window."""
+    phi = {"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+           "intermediate_size": 8192, "rms_norm_eps": 1e-5, "rope_theta": 1e4}
+    b = decode_bytes_per_step(ModelConfig.from_dict(phi), context=512)
+    assert b["kv_cache"] == 32 * 2 * 512 * 32 * 128 * 2
+    assert b["attention"] == 32 * (3 * 3072 + 3072) * 3072 * 2  # projections unpadded
+    mistral = {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+               "intermediate_size": 14336, "rms_norm_eps": 1e-5, "sliding_window": 4096,
+               "rope_theta": 1e4}
+    cfg = ModelConfig.from_dict(mistral)
+    assert decode_bytes_per_step(cfg, context=8000)["kv_cache"] == 32 * 2 * 4096 * 1024 * 2
+    assert decode_bytes_per_step(cfg, context=1000)["kv_cache"] == 32 * 2 * 1000 * 1024 * 2

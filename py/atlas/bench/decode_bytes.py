@@ -30,6 +30,7 @@ E * (1 - (1 - k/E)^B), an estimate (real routing is not uniform), labelled as su
 from __future__ import annotations
 
 from ..core.config import LinearAttentionConfig, ModelConfig
+from ..runtime.ops.attention import padded_head_dim
 
 BF16 = 2
 #: bytes per weight value of each format, scales included: FP8 with a float32 per 128 x 128
@@ -48,10 +49,13 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
                           linear_attn: bool = False) -> dict[str, float]:
     """Bytes one decode step of `batch` sequences at `context` tokens reads, by component
     (`quant`: the format of the quantized projections, a QUANT_BYTES key; `lm_head`,
-    `linear_attn`: the LM head, the Gated-DeltaNet projections in that format too)."""
+    `linear_attn`: the LM head, the Gated-DeltaNet projections in that format too). K/V is
+    counted as the kernels read it: rows of the padded head dim (Phi-3's 96 as 128) and, in a
+    sliding layer, only the window's keys."""
     q = QUANT_BYTES[quant]
     h, d = cfg.hidden_size, cfg.head_dim
     q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
+    cache_row = cfg.num_key_value_heads * padded_head_dim(d)
     out = {"embedding": float(batch * h * BF16), "norms": float(h * BF16),  # + final norm
            "attention": 0.0, "kv_cache": 0.0, "linear_attention": 0.0, "linear_state": 0.0,
            "router": 0.0, "experts": 0.0, "shared_experts": 0.0, "dense_mlp": 0.0,
@@ -68,7 +72,9 @@ def decode_bytes_per_step(cfg: ModelConfig, context: int, batch: int = 1,
             qk_norm = (q_rows + kv_rows) if cfg.qk_norm_whole else 2 * d
             out["norms"] += (qk_norm if cfg.has_qk_norm else 0) * BF16
             out["attention"] += ((q_rows + gate_rows + 2 * kv_rows) * h + h * q_rows) * q
-            out["kv_cache"] += batch * 2 * context * kv_rows * BF16
+            window = cfg.attention_windows[layer] if cfg.attention_windows else 0
+            keys = min(context, window) if window else context
+            out["kv_cache"] += batch * 2 * keys * cache_row * BF16
         if moe is None or not moe.is_sparse(layer):
             out["dense_mlp"] += 3 * cfg.intermediate_size * h * q
             continue
