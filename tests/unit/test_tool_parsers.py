@@ -139,7 +139,8 @@ def test_forced_prefix_opens_a_call_the_parser_completes(name):
             "qwen3_coder": "<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>",
             "mistral": '{"x": 1}',
             "llama3_json": '{"x": 1}}',
-            "minimax_m2": '<parameter name="x">1</parameter>\n</invoke>\n</minimax:tool_call>'
+            "minimax_m2": '<parameter name="x">1</parameter>\n</invoke>\n</minimax:tool_call>',
+            "glm45": "<arg_key>x</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
             }[name]
     assert run(name, prefix + rest, 3) == ("", [("f", {"x": 1})])
 
@@ -180,6 +181,92 @@ def test_minimax_m2_unclosed_tags_and_a_stream_ending_in_the_block(step):
             '<parameter name="b">x</invoke>\n<invoke name="g">\n<parameter name="c">[1]')
     assert run("minimax_m2", text, step) == ("", [("f", {"a": 1, "b": "x"}), ("g", {"c": [1]})])
     assert run("minimax_m2", "<minimax:tool_call>\n</minimax:tool_call>ok", step) == ("ok", [])
+
+
+GLM_SCHEMAS = {"get_weather": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "zip": {"type": "string"},
+    "metric": {"type": "boolean"}, "where": {"type": "object"}, "hours": {"type": "array"},
+    "note": {"type": "string"}}}}
+
+
+def glm45_call(name, *pairs):
+    """A call as GLM-4.5's chat template writes it."""
+    args = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in pairs)
+    return f"<tool_call>{name}\n{args}</tool_call>"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_text_then_two_calls(step):
+    text = ("Let me check.\n" + glm45_call("get_weather", ("city", "Paris"), ("days", "3"))
+            + "\n" + glm45_call("get_time", ("zone", "CET")))
+    assert run("glm45", text, step, GLM_SCHEMAS) == (
+        "Let me check.\n", [("get_weather", {"city": "Paris", "days": 3}),
+                            ("get_time", {"zone": "CET"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_calls_without_arguments(step):
+    text = "<tool_call>get_time</tool_call>" + glm45_call("get_date") + "\nDone."
+    assert run("glm45", text, step) == ("Done.", [("get_time", {}), ("get_date", {})])
+    compact = "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>"  # GLM-4.7
+    assert run("glm45", compact, step) == ("", [("f", {"a": 1})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_values_typed_by_the_schema(step):
+    text = glm45_call("get_weather", ("days", "3"), ("metric", "true"), ("zip", "75001"),
+                      ("where", '{"lat": 48.8, "tags": ["a"]}'), ("hours", "[9, 12]"),
+                      ("city", "[not json"), ("note", "true"), ("extra", "null"))
+    assert run("glm45", text, step, GLM_SCHEMAS) == ("", [("get_weather", {
+        "days": 3, "metric": True, "zip": "75001", "where": {"lat": 48.8, "tags": ["a"]},
+        "hours": [9, 12], "city": "[not json", "note": "true", "extra": None})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_values_keep_angle_brackets_newlines_and_a_literal_close(step):
+    code = "if a < b:\n    print('<b>x</b>')\n"
+    text = glm45_call("write", ("body", code), ("tail", "x </tool_call> y"))
+    assert run("glm45", text, step, {"write": {"properties": {"body": {"type": "string"}}}}) == (
+        "", [("write", {"body": code, "tail": "x </tool_call> y"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_missing_value_close(step):
+    text = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n"
+            "<arg_key>days</arg_key>\n<arg_value>2\n</tool_call>\n" + glm45_call("g", ("a", "1")))
+    assert run("glm45", text, step, GLM_SCHEMAS) == (
+        "", [("get_weather", {"city": "Paris", "days": 2}), ("g", {"a": 1})])
+    last = "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>x\n</tool_call>"
+    assert run("glm45", last, step) == ("", [("f", {"a": "x"})])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_stream_ending_inside_a_block(step):
+    text = glm45_call("f", ("a", "1")) + "<tool_call>g\n<arg_key>b</arg_key>\n<arg_value>[1, 2"
+    assert run("glm45", text, step) == ("", [("f", {"a": 1}), ("g", {"b": "[1, 2"})])
+    assert run("glm45", "<tool_call>g\n<arg_key>b</arg_ke", step) == ("", [("g", {})])
+    assert run("glm45", "<tool_call>\n</tool_call>ok", step) == ("ok", [])
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_text_that_is_no_call_is_returned_as_text(step):
+    text = "See <tool_call>is a tag</tool_call> here"
+    assert run("glm45", text, step) == (text, [])
+
+
+def test_glm45_name_streams_before_the_arguments_complete():
+    parser = parser_class("glm45")(GLM_SCHEMAS)
+    text = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par"
+    deltas = [d for ch in text for d in parser.feed(ch).calls]
+    assert [(d.index, d.name, d.arguments) for d in deltas] == [(0, "get_weather", "")]
+    rest = parser.feed("is</arg_value>\n</tool_call>")
+    assert [(d.name, json.loads(d.arguments)) for d in rest.calls] == [(None, {"city": "Paris"})]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_glm45_single_call_limit(step):
+    text = glm45_call("a", ("x", "1")) + "\n" + glm45_call("b", ("y", "2"))
+    assert run("glm45", text, step, max_calls=1) == ("", [("a", {"x": 1})])
 
 
 def test_unknown_parser_name_lists_known():

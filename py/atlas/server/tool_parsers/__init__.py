@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import ToolCall, ToolCallDelta, ToolParser, ToolParseResult, ToolSchemas
+from .glm45 import Glm45ToolParser
 from .hermes import HermesToolParser
 from .llama3_json import Llama3JsonToolParser
 from .minimax_m2 import MiniMaxM2ToolParser
@@ -15,6 +16,7 @@ PARSERS: dict[str, type[ToolParser]] = {
     "mistral": MistralToolParser,
     "llama3_json": Llama3JsonToolParser,
     "minimax_m2": MiniMaxM2ToolParser,
+    "glm45": Glm45ToolParser,
 }
 
 

@@ -80,9 +80,10 @@ class ToolParser(abc.ABC):
 
     # --- what a format defines -------------------------------------------------------------
 
-    @abc.abstractmethod
     def body_start(self, marker: str) -> str:
-        """The call body's initial text when `marker` opens a call (often "")."""
+        """The call body's initial text when `marker` opens a call: none, unless the marker
+        is itself part of the body (a format overrides this then)."""
+        return ""
 
     @abc.abstractmethod
     def complete(self, body: str, final: bool) -> tuple[int, list[ToolCall]] | None:

@@ -39,9 +39,6 @@ def _decode_call(text: str) -> list[ToolCall] | None:
 class HermesToolParser(ToolParser):
     start_markers = (_OPEN,)
 
-    def body_start(self, marker: str) -> str:
-        return ""
-
     def name_of(self, body: str) -> str | None:
         return json_call_name(body)
 

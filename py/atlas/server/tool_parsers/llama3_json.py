@@ -22,9 +22,6 @@ class Llama3JsonToolParser(ToolParser):
     start_markers = (_TAG,)
     leading_call = "{"
 
-    def body_start(self, marker: str) -> str:
-        return ""
-
     def name_of(self, body: str) -> str | None:
         return json_call_name(body)
 

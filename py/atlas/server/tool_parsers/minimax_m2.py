@@ -33,9 +33,6 @@ _PARAM_END = re.compile(r"</parameter>|<parameter name=|</invoke>")
 class MiniMaxM2ToolParser(ToolParser):
     start_markers = (_OPEN,)
 
-    def body_start(self, marker: str) -> str:
-        return ""
-
     def name_of(self, body: str) -> str | None:
         match = _INVOKE.search(body)
         return match.group(1).strip() if match else None

@@ -14,9 +14,6 @@ _DECODER = json.JSONDecoder()
 class MistralToolParser(ToolParser):
     start_markers = (_MARKER,)
 
-    def body_start(self, marker: str) -> str:
-        return ""
-
     def name_of(self, body: str) -> str | None:
         if _ARGS in body:
             return body.split(_ARGS, 1)[0].strip() or None
