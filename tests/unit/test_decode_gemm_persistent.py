@@ -42,7 +42,7 @@ def _launch(dev: _TmaDecodeMock, env: dict[str, str], m: int, n: int, k: int, *,
     """(entry point, grid, threads, dynamic shared memory) of one decode_gemm call."""
     kc = KernelCache(dev, KernelRoutes.from_env(env))
     x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
-    matmul_decode.decode_gemm(kc, 0, x, w, y, m, n, k, out_f32, swiglu=swiglu, **kw)
+    matmul_decode.decode_gemm(kc, 0, x, w, y, m, n, k, out_f32, glu=swiglu, **kw)
     (record,) = dev.drain_launches()
     return record.func, record.grid[0], record.block[0], record.shared
 

@@ -19,15 +19,19 @@ ROWS = 12  # past the GEMV's 8 rows: the decode GEMM's route
 HOPPER_MODULES = ["gemm", "gemm_sm90", "gemv", "gemv_mma", "gemm_decode_sm90"]
 
 
-@pytest.fixture
-def hopper(monkeypatch):
-    """The mock and the CPU reference backend report an sm_90a PTX set's modules, so the
-    decode GEMM route (and its SwiGLU entries) is taken as on an H200."""
+def report_modules(monkeypatch, modules: list[str]):
+    """The mock and the CPU reference backend report an sm_90a PTX set's `modules`, so the
+    decode GEMM route (and its gated entries) is taken as on an H200."""
     for cls in (MockGpuBackend, HostBackend):
-        monkeypatch.setattr(cls, "module_names", property(lambda self: HOPPER_MODULES))
+        monkeypatch.setattr(cls, "module_names", property(lambda self: modules))
     monkeypatch.setattr(MockGpuBackend, "set_max_dynamic_shared", lambda self, h, n: None,
                         raising=False)
     return monkeypatch
+
+
+@pytest.fixture
+def hopper(monkeypatch):
+    return report_modules(monkeypatch, HOPPER_MODULES)
 
 
 def _chunks(logprobs: int = -1) -> list[SeqChunk]:

@@ -18,6 +18,7 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.kernel_check import check
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, matmul_decode
+from atlas.runtime.ops.matmul_decode import Glu
 from atlas.runtime.ops.routes import DEFAULT_DECODE_GEMM_L2_TILES, KernelRoutes
 # the elementwise kernels' check that a .cu file declares exactly its module's ABI entries
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
@@ -32,7 +33,10 @@ CASES = ([case_defs.gemm_decode_case(np.random.default_rng(90), *shape)
             if shape[0] * shape[1] * shape[2] <= 2 ** 22]
          + [case_defs.gemm_decode_swiglu_case(np.random.default_rng(92), *shape)
             for shape in case_defs.GEMM_DECODE_SWIGLU_SHAPES
-            if shape[0] * shape[1] * shape[2] <= 2 ** 21])
+            if shape[0] * shape[1] * shape[2] <= 2 ** 21]
+         + [case_defs.gemm_decode_swiglu_case(np.random.default_rng(94), *shape, glu=Glu.GEGLU)
+            for shape in case_defs.GEMM_DECODE_GEGLU_SHAPES
+            if shape[0] * shape[1] * shape[2] <= 2 ** 23])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -74,6 +78,24 @@ def test_swiglu_cases_cover_widths_splits_and_edges() -> None:
     assert len(twins) >= 4 and all(c.same_bits == (("act", "act_unfused"),) for c in twins)
 
 
+def test_geglu_cases_cover_every_split_shape_and_the_unfused_twin() -> None:
+    """Gemma 3's GeGLU entries: every split and block shape, I past a tile's pairs on each,
+    and (I a multiple of 8) the bits of the product then gelu_tanh_mul."""
+    shapes = case_defs.GEMM_DECODE_GEGLU_SHAPES
+    assert {s for *_, s, _ in shapes} >= {1, 2, 4, 8, None}
+    assert {9, 16, 64, 256} <= {m for m, *_ in shapes}
+    assert any(i % 32 and not wide for _, i, _, _, wide in shapes)
+    assert any(i % 64 and wide for _, i, _, _, wide in shapes)
+    twins = [c for c in CASES if "geglu" in c.name and c.same_bits]
+    assert len(twins) >= 3 and all(c.same_bits == (("act", "act_unfused"),) for c in twins)
+    case = case_defs.gemm_decode_swiglu_case(np.random.default_rng(3), 9, 104, 200, 1, False,
+                                             glu=Glu.GEGLU)
+    dev = _Sm90DecodeMock()
+    case.run(dev, 0, {name: dev.alloc(1 << 16) for name in (*case.inputs, *case.outputs)})
+    assert [r.func for r in dev.drain_launches()] == [
+        "gemm_decode_sm90_geglu_bf16", "gemm_decode_sm90_bf16", "gelu_tanh_mul_bf16"]
+
+
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:
     _declares_abi("gemm_decode_sm90")
 
@@ -113,8 +135,8 @@ def test_launch_constants_match_the_kernel() -> None:
     assert matmul_decode.DECODE_SOLO_BUDGET == _constant("kSoloBudget")
     text = SOURCE.read_text()
     for split in (2, 4, 8):
-        # bf16, f32 and SwiGLU entries
-        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3
+        # bf16, f32, SwiGLU and GeGLU entries
+        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 4
 
 
 @pytest.mark.parametrize("cols, groups, stages, per_sm", [
@@ -451,19 +473,22 @@ def test_swiglu_kernel_pairs_rows_as_the_model() -> None:
     """The kernel's loader and epilogue are the ones the model above follows."""
     text = SOURCE.read_text() + TILE.read_text()
     assert "return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;" in text
-    assert "constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;" in text
+    assert "constexpr int kOutRows = kGated ? kRows / 2 : kRows;" in text
     assert "whole(mi, r + kOutRows)" in text
 
 
-@pytest.mark.parametrize("m, n, k, wide, func, grid, threads", [
-    (64, 24576, 4096, False, "gemm_decode_sm90_swiglu_bf16_split2", 768, 128),  # Qwen3-8B
-    (64, 24576, 4096, True, "gemm_decode_sm90_swiglu_bf16_split2", 384, 256),
-    (9, 200, 200, False, "gemm_decode_sm90_swiglu_bf16", 4, 128),
+@pytest.mark.parametrize("m, n, k, wide, glu, func, grid, threads", [
+    (64, 24576, 4096, False, Glu.SWIGLU, "gemm_decode_sm90_swiglu_bf16_split2", 768, 128),
+    (64, 24576, 4096, True, Glu.SWIGLU, "gemm_decode_sm90_swiglu_bf16_split2", 384, 256),
+    (9, 200, 200, False, Glu.SWIGLU, "gemm_decode_sm90_swiglu_bf16", 4, 128),
+    # Gemma 3 4B's gate_up at 64 rows: the same grid on the GeGLU entry
+    (64, 20480, 2560, False, Glu.GEGLU, "gemm_decode_sm90_geglu_bf16_split4", 1280, 128),
+    (9, 200, 200, False, Glu.GEGLU, "gemm_decode_sm90_geglu_bf16", 4, 128),
 ])
-def test_swiglu_geometry_and_entry_point(m, n, k, wide, func, grid, threads) -> None:
+def test_swiglu_geometry_and_entry_point(m, n, k, wide, glu, func, grid, threads) -> None:
     dev = _Sm90DecodeMock()
     x, w, act = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n)
-    matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, act, m, n, k, wide=wide, swiglu=True)
+    matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, act, m, n, k, wide=wide, glu=glu)
     (record,) = dev.drain_launches()
     assert record.func == func and record.grid == (grid, 1, 1)
     assert record.block == (threads, 1, 1)
@@ -476,7 +501,7 @@ def test_swiglu_preconditions(n: int, f32: bool, match: str) -> None:
     dev = _Sm90DecodeMock()
     with pytest.raises(ValueError, match=match):
         matmul_decode.decode_gemm(KernelCache(dev), 0, dev.alloc(4096), dev.alloc(n * 64 * 2),
-                                  dev.alloc(4096), 16, n, 64, f32, swiglu=True)
+                                  dev.alloc(4096), 16, n, 64, f32, glu=Glu.SWIGLU)
 
 
 @pytest.mark.parametrize("env, m, fused", [

@@ -60,8 +60,10 @@ def test_cases_cover_widths_splits_shapes_and_edges() -> None:
     assert {s for *_, s, _, _ in shapes} >= {1, 2, 3, 4, 5, 6, 7, 8, None}
     assert {s for *_, s, _, g in shapes if g} >= {1, 2, 3, 4, 5, 8}  # SwiGLU entries too
     for wide in (False, True):
-        for swiglu in (False, True):
-            assert any(w == wide and g == swiglu for *_, w, g in shapes)
+        for glu in matmul_decode.Glu:
+            assert any(w == wide and g == glu for *_, w, g in shapes)
+    # the GeGLU entries at every split, 1..8 and the rule's
+    assert {s for *_, s, _, g in shapes if g == matmul_decode.Glu.GEGLU} >= {*range(1, 9), None}
     # two warpgroups at N = 16 (the cp.async kernel runs one there)
     assert any(w and m <= 16 for m, *_, w, _ in shapes)
     # every case at a split both kernels have compares their bits; the others the oracle's
@@ -87,11 +89,11 @@ def test_launch_constants_match_the_kernel() -> None:
     assert _constant("kMaxThreads") == 2 * 128 + 32  # every entry's __launch_bounds__
     text = SOURCE.read_text()
     for split in range(2, 9):  # every portable cluster size (DECODE_GEMM_TMA_SPLITS)
-        # bf16, f32, SwiGLU; their persistent forms at PERSISTENT_SPLITS
-        persistent = 3 if split in matmul_decode.PERSISTENT_SPLITS else 0
-        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 3 + persistent
+        # bf16, f32, SwiGLU, GeGLU; their persistent forms at PERSISTENT_SPLITS
+        persistent = 4 if split in matmul_decode.PERSISTENT_SPLITS else 0
+        assert text.count(f"__cluster_dims__({split}, 1, 1)") == 4 + persistent
     entries = re.findall(r"\bgemm_decode_tma_\w+_persistent\w*\(", text)
-    assert len(entries) == 3 * len(matmul_decode.PERSISTENT_SPLITS)
+    assert len(entries) == 4 * len(matmul_decode.PERSISTENT_SPLITS)
     assert DECODE_GEMM_TMA_SPLITS == tuple(range(1, 9))
     # 160 or 288 threads select the block shape
     assert "kGroupThreads * kMaxGroups + kProducerThreads" in text
@@ -148,13 +150,15 @@ def _fields(tmap: bytes) -> tuple[int, ...]:
      32),
     (200, 24576, 4096, False, True, True, "gemm_decode_tma_swiglu_bf16_split2", 384, 288, 256,
      64),
+    # Gemma 3 4B's gate_up at 64 rows on the GeGLU entry (Glu.GEGLU = 2)
+    (64, 20480, 2560, False, True, 2, "gemm_decode_tma_geglu_bf16_split4", 640, 288, 64, 64),
 ])
 def test_geometry_entry_point_and_tensor_maps(m, n, k, f32, wide, swiglu, func, grid, threads,
                                               cols, box) -> None:
     dev = _TmaDecodeMock()
     x, w, y = dev.alloc(m * k * 2), dev.alloc(n * k * 2), dev.alloc(m * n * 4)
     matmul_decode.decode_gemm(KernelCache(dev), 0, x, w, y, m, n, k, f32, wide=wide,
-                              swiglu=swiglu)
+                              glu=swiglu)
     (record,) = dev.drain_launches()
     groups = threads // 128
     assert (record.module, record.func) == ("gemm_decode_tma", func)

@@ -47,7 +47,10 @@
 // sees whole sums). The accumulation is the unfused kernel's, row for row (the same k-tiles
 // per rank, the same wgmma order over k): the result equals the unfused path bit for bit.
 // This removes the silu_mul launch (its PDL wait and dependent round trips) and half of
-// gate_up's output bytes from a decode step.
+// gate_up's output bytes from a decode step. The *_geglu_* entry points do the same with
+// Gemma 3's tanh-GELU GLU, act = bf16(bf16(gelu_tanh(bf16(gate))) * bf16(up)): the unfused
+// kernel then gelu_tanh_mul_bf16, bit for bit (gemm_decode_tile.cuh Glu selects the
+// activation at compile time; one kernel body, one epilogue).
 //
 // PDL: the first tiles' weight copies are issued before griddepcontrol.wait (no kernel writes
 // weights), and L2 prefetches of the next l2_tiles k-tiles of the block's rows (a kernel
@@ -57,7 +60,7 @@
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G threads, dynamic
 // shared memory smem_bytes(N, G) (up to ~201 KiB: the caller opts in).
 // Preconditions: 1 <= m <= 256, n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned;
-// the SwiGLU entries also n even.
+// the gated (SwiGLU, GeGLU) entries also n even.
 #include "atlas_common.cuh"
 #include "gemm_decode_tile.cuh"
 #include "mma_util.cuh"
@@ -73,7 +76,7 @@ static_assert(smem_bytes(kMaxCols, kMaxGroups, kMaxStages) <= 227 * 1024, "227 K
 static_assert(2 * (smem_bytes(128, 1, kMaxStages) + 1024) <= 228 * 1024,
               "two N <= 128 blocks fit an SM");
 
-// The SwiGLU entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
+// The gated entries' weight tile: k-tile `kt` of the rows gate_up_row lays out (rows past I
 // zero-filled, as cp_async_k64_tile does past n; the same L2::256B prefetch hint and swizzled
 // layout).
 template <int ROWS, int THREADS>
@@ -95,9 +98,9 @@ __device__ __forceinline__ void cp_async_gate_up_tile(uint32_t dst,
   }
 }
 
-// kSwiglu: w is [gate | up] and y the activation (see the header): the weight tile is laid
-// out as gate/up pairs and the epilogue writes swiglu of each pair (bf16 out only).
-template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu = false>
+// kGlu not kNone: w is [gate | up] and y the activation (see the header): the weight tile is
+// laid out as gate/up pairs and the epilogue writes kGlu of each pair (bf16 out only).
+template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu = Glu::kNone>
 __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
                                             const __nv_bfloat16* __restrict__ w,
                                             void* __restrict__ y, int m, int n, int k,
@@ -111,9 +114,10 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   static_assert(kStage % kAlign == 0 && kStageW % kAlign == 0, "stage bases stay aligned");
   static_assert(kCols * kPitch * 4 <= kStages * kStage, "the partial tile fits in the ring");
   static_assert(kCols * 8 % kThreads == 0, "the x tile's copies cover every thread");
-  static_assert(!(kSwiglu && kF32Out), "the activation is bf16");
-  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;  // output columns of a block
-  const int inter = n / 2;                                // activation width (kSwiglu)
+  constexpr bool kGated = kGlu != Glu::kNone;  // a [gate | up] weight ending with kGlu
+  static_assert(!(kGated && kF32Out), "the activation is bf16");
+  constexpr int kOutRows = kGated ? kRows / 2 : kRows;  // output columns of a block
+  const int inter = n / 2;                               // activation width (kGated)
   // tiles in flight ahead of the one multiplied: one-warpgroup blocks keep kStages - 2 and
   // one wgmma group in flight (a slot is refilled two tiles after its wgmmas were issued);
   // two-warpgroup blocks, alone on their SM, keep kStages - 1 and wait for each tile's
@@ -126,7 +130,7 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
 
   const int tile = static_cast<int>(blockIdx.x) / kSplit;
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
-  const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
+  const int row0 = tile * kOutRows;  // first output column (kGated: first gate/up pair)
   const int k_tiles = (k + BK - 1) / BK;
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block
@@ -134,7 +138,7 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   auto stage_w = [&](int s) { return smem + s * kStage; };
   auto stage_x = [&](int s) { return smem + s * kStage + kStageW; };
   auto load_w = [&](int s, int kt) {
-    if constexpr (kSwiglu)
+    if constexpr (kGated)
       cp_async_gate_up_tile<kRows, kThreads>(stage_w(s), w, row0, inter, k, kt);
     else
       atlas::cp_async_k64_tile<kRows, kThreads, true>(stage_w(s), w, row0, n, k, kt);
@@ -155,7 +159,7 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
     if (t >= count) return;
     for (int r = threadIdx.x; r < kRows; r += kThreads) {
       const int gr =
-          kSwiglu ? gate_up_row<kRows>(r, row0, inter) : (row0 + r < n ? row0 + r : -1);
+          kGated ? gate_up_row<kRows>(r, row0, inter) : (row0 + r < n ? row0 + r : -1);
       if (gr >= 0) {
         const __nv_bfloat16* p = w + static_cast<size_t>(gr) * k + (kt0 + t) * BK;
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
@@ -200,32 +204,32 @@ __device__ __forceinline__ void gemm_decode(const __nv_bfloat16* __restrict__ x,
   atlas::cp_async_wait<0>();  // no copy may outlive the loop (only empty groups remain)
   __syncthreads();            // every wgmma and copy of the ring is done before reuse
 
-  store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, false, false>(acc, part, y, m, n, row0,
-                                                                  rank);
+  store_tile<kCols, kSplit, kF32Out, kGroups, kGlu, false, false>(acc, part, y, m, n, row0,
+                                                               rank);
 }
 
 // N = the batch rounded up to a wgmma width (at least 32 with two warpgroups); the ring
 // layout follows from it.
-template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu>
+template <int kSplit, bool kF32Out, int kGroups, Glu kGlu>
 __device__ __forceinline__ void dispatch_cols(const __nv_bfloat16* x, const __nv_bfloat16* w,
                                               void* y, int m, int n, int k, int l2,
                                               uint8_t* smem) {
   if (kGroups == 1 && m <= 16)
-    gemm_decode<16, kSplit, kF32Out, 1, kSwiglu>(x, w, y, m, n, k, l2, smem);
+    gemm_decode<16, kSplit, kF32Out, 1, kGlu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 32)
-    gemm_decode<32, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
+    gemm_decode<32, kSplit, kF32Out, kGroups, kGlu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 64)
-    gemm_decode<64, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
+    gemm_decode<64, kSplit, kF32Out, kGroups, kGlu>(x, w, y, m, n, k, l2, smem);
   else if (m <= 128)
-    gemm_decode<128, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
+    gemm_decode<128, kSplit, kF32Out, kGroups, kGlu>(x, w, y, m, n, k, l2, smem);
   else if (m <= kMaxCols)
-    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu>(x, w, y, m, n, k, l2, smem);
+    gemm_decode<kMaxCols, kSplit, kF32Out, kGroups, kGlu>(x, w, y, m, n, k, l2, smem);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
 
 // The block's warpgroups (blockDim.x / 128) select the block shape.
-template <int kSplit, bool kF32Out, bool kSwiglu = false>
+template <int kSplit, bool kF32Out, Glu kGlu = Glu::kNone>
 __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w,
                                          void* y, uint32_t m, uint32_t n, uint32_t k,
                                          uint32_t l2_tiles) {
@@ -233,9 +237,9 @@ __device__ __forceinline__ void dispatch(const __nv_bfloat16* x, const __nv_bflo
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   const int l2 = static_cast<int>(l2_tiles);
   if (blockDim.x == kGroupThreads * kMaxGroups)
-    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kGlu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else if (blockDim.x == kGroupThreads)
-    dispatch_cols<kSplit, kF32Out, 1, kSwiglu>(x, w, y, mi, ni, ki, l2, smem_raw);
+    dispatch_cols<kSplit, kF32Out, 1, kGlu>(x, w, y, mi, ni, ki, l2, smem_raw);
   else
     __trap();  // ops/matmul_decode.py launches 128 or 256 threads
 }
@@ -297,23 +301,49 @@ extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThrea
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
         __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
-  dispatch<1, false, true>(x, w, act, m, n, k, l2_tiles);
+  dispatch<1, false, Glu::kSwiglu>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
         __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
-  dispatch<2, false, true>(x, w, act, m, n, k, l2_tiles);
+  dispatch<2, false, Glu::kSwiglu>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
         __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
-  dispatch<4, false, true>(x, w, act, m, n, k, l2_tiles);
+  dispatch<4, false, Glu::kSwiglu>(x, w, act, m, n, k, l2_tiles);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_sm90_swiglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
         __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
-  dispatch<8, false, true>(x, w, act, m, n, k, l2_tiles);
+  dispatch<8, false, Glu::kSwiglu>(x, w, act, m, n, k, l2_tiles);
+}
+
+// ... ending with the tanh-GELU GLU instead (Gemma 3): bit for bit the plain entry of the same
+// split into [gate | up], then gelu_tanh_mul_bf16.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_geglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<1, false, Glu::kGeglu>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_geglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<2, false, Glu::kGeglu>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_geglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<4, false, Glu::kGeglu>(x, w, act, m, n, k, l2_tiles);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_sm90_geglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k, uint32_t l2_tiles) {
+  dispatch<8, false, Glu::kGeglu>(x, w, act, m, n, k, l2_tiles);
 }

@@ -1,9 +1,9 @@
 // The parts of the decode wgmma GEMM that do not depend on how its operands reach shared
 // memory, shared by gemm_decode_sm90.cu (16-byte cp.async issued by every thread) and
 // gemm_decode_tma.cu (TMA tensor copies issued by one producer thread): the block geometry
-// and ring sizing, the SwiGLU entries' gate/up row layout, and the epilogue that scatters the
-// accumulators, sums a cluster's split-K partials in a fixed rank order and stores (or
-// SwiGLUs) the tile.
+// and ring sizing, the gated entries' gate/up row layout, and the epilogue that scatters the
+// accumulators, sums a cluster's split-K partials in a fixed rank order and stores the tile
+// (or its gated activation: SwiGLU, or Gemma 3's tanh-GELU GLU).
 // One definition, so both kernels round, order their sums and write alike: for the same
 // split they produce the same bits (gemm_decode_sm90.cu's header states the design).
 // sm_90a only (wgmma accumulator layout, distributed shared memory).
@@ -52,7 +52,24 @@ __host__ __device__ constexpr int smem_bytes(int cols, int groups, int max_stage
 // 4 past the block's weight rows, so the accumulator scatter is free of bank conflicts.
 __host__ __device__ constexpr int partial_pitch(int groups) { return kGroupRows * groups + 4; }
 
-// The fused [gate | up] weight's row (n = 2 I rows) that row r of a SwiGLU block's tile holds:
+// The gated activation a [gate | up] product ends with (the *_swiglu_* / *_geglu_* entries), or
+// kNone for a plain product (ops/matmul_decode.py Glu: the same values).
+enum class Glu { kNone, kSwiglu, kGeglu };
+
+// One output of a gated epilogue: the activation of the summed gate g and up u, each rounded to
+// bf16 first as the unfused GEMM stores gate_up, through the unfused activation kernel's own
+// arithmetic (silu_mul_bf16: swiglu_f32; gelu_tanh_mul_bf16: geglu_tanh_f32), so the bits are
+// that pair's; the caller rounds the product to bf16.
+template <Glu kGlu>
+__device__ __forceinline__ float glu_f32(float g, float u) {
+  static_assert(kGlu != Glu::kNone, "a plain product has no activation");
+  if constexpr (kGlu == Glu::kGeglu)
+    return geglu_tanh_f32(round_bf16(g), round_bf16(u));
+  else
+    return swiglu_f32(round_bf16(g), round_bf16(u));
+}
+
+// The fused [gate | up] weight's row (n = 2 I rows) that row r of a gated block's tile holds:
 // tile rows [0, ROWS / 2) are gate rows [pair0, pair0 + ROWS / 2), tile rows [ROWS / 2, ROWS)
 // the up rows I past them; -1 past I.
 template <int ROWS>
@@ -68,12 +85,12 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
 // store_tile's scalar ones element for element (0 + p0 + p1 + ... in rank order for a split,
 // the partial itself without one), so the bits are the same. Threads with `active` false only
 // skip the loop.
-template <int kSplit, bool kF32Out, bool kSwiglu, int kThreads, int kOutRows, int kPitch>
+template <int kSplit, bool kF32Out, Glu kGlu, int kThreads, int kOutRows, int kPitch>
 __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int row0, int mi0,
                                                 int mi1, bool active) {
   constexpr int kQuads = kOutRows / 4;  // quads of a batch row
   static_assert(kOutRows % 4 == 0 && kPitch % 4 == 0, "quads stay 16-byte aligned");
-  const int width = kSwiglu ? n / 2 : n;  // output columns of a row
+  const int width = kGlu != Glu::kNone ? n / 2 : n;  // output columns of a row
   const bool vec = width % 4 == 0;
   auto whole4 = [&](int mi, int r, float (&v)[4]) {
     if constexpr (kSplit > 1) {
@@ -104,11 +121,11 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
     if (col >= width) continue;
     float v[4];
     whole4(mi, r, v);
-    if constexpr (kSwiglu) {
+    if constexpr (kGlu != Glu::kNone) {
       float u[4];
       whole4(mi, r + kOutRows, u);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = swiglu_f32(round_bf16(v[i]), round_bf16(u[i]));
+      for (int i = 0; i < 4; ++i) v[i] = glu_f32<kGlu>(v[i], u[i]);
     }
     const size_t at = static_cast<size_t>(mi) * width + col;
     if constexpr (kF32Out) {  // logits: the bf16-rounded values, widened
@@ -142,7 +159,7 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
 // barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
 // `part` is the block's shared memory, free for a [kCols][partial_pitch(G)] f32 tile (the
 // caller has finished every wgmma and copy into it and synchronized the block); `row0` the
-// block's first output column (kSwiglu: first gate/up pair), `rank` its cluster rank. Every
+// block's first output column (gated: first gate/up pair), `rank` its cluster rank. Every
 // thread of every block of the cluster must call it.
 //
 // The accumulators are scattered into the [batch row][weight row] partial tile: d[j] of lane l
@@ -151,15 +168,16 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
 // sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed shared memory,
 // ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced along n; a last
 // cluster barrier keeps every partial alive until all ranks have read it.
-template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kProducer,
+template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kProducer,
           bool kQuads>
 __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part, void* y, int m,
                                            int n, int row0, int rank) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
   constexpr int kPitch = partial_pitch(kGroups);
-  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;  // output columns of a block
-  static_assert(!(kSwiglu && kF32Out), "the activation is bf16");
-  const int inter = n / 2;  // activation width (kSwiglu)
+  constexpr bool kGated = kGlu != Glu::kNone;
+  constexpr int kOutRows = kGated ? kRows / 2 : kRows;  // output columns of a block
+  static_assert(!(kGated && kF32Out), "the activation is bf16");
+  const int inter = n / 2;  // activation width (kGated)
   const int tid = static_cast<int>(threadIdx.x);
   if (!kProducer || tid < kThreads) {
     const int lane = tid & 31, q = tid >> 5;
@@ -178,7 +196,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
   }
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;
   if constexpr (kQuads) {
-    sum_store_quads<kSplit, kF32Out, kSwiglu, kThreads, kOutRows, kPitch>(
+    sum_store_quads<kSplit, kF32Out, kGlu, kThreads, kOutRows, kPitch>(
         part, y, n, row0, mi0, mi1, !kProducer || tid < kThreads);
     if constexpr (kSplit > 1) cooperative_groups::this_cluster().sync();  // partials live on
     return;
@@ -201,13 +219,13 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
 #pragma unroll 4
   for (int e = start; e < (mi1 - mi0) * kOutRows; e += kThreads) {
     const int mi = mi0 + e / kOutRows, r = e % kOutRows, col = row0 + r;
-    if constexpr (kSwiglu) {
+    if constexpr (kGated) {
       if (col >= inter) continue;
-      // gate_up rounded to bf16 as the unfused kernel stores it, then silu_mul's op
-      const float g = round_bf16(whole(mi, r));
-      const float u = round_bf16(whole(mi, r + kOutRows));
+      // gate and up summed; glu_f32 rounds them to bf16 as the unfused kernel stores them
+      const float g = whole(mi, r);
+      const float u = whole(mi, r + kOutRows);
       static_cast<__nv_bfloat16*>(y)[static_cast<size_t>(mi) * inter + col] =
-          f32_to_bf16(swiglu_f32(g, u));
+          f32_to_bf16(glu_f32<kGlu>(g, u));
     } else {
       if (col >= n) continue;
       const float v = whole(mi, r);

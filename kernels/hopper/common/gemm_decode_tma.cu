@@ -1,6 +1,6 @@
 // The decode wgmma GEMM with its operands streamed by the TMA unit: y[m, n] = sum_k x[m, k] *
 // w[n, k] for 1 <= m <= 256 (bf16 in, f32 accumulate, bf16 or bf16-valued f32 out), sm_90a.
-// The same product, block geometry, split-K cluster sum and SwiGLU epilogue as
+// The same product, block geometry, split-K cluster sum and gated (SwiGLU, GeGLU) epilogue as
 // gemm_decode_sm90.cu (read its header first; gemm_decode_tile.cuh holds what they share), so
 // for the same split both kernels produce the same bits; only how bytes reach shared memory
 // differs.
@@ -20,7 +20,7 @@
 // Block: G consumer warpgroups (threads [0, 128 G), G = 1 or 2) and one producer warp (threads
 // [128 G, 128 G + 32): its first lane issues every copy). The operands come from two tensor
 // maps the host encodes once (ops/matmul_decode.py; cached per weight and per x buffer):
-// wmap over w [n][k] with a [64 G][64] box (SwiGLU entries: [32 G][64], copied twice per
+// wmap over w [n][k] with a [64 G][64] box (gated entries: [32 G][64], copied twice per
 // stage, gate rows at row0 and up rows at I + row0 -- gate rows past I then hold up rows,
 // whose products feed no output column), xmap over x [m][k] with an [N][64] box; both
 // bf16, 128-byte swizzle, zero fill. x and w themselves are parameters only for the host
@@ -60,7 +60,7 @@
 // Launch (ops/matmul_decode.py): grid = ceil(n / (64 G)) * S (1-D), 128 G + 32 threads,
 // dynamic shared memory smem_bytes(N, G, kMaxStages); persistent: grid = C S with C <=
 // ceil(n / (64 G)), shared memory persistent_smem_bytes(N, G). Preconditions: 1 <= m <= 256,
-// n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned; the SwiGLU entries also n even.
+// n >= 1, k >= 8 with k % 8 == 0, x and w 16-byte aligned; the gated entries also n even.
 #include "atlas_common.cuh"
 #include "bulk_copy.cuh"
 #include "gemm_decode_tile.cuh"
@@ -129,7 +129,7 @@ static_assert(persistent_fits(16, 1) && persistent_fits(32, 1) && persistent_fit
               "epilogue leaves to the next tile");
 
 // kPersistent: the tile loop of the persistent entries (header); else the block's one tile.
-template <int kCols, int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kPersistent>
+template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kPersistent>
 __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
                                                 void* __restrict__ y, int m, int n, int k,
                                                 uint8_t* smem_raw, uint64_t* full,
@@ -138,17 +138,18 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   constexpr int kStages = ring_stages(kCols, kGroups, kMaxStages);
   constexpr int kStage = stage_bytes(kCols, kGroups);
   constexpr int kStageW = kRows * BK * 2;
-  constexpr int kOutRows = kSwiglu ? kRows / 2 : kRows;
+  constexpr bool kGated = kGlu != Glu::kNone;  // a [gate | up] weight ending with kGlu
+  constexpr int kOutRows = kGated ? kRows / 2 : kRows;
   // the partial tile: at the ring's base once the one tile's ring has drained; persistent,
   // past it or over slots [kEpilogueSlot, kStages) only (header)
   constexpr int kPartOff = kPersistent ? persistent_part_offset(kCols, kGroups) : 0;
   constexpr int kEpilogueSlot = kPartOff / kStage < kStages ? kPartOff / kStage : kStages;
   static_assert(kStages >= 2, "a slot fills while another is multiplied");
   static_assert(kStage % kAlign == 0 && kStageW % (2 * kAlign) == 0,
-                "stage bases (and the SwiGLU up half) stay swizzle-atom aligned");
+                "stage bases (and the gated tile's up half) stay swizzle-atom aligned");
   static_assert(kPersistent || kCols * partial_pitch(kGroups) * 4 <= kStages * kStage,
                 "the partial tile fits in the ring");
-  const int inter = n / 2;  // activation width (kSwiglu)
+  const int inter = n / 2;  // activation width (kGated)
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
@@ -174,11 +175,11 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   __syncthreads();
 
   // the producer's copies of ring stage g (counted over the cluster's tiles): k-tile kt of
-  // the tile whose first output column (kSwiglu: gate/up pair) is row0
+  // the tile whose first output column (kGated: gate/up pair) is row0
   const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
   auto load_w = [&](int s, int kt, int row0) {
     const uint32_t dst = smem + s * kStage;
-    if constexpr (kSwiglu) {  // gate rows [row0, +kRows / 2), then the up rows I past them
+    if constexpr (kGated) {  // gate rows [row0, +kRows / 2), then the up rows I past them
       atlas::bulk::copy_tile_2d_stream(dst, &wmap, kt * BK, row0, &full[s], stream);
       atlas::bulk::copy_tile_2d_stream(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s],
                                        stream);
@@ -219,7 +220,7 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   float acc[kCols / 2];
   int g0 = 0;  // the ring stage of the current tile's first k-tile
   for (int tile = first_tile; tile < tiles; tile += tile_step, g0 += count) {
-    const int row0 = tile * kOutRows;  // first output column (kSwiglu: first gate/up pair)
+    const int row0 = tile * kOutRows;  // first output column (kGated: first gate/up pair)
     const int next = tile + tile_step;
 #pragma unroll
     for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
@@ -260,8 +261,8 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
     // tile's full phases was awaited; the next tile's copies so far avoid those slots)
     __syncthreads();
 
-    store_tile<kCols, kSplit, kF32Out, kGroups, kSwiglu, true, true>(acc, part, y, m, n, row0,
-                                                                    rank);
+    store_tile<kCols, kSplit, kF32Out, kGroups, kGlu, true, true>(acc, part, y, m, n, row0,
+                                                                 rank);
     if constexpr (kPersistent && kEpilogueSlot < kStages) {
       if (next < tiles) {
         // the partial tile's bytes go back to the ring: each thread's generic-proxy accesses
@@ -277,42 +278,42 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
 }
 
 // N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
-template <int kSplit, bool kF32Out, int kGroups, bool kSwiglu, bool kPersistent>
+template <int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kPersistent>
 __device__ __forceinline__ void dispatch_cols(const TensorMap& wmap, const TensorMap& xmap,
                                               void* y, int m, int n, int k, uint8_t* smem,
                                               uint64_t* full, uint64_t* empty) {
   if (m <= 16)
-    gemm_decode_tma<16, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
-                                                                       smem, full, empty);
+    gemm_decode_tma<16, kSplit, kF32Out, kGroups, kGlu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                    smem, full, empty);
   else if (m <= 32)
-    gemm_decode_tma<32, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
-                                                                       smem, full, empty);
+    gemm_decode_tma<32, kSplit, kF32Out, kGroups, kGlu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                    smem, full, empty);
   else if (m <= 64)
-    gemm_decode_tma<64, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n, k,
-                                                                       smem, full, empty);
+    gemm_decode_tma<64, kSplit, kF32Out, kGroups, kGlu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                    smem, full, empty);
   else if (m <= 128)
-    gemm_decode_tma<128, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(wmap, xmap, y, m, n,
-                                                                        k, smem, full, empty);
+    gemm_decode_tma<128, kSplit, kF32Out, kGroups, kGlu, kPersistent>(wmap, xmap, y, m, n, k,
+                                                                     smem, full, empty);
   else if (m <= kMaxCols)
-    gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kSwiglu, kPersistent>(
+    gemm_decode_tma<kMaxCols, kSplit, kF32Out, kGroups, kGlu, kPersistent>(
         wmap, xmap, y, m, n, k, smem, full, empty);
   else
     __trap();  // ops/matmul_decode.py checks 1 <= m <= 256
 }
 
 // The block's consumer warpgroups ((blockDim.x - 32) / 128) select the block shape.
-template <int kSplit, bool kF32Out, bool kSwiglu = false, bool kPersistent = false>
+template <int kSplit, bool kF32Out, Glu kGlu = Glu::kNone, bool kPersistent = false>
 __device__ __forceinline__ void dispatch(const TensorMap& wmap, const TensorMap& xmap, void* y,
                                          uint32_t m, uint32_t n, uint32_t k) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (blockDim.x == kGroupThreads * kMaxGroups + kProducerThreads)
-    dispatch_cols<kSplit, kF32Out, kMaxGroups, kSwiglu, kPersistent>(wmap, xmap, y, mi, ni, ki,
-                                                                     smem_raw, full, empty);
+    dispatch_cols<kSplit, kF32Out, kMaxGroups, kGlu, kPersistent>(wmap, xmap, y, mi, ni, ki,
+                                                                  smem_raw, full, empty);
   else if (blockDim.x == kGroupThreads + kProducerThreads)
-    dispatch_cols<kSplit, kF32Out, 1, kSwiglu, kPersistent>(wmap, xmap, y, mi, ni, ki,
-                                                            smem_raw, full, empty);
+    dispatch_cols<kSplit, kF32Out, 1, kGlu, kPersistent>(wmap, xmap, y, mi, ni, ki, smem_raw,
+                                                         full, empty);
   else
     __trap();  // ops/matmul_decode.py launches 160 or 288 threads
 }
@@ -441,56 +442,114 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<1, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<1, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<2, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<2, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split3(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<3, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<3, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<4, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<4, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split5(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<5, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<5, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split6(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<6, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<6, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split7(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<7, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<7, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<8, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<8, false, Glu::kSwiglu>(wmap, xmap, y, m, n, k);
+}
+
+// ... ending with the tanh-GELU GLU instead (Gemma 3's gelu_pytorch_tanh): bit for bit the
+// plain entry of the same split into [gate | up], then gelu_tanh_mul_bf16.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split3(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<3, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split4(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<4, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split5(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<5, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split6(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<6, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split7(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<7, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_split8(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<8, false, Glu::kGeglu>(wmap, xmap, y, m, n, k);
 }
 
 // The persistent forms (header) at the splits whose grids run several waves: unsplit (the
@@ -499,40 +558,54 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_tma_bf16_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<1, false, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<1, false, Glu::kNone, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_tma_bf16_f32_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<1, true, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<1, true, Glu::kNone, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<1, false, true, true>(wmap, xmap, y, m, n, k);
+  dispatch<1, false, Glu::kSwiglu, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_persistent(const __nv_bfloat16* x, const __nv_bfloat16* w,
+        void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
+        const __grid_constant__ TensorMap xmap) {
+  dispatch<1, false, Glu::kGeglu, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_bf16_persistent_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<2, false, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<2, false, Glu::kNone, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_bf16_f32_persistent_split2(const __nv_bfloat16* x, const __nv_bfloat16* w,
         void* y, uint32_t m, uint32_t n, uint32_t k, const __grid_constant__ TensorMap wmap,
         const __grid_constant__ TensorMap xmap) {
-  dispatch<2, true, false, true>(wmap, xmap, y, m, n, k);
+  dispatch<2, true, Glu::kNone, true>(wmap, xmap, y, m, n, k);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
     gemm_decode_tma_swiglu_bf16_persistent_split2(const __nv_bfloat16* x,
         const __nv_bfloat16* w, void* y, uint32_t m, uint32_t n, uint32_t k,
         const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap) {
-  dispatch<2, false, true, true>(wmap, xmap, y, m, n, k);
+  dispatch<2, false, Glu::kSwiglu, true>(wmap, xmap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_persistent_split2(const __nv_bfloat16* x,
+        const __nv_bfloat16* w, void* y, uint32_t m, uint32_t n, uint32_t k,
+        const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap) {
+  dispatch<2, false, Glu::kGeglu, true>(wmap, xmap, y, m, n, k);
 }

@@ -220,6 +220,30 @@ GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2 = S(
     "gemm_decode_tma", "gemm_decode_tma_bf16_f32_persistent_split2", _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2 = S(
     "gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_persistent_split2", _DECODE_TMA)
+
+
+def geglu_twin(swiglu: KernelSig) -> KernelSig:
+    """The decode GEMM entry ending with the tanh-GELU GLU (Gemma 3's gelu_pytorch_tanh) in
+    place of the SwiGLU entry `swiglu`: act = gelu_tanh_mul of the unfused product, the same
+    parameters, grid and threads (gemm_decode_tile.cuh Glu::kGeglu)."""
+    return replace(swiglu, func=swiglu.func.replace("_swiglu_", "_geglu_"))
+
+
+# ... ending with the tanh-GELU GLU instead (Gemma 3): every SwiGLU entry's geglu_twin
+GEMM_DECODE_SM90_GEGLU = geglu_twin(GEMM_DECODE_SM90_SWIGLU)
+GEMM_DECODE_SM90_GEGLU_SPLIT2 = geglu_twin(GEMM_DECODE_SM90_SWIGLU_SPLIT2)
+GEMM_DECODE_SM90_GEGLU_SPLIT4 = geglu_twin(GEMM_DECODE_SM90_SWIGLU_SPLIT4)
+GEMM_DECODE_SM90_GEGLU_SPLIT8 = geglu_twin(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
+GEMM_DECODE_TMA_GEGLU = geglu_twin(GEMM_DECODE_TMA_SWIGLU)
+GEMM_DECODE_TMA_GEGLU_SPLIT2 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT2)
+GEMM_DECODE_TMA_GEGLU_SPLIT3 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT3)
+GEMM_DECODE_TMA_GEGLU_SPLIT4 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT4)
+GEMM_DECODE_TMA_GEGLU_SPLIT5 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT5)
+GEMM_DECODE_TMA_GEGLU_SPLIT6 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT6)
+GEMM_DECODE_TMA_GEGLU_SPLIT7 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT7)
+GEMM_DECODE_TMA_GEGLU_SPLIT8 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+GEMM_DECODE_TMA_GEGLU_PERSISTENT = geglu_twin(GEMM_DECODE_TMA_SWIGLU_PERSISTENT)
+GEMM_DECODE_TMA_GEGLU_PERSISTENT_SPLIT2 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

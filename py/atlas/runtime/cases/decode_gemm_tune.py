@@ -42,7 +42,7 @@ def tuned_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
         # a fresh table (not the user's file): every candidate runs, every time
         kc.decode_tune = DecodeGemmTuner.open(backend, kc.facts, kc.routes, TuneTable(None))
         matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p[name], m, n, k, f32,
-                                  swiglu=swiglu, tma=True)
+                                  glu=swiglu, tma=True)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         y = linear_oracle(x)["y"]

@@ -13,7 +13,9 @@ a batch of 16 or fewer falls back to one warpgroup), with n ending inside either
 half of the last tile. The SwiGLU entries (gate_up ending with its activation) run every
 width, split and block shape with I = n / 2 ending inside a gate/up tile, I odd, and the
 Qwen3-8B slice, each beside its unfused twin (the same split's product into gate_up, then
-silu_mul) whose output must hold the same bits.
+silu_mul) whose output must hold the same bits. The GeGLU entries (Gemma 3's tanh-GELU GLU)
+run the same kinds of edges at every split and block shape, and Gemma-3 slices, beside their
+unfused twin (the product, then gelu_tanh_mul).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from ...core.numerics import f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul_decode
-from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, linear_case, linear_oracle, random_bf16,
-                   swiglu_oracle)
+from ..ops.matmul_decode import Glu
+from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, geglu_oracle, linear_case, linear_oracle,
+                   random_bf16, swiglu_oracle)
 
 #: (m, n, k, out_f32, split): split None lets matmul_decode.decode_split choose
 GEMM_DECODE_SHAPES = [
@@ -107,13 +110,33 @@ GEMM_DECODE_SWIGLU_SHAPES = [
     (64, 1536, 4096, None, False),  # a Qwen3-8B gate_up slice at 64 rows, the rule's split
 ]
 
+#: the same fields for the GeGLU entries (Gemma 3's tanh-GELU GLU): I a multiple of 8 (the
+#: unfused twin's) but not of a tile's 32 / 64 pairs, every split and block shape
+GEMM_DECODE_GEGLU_SHAPES = [
+    (9, 104, 200, 1, False),      # N 16, the last tile's pairs 96..103, k = 3.125 k-tiles
+    (16, 40, 4096, 2, False),     # exact N 16 in a cluster of 2, 4 laps of the ring a rank
+    (33, 136, 1024, 4, False),    # N 64, cluster of 4, 8 pairs in the last tile
+    (64, 200, 1152, 8, True),     # Gemma 3 1B's k (18 k-tiles over 8 ranks), two warpgroups
+    (129, 48, 264, 1, True),      # N 256, two warpgroups: 48 of the one tile's 64 pairs
+    (256, 72, 640, 2, True),      # the largest batch in a cluster
+    (20, 77, 1000, 1, False),     # odd I (no twin), k % 64 = 40
+    (64, 1280, 2560, None, False),  # a Gemma 3 4B gate_up slice at 64 rows, the rule's split
+]
+
+#: each activation's float64 oracle over bf16 [gate | up] bits, and the launch its gated
+#: entries replace (the unfused twin's second kernel)
+GLU_ORACLE = {Glu.SWIGLU: swiglu_oracle, Glu.GEGLU: geglu_oracle}
+GLU_ACTIVATION = {Glu.SWIGLU: activation.silu_mul, Glu.GEGLU: activation.gelu_tanh_mul}
+
 
 def gemm_decode_swiglu_case(rng: np.random.Generator, m: int, inter: int, k: int,
-                            split: int | None, wide: bool) -> KernelCase:
-    """act = swiglu(x @ [gate | up].T) through decode_gemm(swiglu=True) and, where silu_mul
-    takes I (a multiple of 8), its unfused twin into `act_unfused`: the same bits on every
-    backend. The oracle is the float64 product rounded to bf16, then the SwiGLU of those
-    values. w is scaled by 4/sqrt(k), so the gates reach the SiLU's curved range."""
+                            split: int | None, wide: bool,
+                            glu: Glu = Glu.SWIGLU) -> KernelCase:
+    """act = swiglu(x @ [gate | up].T) through decode_gemm(glu=Glu.SWIGLU) (`glu`: GEGLU, the
+    tanh-GELU GLU) and, where the activation kernel (silu_mul, gelu_tanh_mul) takes I (a
+    multiple of 8), its unfused twin into `act_unfused`: the same bits on every backend. The
+    oracle is the float64 product rounded to bf16, then the activation of those values. w is
+    scaled by 4/sqrt(k), so the gates reach the activation's curved range."""
     n = 2 * inter
     inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5)}
     outputs = {"act": OutputSpec(DType.BF16, (m, inter))}
@@ -125,24 +148,26 @@ def gemm_decode_swiglu_case(rng: np.random.Generator, m: int, inter: int, k: int
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
         matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p["act"], m, n, k, split=split,
-                                  wide=wide, swiglu=True)
+                                  wide=wide, glu=glu)
         if twin:
             matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p["gate_up"], m, n, k,
                                       split=split, wide=wide)
-            activation.silu_mul(kc, stream, p["gate_up"], p["act" + UNFUSED], m, inter)
+            GLU_ACTIVATION[glu](kc, stream, p["gate_up"], p["act" + UNFUSED], m, inter)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         gate_up = f32_to_bf16_bits(linear_oracle(x)["y"].astype(np.float32))
-        act = swiglu_oracle(gate_up)
+        act = GLU_ORACLE[glu](gate_up)
         return {"act": act, "act" + UNFUSED: act} if twin else {"act": act}
 
     label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
-    return KernelCase(f"gemm_decode_sm90 swiglu {label} m{m} i{inter} k{k}", "gemm_decode_sm90",
-                      inputs, outputs, run, oracle,
+    return KernelCase(f"gemm_decode_sm90 {glu.name.lower()} {label} m{m} i{inter} k{k}",
+                      "gemm_decode_sm90", inputs, outputs, run, oracle,
                       reference_abs_tol=TENSOR_CORE_K_TOL * k,
                       same_bits=(("act", "act" + UNFUSED),) if twin else ())
 
 
 @kernel_cases("gemm_decode_sm90")
 def gemm_decode_swiglu_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return [gemm_decode_swiglu_case(rng, *shape) for shape in GEMM_DECODE_SWIGLU_SHAPES]
+    return ([gemm_decode_swiglu_case(rng, *shape) for shape in GEMM_DECODE_SWIGLU_SHAPES]
+            + [gemm_decode_swiglu_case(rng, *shape, glu=Glu.GEGLU)
+               for shape in GEMM_DECODE_GEGLU_SHAPES])

@@ -2,7 +2,7 @@
 cp.async kernel's cases (cases/gemm_decode_sm90.py: every wgmma width with partial batches,
 n past the last tile, k ending inside a k-tile and inside the ring's depth, several laps of
 the ring, f32 logits, every split incl. ranks without k-tiles or batch rows, the Qwen3
-slices, two-warpgroup blocks, the SwiGLU entries), each run through both kernels: the TMA
+slices, two-warpgroup blocks, the SwiGLU and GeGLU entries), each run through both kernels: the TMA
 kernel's output against the float64 oracle, and against the cp.async kernel's (same split,
 same block shape) bit for bit -- the two differ only in how bytes reach shared memory. Plus
 what only the TMA kernel allows: two-warpgroup blocks at N = 16, boxes whose rows run
@@ -12,6 +12,9 @@ narrow projections the split rule gives them with ATLAS_DECODE_GEMM_ANY_SPLIT=1.
 persistent entries (gemm_decode_tma_*_persistent*: clusters looping over tiles) against the
 oracle and bit for bit against the one-tile entry of the same split and block shape, at cluster
 counts that give each cluster several tiles, one, or none, and through the route's own grid.
+The gated (SwiGLU, GeGLU) TMA outputs equal the unfused pair's bits through that chain: the
+cp.async kernel's gated entry is checked against its plain product then the activation
+(cases/gemm_decode_sm90.py), and each persistent entry against the one-tile entry.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from ...core.numerics import f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul_decode
+from ..ops.matmul_decode import Glu
 from ..ops.routes import DECODE_GEMM_SPLITS, KernelRoutes
-from .gemm_decode_sm90 import (GEMM_DECODE_SHAPES, GEMM_DECODE_SWIGLU_SHAPES,
-                               GEMM_DECODE_WIDE_SHAPES)
-from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16, swiglu_oracle
+from .gemm_decode_sm90 import (GEMM_DECODE_GEGLU_SHAPES, GEMM_DECODE_SHAPES,
+                               GEMM_DECODE_SWIGLU_SHAPES, GEMM_DECODE_WIDE_SHAPES, GLU_ORACLE)
+from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16
 
 #: the cp.async kernel's output beside the TMA kernel's
 CPASYNC = "_cpasync"
@@ -61,8 +65,15 @@ GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES = [
     (64, 96, 640, 3, True),             # k-tiles 10 = 3 + 3 + 4, I past the tile's pairs
     (9, 40, 1024, 5, False),            # N 16 on one warpgroup, I below a tile
 ]
+#: ... and GeGLU entries (Gemma 3), every odd cluster size
+GEMM_DECODE_TMA_ODD_GEGLU_SHAPES = [
+    (64, 104, 640, 3, True),            # k-tiles 10 = 3 + 3 + 4, I past the tile's pairs
+    (9, 40, 1024, 5, False),            # N 16 on one warpgroup, I below a tile
+    (17, 72, 1152, 6, False),           # Gemma 3 1B's k: 18 k-tiles = 3 a rank, N 32
+    (128, 136, 2560, 7, True),          # Gemma 3 4B's k over 7 ranks, N 128
+]
 
-#: (m, n, k, out_f32, split, wide, swiglu, clusters) the persistent entries run at `clusters`
+#: (m, n, k, out_f32, split, wide, glu, clusters) the persistent entries run at `clusters`
 #: clusters (launch_pick's override; None: the route's own grid, persistent_launch_grid, at
 #: shapes whose one-tile grid runs several waves). Every block shape's partial-tile layout:
 #: past the ring (two warpgroups, N <= 64) or over its top 1, 2 or 3 slots (the others)
@@ -80,6 +91,10 @@ GEMM_DECODE_TMA_PERSISTENT_SHAPES = [
     (256, 400, 640, False, 2, True, True, 1),      # SwiGLU N 256: 4 tiles in one cluster
     (64, 10000, 1024, False, 2, True, True, None),  # the route: 79 tiles x 2 > 132 blocks
     (9, 20000, 256, True, 1, False, False, None),  # the route: 313 tiles > 264 pair blocks
+    (64, 2080, 640, False, 2, True, Glu.GEGLU, 3),   # GeGLU I = 1040: 17 tiles, I past one
+    (16, 520, 2560, False, 1, False, Glu.GEGLU, 2),  # GeGLU N 16 one warpgroup: 9 tiles
+    (256, 400, 640, False, 2, True, Glu.GEGLU, 1),   # GeGLU N 256: 4 tiles in one cluster
+    (64, 10000, 1024, False, 2, True, Glu.GEGLU, None),  # GeGLU through the route
 ]
 #: the one-tile entry's output beside the persistent one's
 ONE_TILE = "_one_tile"
@@ -94,16 +109,30 @@ def _split(kc: KernelCache, m: int, n: int, k: int, split: int | None,
                                       groups)
 
 
+def gated_inputs(rng: np.random.Generator, m: int, n: int, k: int,
+                 glu: Glu) -> tuple[dict[str, np.ndarray], str, int]:
+    """x and w of a case, its output's name (act for a gated product) and columns (I = n / 2
+    for one): a gated product's w is scaled by 4 / sqrt(k), so its gates reach the
+    activation's curve."""
+    scale = (4.0 if glu else 1.0) * k ** -0.5
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
+    return inputs, "act" if glu else "y", n // 2 if glu else n
+
+
+def gated_oracle(x: dict[str, np.ndarray], glu: Glu) -> np.ndarray:
+    """The float64 product, through the activation of its bf16 values where `glu`."""
+    y = linear_oracle(x)["y"]
+    return GLU_ORACLE[glu](f32_to_bf16_bits(y.astype(np.float32))) if glu else y
+
+
 def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
                          split: int | None, wide: bool = False,
-                         swiglu: bool = False) -> KernelCase:
-    """y (act with `swiglu`, n = 2 I) through the TMA kernel, and the same through the
+                         glu: Glu = Glu.NONE) -> KernelCase:
+    """y (act with `glu`, n = 2 I) through the TMA kernel, and the same through the
     cp.async kernel at the same split and warpgroups where it has that split: the oracle for
     both, same bits."""
-    scale = (4.0 if swiglu else 1.0) * k ** -0.5  # SwiGLU gates reach the SiLU's curve
-    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
-    name = "act" if swiglu else "y"
-    cols = n // 2 if swiglu else n
+    glu = Glu(glu)
+    inputs, name, cols = gated_inputs(rng, m, n, k, glu)
     spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, cols), bf16_valued=f32)
     groups = matmul_decode.decode_groups(m, wide, tma=True)
     # (output, kernel): the cp.async kernel beside the TMA one where it has the split
@@ -115,16 +144,14 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
         s = _split(kc, m, n, k, split, groups)
         for out, tma in runs:
             matmul_decode.decode_gemm(kc, stream, p["x"], p["w"], p[out], m, n, k, f32,
-                                      split=s, wide=groups == 2, swiglu=swiglu, tma=tma)
+                                      split=s, wide=groups == 2, glu=glu, tma=tma)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        y = linear_oracle(x)["y"]
-        if swiglu:
-            y = swiglu_oracle(f32_to_bf16_bits(y.astype(np.float32)))
+        y = gated_oracle(x, glu)
         return {out: y for out, _ in runs}
 
     label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
-    kind = f"swiglu {label} m{m} i{n // 2}" if swiglu else f"{label} m{m} n{n}"
+    kind = f"{glu.name.lower()} {label} m{m} i{n // 2}" if glu else f"{label} m{m} n{n}"
     return KernelCase(f"gemm_decode_tma {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {out: spec for out, _ in runs}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
@@ -132,57 +159,53 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
 
 
 def gemm_decode_tma_persistent_case(rng: np.random.Generator, m: int, n: int, k: int,
-                                    f32: bool, split: int, wide: bool, swiglu: bool,
+                                    f32: bool, split: int, wide: bool, glu: Glu,
                                     clusters: int | None) -> KernelCase:
-    """y (act with `swiglu`, n = 2 I) through the persistent entry at `clusters` clusters
+    """y (act with `glu`, n = 2 I) through the persistent entry at `clusters` clusters
     (None: decode_gemm under the persistent route, which must pick that form at these shapes:
     tests/unit/test_gemm_decode_tma.py), and through the one-tile entry of the same split and
     warpgroups: the oracle for both, same bits."""
-    scale = (4.0 if swiglu else 1.0) * k ** -0.5  # SwiGLU gates reach the SiLU's curve
-    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), scale)}
-    name = "act" if swiglu else "y"
-    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, n // 2 if swiglu else n),
-                      bf16_valued=f32)
+    glu = Glu(glu)
+    inputs, name, cols = gated_inputs(rng, m, n, k, glu)
+    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, cols), bf16_valued=f32)
     groups = matmul_decode.decode_groups(m, wide, tma=True)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         routes = KernelRoutes.from_env()
         one_tile = KernelCache(backend, replace(routes, decode_gemm_persistent=False))
         matmul_decode.launch_pick(one_tile, stream, p["x"], p["w"], p[name + ONE_TILE], m, n, k,
-                                  f32, swiglu, True, (split, groups))
+                                  f32, glu, True, (split, groups))
         if clusters is None:
             looped = KernelCache(backend, replace(routes, decode_gemm_persistent=True))
             matmul_decode.decode_gemm(looped, stream, p["x"], p["w"], p[name], m, n, k, f32,
-                                      split=split, wide=groups == 2, swiglu=swiglu, tma=True)
+                                      split=split, wide=groups == 2, glu=glu, tma=True)
         else:
             matmul_decode.launch_pick(one_tile, stream, p["x"], p["w"], p[name], m, n, k, f32,
-                                      swiglu, True, (split, groups), clusters)
+                                      glu, True, (split, groups), clusters)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        y = linear_oracle(x)["y"]
-        if swiglu:
-            y = swiglu_oracle(f32_to_bf16_bits(y.astype(np.float32)))
+        y = gated_oracle(x, glu)
         return {name: y, name + ONE_TILE: y}
 
     label = ("wide " if wide else "") + f"split{split} " + ("route" if clusters is None
                                                             else f"c{clusters}")
-    kind = f"swiglu m{m} i{n // 2}" if swiglu else f"m{m} n{n}"
+    kind = f"{glu.name.lower()} m{m} i{n // 2}" if glu else f"m{m} n{n}"
     return KernelCase(f"gemm_decode_tma persistent {label} {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {name: spec, name + ONE_TILE: spec}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
                       same_bits=((name, name + ONE_TILE),))
 
 
-def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, bool]]:
-    """Every (m, n, k, out_f32, split, wide, swiglu) the TMA kernel is checked at."""
-    return ([(*shape, False, False) for shape in GEMM_DECODE_SHAPES]
-            + [(*shape, True, False) for shape in GEMM_DECODE_WIDE_SHAPES]
-            + [(m, 2 * i, k, False, split, wide, True)
-               for m, i, k, split, wide in GEMM_DECODE_SWIGLU_SHAPES]
-            + [(*shape, False) for shape in GEMM_DECODE_TMA_SHAPES]
-            + [(*shape, False) for shape in GEMM_DECODE_TMA_ODD_SHAPES]
-            + [(m, 2 * i, k, False, split, wide, True)
-               for m, i, k, split, wide in GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES])
+def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, Glu]]:
+    """Every (m, n, k, out_f32, split, wide, glu) the TMA kernel is checked at."""
+    gated = ((GEMM_DECODE_SWIGLU_SHAPES + GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES, Glu.SWIGLU),
+             (GEMM_DECODE_GEGLU_SHAPES + GEMM_DECODE_TMA_ODD_GEGLU_SHAPES, Glu.GEGLU))
+    return ([(*shape, False, Glu.NONE) for shape in GEMM_DECODE_SHAPES]
+            + [(*shape, True, Glu.NONE) for shape in GEMM_DECODE_WIDE_SHAPES]
+            + [(*shape, Glu.NONE) for shape in GEMM_DECODE_TMA_SHAPES]
+            + [(*shape, Glu.NONE) for shape in GEMM_DECODE_TMA_ODD_SHAPES]
+            + [(m, 2 * i, k, False, split, wide, glu) for shapes, glu in gated
+               for m, i, k, split, wide in shapes])
 
 
 @kernel_cases("gemm_decode_tma")

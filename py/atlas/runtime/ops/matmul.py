@@ -13,8 +13,9 @@ least GEMM_SM90_MIN_BLOCKS blocks (prefill), else the mma.sync kernel, with the 
 tile whenever the 128x128 tile would leave SMs idle (SM count from the device:
 KernelCache.facts). The kernel-path switches (ATLAS_GEMM_SM90, ATLAS_BATCHED_GEMV,
 ATLAS_DECODE_GEMM, ...) are KernelCache.routes (ops/routes.py).
-`linear_swiglu` is a [gate | up] projection ending with its SwiGLU (one row on the GEMV,
-`gemv_swiglu`; decode batches on the decode GEMM), where `fuses_gate_up_swiglu` allows.
+`linear_swiglu` is a [gate | up] projection ending with its SwiGLU, or Gemma 3's tanh-GELU GLU
+(one row on the GEMV, `gemv_swiglu`; decode batches on the decode GEMM's gated entries), where
+`fuses_gate_up_swiglu` allows.
 `linear_silu` is the MLP down projection with the SwiGLU activation fused into the GEMV's x
 load (one launch and no activation buffer for decode batches of up to 8); for more rows it
 runs silu_mul into a caller-provided scratch buffer, then `linear`. The o_proj of gated full
@@ -42,7 +43,7 @@ from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
 from .matmul_batched import available as batched_available
-from .matmul_decode import DECODE_MAX_M, decode_gemm
+from .matmul_decode import DECODE_MAX_M, Glu, decode_gemm
 from .matmul_decode import available as decode_available
 
 #: the GEMV keeps M accumulators per weight row in registers; more rows go to the GEMM
@@ -217,19 +218,22 @@ def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = F
     """Whether an m-row bf16 [gate | up] product [n, k] ends with its SwiGLU
     (`linear_swiglu`; the down projection then reads the activation), n even:
     * on the decode GEMM (9..256 rows by default) under ATLAS_DECODE_GEMM_SWIGLU (on by
-      default), where the silu_mul launch after it, its PDL wait and its round trips through
-      the [m, n] gate_up buffer leave the step (the H200 profile at batch 64 put silu_mul at
-      25.2 us a layer with its wait, for 3 MB of data);
+      default; it governs both activations), where the silu_mul (gelu_tanh_mul) launch after
+      it, its PDL wait and its round trips through the [m, n] gate_up buffer leave the step
+      (the H200 profile at batch 64 put silu_mul at 25.2 us a layer with its wait, for 3 MB
+      of data; the GELU GLU's A/B is unmeasured);
     * one row on the single-row GEMV (not the ring kernel) under ATLAS_GEMV_SWIGLU (on by
       default, `gemv_swiglu`): the silu_mul launch (past FUSED_SILU_MAX_K) or the down GEMV's
       recomputation of the whole activation in every block (up to it) leaves batch-1 decode.
       Unmeasured: the A/B is tools/gpu/profile_decode.py with ATLAS_GEMV_SWIGLU=0.
-    `gelu`: the tanh-GELU GLU (Gemma 3), which only the single-row GEMV ends with."""
+    `gelu`: the tanh-GELU GLU (Gemma 3): both routes have it (the 4-row single-row GEMV only:
+    under ATLAS_GEMV_ROWS=8 one row keeps its 4-row GELU entry). 2..8 rows (the ring GEMV, the
+    tensor-core batched GEMV) end with neither: gate_up, then the activation's launch."""
     if n % 2:
         return False
     route = linear_route(kc, m, n)
     if route == "gemm_decode_sm90":
-        return kc.routes.decode_gemm_swiglu and not gelu
+        return kc.routes.decode_gemm_swiglu
     return (m == 1 and route == "gemv" and kc.routes.gemv_swiglu
             and _ring_plan(kc, n, k, True) is None)
 
@@ -237,14 +241,12 @@ def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = F
 def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
                   m: int, n: int, k: int, gelu: bool = False) -> None:
     """act[m, n / 2] = swiglu(x @ w.T) (`gelu`: the tanh-GELU GLU) for a bf16 [gate | up]
-    weight w [n, k] in one launch, on the single-row GEMV or the decode GEMM
+    weight w [n, k] in one launch, on the single-row GEMV or the decode GEMM's gated entries
     (`fuses_gate_up_swiglu` must hold)."""
     if linear_route(kc, m, n) == "gemv":
         gemv_swiglu(kc, stream, x, w, act, m, n, k, gelu)
         return
-    if gelu:
-        raise ValueError("linear_swiglu: only the single-row GEMV ends with the GELU GLU")
-    decode_gemm(kc, stream, x, w, act, m, n, k, swiglu=True)
+    decode_gemm(kc, stream, x, w, act, m, n, k, glu=Glu.GEGLU if gelu else Glu.SWIGLU)
 
 
 def _check_swiglu(name: str, n: int) -> None:

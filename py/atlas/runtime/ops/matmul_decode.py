@@ -8,10 +8,10 @@ block re-reads x from L2, so one-warpgroup blocks move twice the weight bytes fr
 rows, two-warpgroup blocks 1.5 times). Projections with too few tiles to fill the device
 split K over a thread-block cluster of 2, 4 or 8 blocks (the TMA kernel: any of 2..8) that
 sum their partials through distributed shared memory (`decode_split`). A fused [gate | up]
-weight can end its product with the SwiGLU (`swiglu=True`: each block loads matching gate
-and up rows and writes their activation, so no silu_mul launch follows;
-KernelRoutes.decode_gemm_swiglu). The geometry constants mirror the kernel's; only sm_90a
-sets build the module (`available`).
+weight can end its product with its gated activation (`glu`: Glu.SWIGLU, or Glu.GEGLU for
+Gemma 3's tanh-GELU GLU; each block loads matching gate and up rows and writes their
+activation, so no silu_mul / gelu_tanh_mul launch follows; KernelRoutes.decode_gemm_swiglu).
+The geometry constants mirror the kernel's; only sm_90a sets build the module (`available`).
 
 Two kernels compute it, bit for bit alike: gemm_decode_tma (the default where the set has it,
 KernelRoutes.decode_gemm_tma / ATLAS_DECODE_GEMM_TMA=0) streams the operands with TMA
@@ -36,10 +36,12 @@ streaming in during the epilogue.
 from __future__ import annotations
 
 import itertools
+from enum import IntEnum
 from typing import Iterator, Mapping
 
 from ...core.cold_reads import rotation_copies
 from ..gpu import H200_FACTS, DevicePtr, GpuError, KernelSig, Stream
+from ..kernel_abi import geglu_twin
 from ..kernel_abi import (GEMM_DECODE_SM90, GEMM_DECODE_SM90_F32OUT,
                           GEMM_DECODE_SM90_F32OUT_SPLIT2, GEMM_DECODE_SM90_F32OUT_SPLIT4,
                           GEMM_DECODE_SM90_F32OUT_SPLIT8, GEMM_DECODE_SM90_SPLIT2,
@@ -99,6 +101,19 @@ _SIGS: dict[tuple[int, bool], KernelSig] = {
     (4, False): GEMM_DECODE_SM90_SPLIT4, (4, True): GEMM_DECODE_SM90_F32OUT_SPLIT4,
     (8, False): GEMM_DECODE_SM90_SPLIT8, (8, True): GEMM_DECODE_SM90_F32OUT_SPLIT8,
 }
+
+
+class Glu(IntEnum):
+    """The gated activation a [gate | up] product ends with (gemm_decode_tile.cuh Glu, the
+    same values): NONE for a plain product, SWIGLU (silu_mul's arithmetic), GEGLU (Gemma 3's
+    tanh-GELU GLU, gelu_tanh_mul's). An int, so a caller's `swiglu` flag (False / True) still
+    says NONE / SWIGLU, and a TuneKey's `swiglu` field keeps its SwiGLU keys' text."""
+
+    NONE = 0
+    SWIGLU = 1
+    GEGLU = 2
+
+
 #: the SwiGLU entries by split
 _SWIGLU_SIGS: dict[int, KernelSig] = {
     1: GEMM_DECODE_SM90_SWIGLU, 2: GEMM_DECODE_SM90_SWIGLU_SPLIT2,
@@ -134,6 +149,19 @@ _TMA_PERSISTENT_SIGS: dict[tuple[int, bool], KernelSig] = {
 _TMA_PERSISTENT_SWIGLU_SIGS: dict[int, KernelSig] = {
     1: GEMM_DECODE_TMA_SWIGLU_PERSISTENT, 2: GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2,
 }
+
+
+def _by_glu(swiglu: dict[int, KernelSig]) -> dict[Glu, dict[int, KernelSig]]:
+    """A gated table by activation: the SwiGLU entries and their tanh-GELU twins
+    (kernel_abi.geglu_twin: the same ABI, grid and threads)."""
+    return {Glu.SWIGLU: swiglu,
+            Glu.GEGLU: {split: geglu_twin(sig) for split, sig in swiglu.items()}}
+
+
+#: the gated entries by activation, then split: cp.async, TMA, TMA persistent
+_GLU_SIGS = _by_glu(_SWIGLU_SIGS)
+_TMA_GLU_SIGS = _by_glu(_TMA_SWIGLU_SIGS)
+_TMA_PERSISTENT_GLU_SIGS = _by_glu(_TMA_PERSISTENT_SWIGLU_SIGS)
 
 
 def decode_cols(m: int) -> int:
@@ -286,7 +314,7 @@ def rule_splits(kc: KernelCache, tma: bool) -> tuple[int, ...]:
     return DECODE_GEMM_SPLITS
 
 
-def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: bool,
+def resident_blocks(kc: KernelCache, m: int, out_f32: bool, glu: Glu, tma: bool,
                     groups: int) -> dict[int, int] | None:
     """The blocks of each candidate split's entry point (`rule_splits`) the device holds at
     once at this launch shape (KernelCache.resident_blocks: the driver's cluster occupancy,
@@ -300,7 +328,7 @@ def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: b
     threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
     out = {}
     for split in rule_splits(kc, tma):
-        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
+        launch = kc.get_with_shared(entry_point(split, out_f32, glu, tma),
                                     TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
         blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
                                     split)
@@ -310,13 +338,13 @@ def resident_blocks(kc: KernelCache, m: int, out_f32: bool, swiglu: bool, tma: b
     return out
 
 
-def launch_split(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, swiglu: bool,
+def launch_split(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, glu: Glu,
                  tma: bool, groups: int) -> int:
     """The split a decode_gemm launch runs when the caller forces none: the routes' forced
     one (ATLAS_DECODE_GEMM_SPLIT), else decode_split over `rule_splits` with the device's
     resident blocks (not asked for when the routes force one)."""
     forced = kc.routes.decode_gemm_split
-    resident = None if forced is not None else resident_blocks(kc, m, out_f32, swiglu, tma,
+    resident = None if forced is not None else resident_blocks(kc, m, out_f32, glu, tma,
                                                                groups)
     return decode_split(m, n, k, kc.facts.sm_count, forced, groups, resident,
                         rule_splits(kc, tma))
@@ -336,29 +364,30 @@ def uses_tma(kc: KernelCache, tma: bool | None = None) -> bool:
     return kc.routes.decode_gemm_tma and GEMM_DECODE_TMA.module in kc.backend.module_names
 
 
-def entry_point(split: int, out_f32: bool = False, swiglu: bool = False,
+def entry_point(split: int, out_f32: bool = False, glu: Glu = Glu.NONE,
                 tma: bool = False, persistent: bool = False) -> KernelSig:
-    """The decode GEMM entry point of a launch: its cluster split, f32 logits or the SwiGLU
-    epilogue, on the TMA or the cp.async kernel; `persistent`: the TMA kernel's tile loop
-    (a split of PERSISTENT_SPLITS)."""
+    """The decode GEMM entry point of a launch: its cluster split, f32 logits or the gated
+    epilogue `glu`, on the TMA or the cp.async kernel; `persistent`: the TMA kernel's tile
+    loop (a split of PERSISTENT_SPLITS)."""
     if persistent:
         assert tma, "only the TMA kernel has persistent entries"
-        if swiglu:
-            return _TMA_PERSISTENT_SWIGLU_SIGS[split]
+        if glu:
+            return _TMA_PERSISTENT_GLU_SIGS[Glu(glu)][split]
         return _TMA_PERSISTENT_SIGS[split, out_f32]
-    if swiglu:
-        return (_TMA_SWIGLU_SIGS if tma else _SWIGLU_SIGS)[split]
+    if glu:
+        return (_TMA_GLU_SIGS if tma else _GLU_SIGS)[Glu(glu)][split]
     return (_TMA_SIGS if tma else _SIGS)[split, out_f32]
 
 
 def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                 m: int, n: int, k: int, out_f32: bool = False, split: int | None = None,
-                wide: bool | None = None, swiglu: bool = False,
+                wide: bool | None = None, glu: Glu = Glu.NONE,
                 tma: bool | None = None) -> None:
     """y = x @ w.T for 1 <= m <= 256 rows (bf16 in; bf16, or for logits the bf16-rounded
-    value as f32, out); every weight byte is read once. With `swiglu`, w is a fused
-    [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the unfused product,
-    then silu_mul, bit for bit (the same split's sums), in one launch.
+    value as f32, out); every weight byte is read once. With `glu` (Glu.SWIGLU, Glu.GEGLU), w
+    is a fused [gate | up] weight [n, k] (n even) and y the activation [m, n / 2]: the
+    unfused product, then silu_mul (gelu_tanh_mul), bit for bit (the same split's sums), in
+    one launch.
 
     Preconditions: n >= 1, k a positive multiple of 8, x and w 16-byte aligned, y aligned to its
     element; the module must be loaded (`available`). `split` forces the cluster split, `wide`
@@ -366,7 +395,7 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     forced, a cache that `tunes` gives both (`tuned_pick`); otherwise split None is
     `launch_split` (the routes' override, else the rule) and wide None the routes'
     decode_gemm_wide, whose None is the kernel's default.
-    Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a SwiGLU block's 64 G
+    Launched with ceil(n / (64 G)) * split blocks (G = `decode_groups`; a gated block's 64 G
     weight rows are 32 G gate/up pairs, so the grid is the same) of 128 G threads (+
     TMA_PRODUCER_THREADS on the TMA kernel) and `smem_bytes(decode_cols(m), G, stages)` of
     dynamic shared memory (each entry point is opted in to its kernel's most once); a TMA grid
@@ -379,28 +408,29 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     decode_cols(m)  # m in range
     if n < 1:
         raise ValueError(f"decode_gemm: n={n} must be positive")
-    if swiglu and (n % 2 or out_f32):
-        raise ValueError(f"decode_gemm: the SwiGLU epilogue needs an even n ([gate | up] "
+    glu = Glu(glu)
+    if glu and (n % 2 or out_f32):
+        raise ValueError(f"decode_gemm: the {glu.name} epilogue needs an even n ([gate | up] "
                          f"halves) and bf16 output, got n={n} out_f32={out_f32}")
     require_multiple("decode_gemm", "k", k, 8)
     require_aligned("decode_gemm", "x", x, 16)
     require_aligned("decode_gemm", "w", w, 16)
     require_aligned("decode_gemm", "y", y, 4 if out_f32 else 2)
     if split is None and wide is None and tunes(kc):
-        split, groups = tuned_pick(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma)
+        split, groups = tuned_pick(kc, stream, x, w, y, m, n, k, out_f32, glu, tma)
     else:
         groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
         if split is None:
-            split = launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
+            split = launch_split(kc, m, n, k, out_f32, glu, tma, groups)
     compiled = DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS
     if split not in compiled:
         raise ValueError(f"decode_gemm: split {split} is not one of {compiled} "
                          f"({'gemm_decode_tma' if tma else 'gemm_decode_sm90'})")
-    launch_pick(kc, stream, x, w, y, m, n, k, out_f32, swiglu, tma, (split, groups))
+    launch_pick(kc, stream, x, w, y, m, n, k, out_f32, glu, tma, (split, groups))
 
 
 def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
-                m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool,
+                m: int, n: int, k: int, out_f32: bool, glu: Glu, tma: bool,
                 pick: Pick, clusters: int | None = None) -> None:
     """One decode GEMM launch at `pick` = (split, warpgroups), of a product decode_gemm has
     checked (the tuner's candidates; tools that time a pick). `clusters` (TMA, a split of
@@ -411,23 +441,23 @@ def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     cols = decode_cols(m)
     grid = -(-n // (DECODE_ROWS * groups)) * split
     if tma:
-        rows = DECODE_ROWS * groups  # a SwiGLU stage's weight tile is two half boxes
-        wmap = kc.tensor_map(w, n, k, rows // 2 if swiglu else rows)
+        rows = DECODE_ROWS * groups  # a gated stage's weight tile is two half boxes
+        wmap = kc.tensor_map(w, n, k, rows // 2 if glu else rows)
         xmap = kc.tensor_map(x, m, k, cols)
         threads = DECODE_THREADS * groups + TMA_PRODUCER_THREADS
         looped = (clusters * split if clusters is not None
-                  else persistent_launch_grid(kc, m, n, out_f32, swiglu, pick))
+                  else persistent_launch_grid(kc, m, n, out_f32, glu, pick))
         if looped is not None:
-            launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma, True),
+            launch = kc.get_with_shared(entry_point(split, out_f32, glu, tma, True),
                                         TMA_PERSISTENT_MAX_SHARED)
             launch(stream, looped, threads, persistent_smem_bytes(cols, groups), x, w, y, m,
                    n, k, wmap, xmap)
             return
-        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma), TMA_MAX_SHARED)
+        launch = kc.get_with_shared(entry_point(split, out_f32, glu, tma), TMA_MAX_SHARED)
         launch(stream, grid, threads, smem_bytes(cols, groups, TMA_MAX_STAGES), x, w, y, m, n,
                k, wmap, xmap)
         return
-    launch = kc.get_with_shared(entry_point(split, out_f32, swiglu), DECODE_MAX_SHARED)
+    launch = kc.get_with_shared(entry_point(split, out_f32, glu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
            kc.routes.decode_gemm_l2_tiles)
 
@@ -447,7 +477,7 @@ def persistent_grid(tiles: int, split: int, resident: int) -> int | None:
     return clusters * split
 
 
-def persistent_launch_grid(kc: KernelCache, m: int, n: int, out_f32: bool, swiglu: bool,
+def persistent_launch_grid(kc: KernelCache, m: int, n: int, out_f32: bool, glu: Glu,
                            pick: Pick) -> int | None:
     """The grid of the persistent form of a TMA launch at `pick` (`persistent_grid` over
     the device's resident blocks of the persistent entry, KernelCache.resident_blocks, else
@@ -458,7 +488,7 @@ def persistent_launch_grid(kc: KernelCache, m: int, n: int, out_f32: bool, swigl
     if not kc.routes.decode_gemm_persistent or split not in PERSISTENT_SPLITS:
         return None
     cols = decode_cols(m)
-    launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, True, True),
+    launch = kc.get_with_shared(entry_point(split, out_f32, glu, True, True),
                                 TMA_PERSISTENT_MAX_SHARED)
     resident = kc.resident_blocks(launch.handle, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
                                   persistent_smem_bytes(cols, groups), split)
@@ -486,7 +516,7 @@ def valid_picks(m: int, k: int, tma: bool) -> list[Pick]:
     return [(s, g) for s in splits for g in groups]
 
 
-def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool,
+def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, glu: Glu,
                     tma: bool) -> Iterator[Pick]:
     """The `valid_picks` the device can run: a split whose cluster the device cannot hold at
     this shape (KernelCache.resident_blocks below the split) would fail to launch. Lazy: a
@@ -495,7 +525,7 @@ def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool
     cols = decode_cols(m)
     stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
     for split, groups in valid_picks(m, k, tma):
-        launch = kc.get_with_shared(entry_point(split, out_f32, swiglu, tma),
+        launch = kc.get_with_shared(entry_point(split, out_f32, glu, tma),
                                     TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
         threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
         blocks = kc.resident_blocks(launch.handle, threads, smem_bytes(cols, groups, stages),
@@ -505,7 +535,7 @@ def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, swiglu: bool
 
 
 def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
-               m: int, n: int, k: int, out_f32: bool, swiglu: bool, tma: bool) -> Pick:
+               m: int, n: int, k: int, out_f32: bool, glu: Glu, tma: bool) -> Pick:
     """The (split, warpgroups) of a launch that `tunes`: the table's pick for its TuneKey;
     on a miss, the model's pick (`launch_split` at decode_groups' default) while `stream` is
     being captured, else every `tune_candidates` pick timed now with the call's own x, w and
@@ -514,13 +544,14 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
     tuner = kc.decode_tune
     assert tuner is not None
     module = (GEMM_DECODE_TMA if tma else GEMM_DECODE_SM90).module
-    key = TuneKey(decode_cols(m), n, k, out_f32, swiglu, tma,
+    # TuneKey.swiglu holds the Glu: a SwiGLU key's text as before (1), GeGLU's its own (2)
+    key = TuneKey(decode_cols(m), n, k, out_f32, glu, tma,
                   tma and kc.routes.decode_gemm_persistent)
     pick = tuner.lookup(module, key)
     if pick is not None and pick in valid_picks(m, k, tma):
         return pick
     groups = decode_groups(m, None, tma)
-    model = (launch_split(kc, m, n, k, out_f32, swiglu, tma, groups), groups)
+    model = (launch_split(kc, m, n, k, out_f32, glu, tma, groups), groups)
     if not tuner.can_tune(module, key) or kc.backend.is_capturing(stream):
         return model
 
@@ -528,11 +559,11 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
     turn = itertools.count()
 
     def launch(candidate: Pick, on: Stream) -> None:
-        launch_pick(kc, on, x, weights[next(turn) % len(weights)], y, m, n, k, out_f32, swiglu,
+        launch_pick(kc, on, x, weights[next(turn) % len(weights)], y, m, n, k, out_f32, glu,
                     tma, candidate)
 
     try:
-        return tuner.tune(module, key, tune_candidates(kc, m, k, out_f32, swiglu, tma), model,
+        return tuner.tune(module, key, tune_candidates(kc, m, k, out_f32, glu, tma), model,
                           stream, launch, iters=max(LAUNCHES_PER_REP, len(weights)))
     finally:
         if pool:

@@ -367,9 +367,9 @@ class Bf16Linear:
 
     def fuses_swiglu(self, kc: KernelCache, m: int, gelu: bool = False) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product ends with the SwiGLU
-        (`matmul.fuses_gate_up_swiglu`: decode batches on the decode GEMM; `gelu`: the
-        tanh-GELU GLU, one row); otherwise gate_up ends in memory and the down GEMV may fuse
-        the SwiGLU instead."""
+        (`matmul.fuses_gate_up_swiglu`: one row, or decode batches on the decode GEMM;
+        `gelu`: the tanh-GELU GLU, on the same routes); otherwise gate_up ends in memory and
+        the down GEMV may fuse the SwiGLU instead."""
         return fuses_gate_up_swiglu(kc, m, self.n, self.k, gelu)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,

@@ -4,8 +4,9 @@ Every variant (mma.sync 128x128 and skinny 64x32, wgmma 128x256 fed by cp.async 
 decode wgmma GEMM with or without its cluster split of K) computes y = x @ w.T with
 float32 accumulation and one rounding at the output (to bf16; for gemm_bf16_f32_unrounded to
 float32, as the GEMV's twin); tiling changes only the summation order.
-The decode GEMM's SwiGLU entries (gate_up ending with its activation) are specified as what
-they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (`swiglu_bf16`).
+The decode GEMM's gated entries (gate_up ending with its activation) are specified as what
+they replace: the product into a scratch [gate | up] row, then silu_mul_bf16 (the SwiGLU
+entries) or gelu_tanh_mul_bf16 (the GeGLU ones, Gemma 3) (`gated_bf16`).
 """
 
 from __future__ import annotations
@@ -37,17 +38,25 @@ from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_PERSISTENT,
                           GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_PERSISTENT,
                           GEMM_DECODE_TMA_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_SWIGLU_PERSISTENT,
                           GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
-from . import HostMemory, WithScratch, reference
+from ..kernel_abi import (GEMM_DECODE_SM90_GEGLU, GEMM_DECODE_SM90_GEGLU_SPLIT2,
+                          GEMM_DECODE_SM90_GEGLU_SPLIT4, GEMM_DECODE_SM90_GEGLU_SPLIT8,
+                          GEMM_DECODE_TMA_GEGLU, GEMM_DECODE_TMA_GEGLU_PERSISTENT,
+                          GEMM_DECODE_TMA_GEGLU_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_GEGLU_SPLIT2,
+                          GEMM_DECODE_TMA_GEGLU_SPLIT3, GEMM_DECODE_TMA_GEGLU_SPLIT4,
+                          GEMM_DECODE_TMA_GEGLU_SPLIT5, GEMM_DECODE_TMA_GEGLU_SPLIT6,
+                          GEMM_DECODE_TMA_GEGLU_SPLIT7, GEMM_DECODE_TMA_GEGLU_SPLIT8)
+from . import HostMemory, ReferenceFn, WithScratch, reference
 from .gemv import linear_bf16, linear_f32_unrounded
-from .silu_mul import silu_mul_bf16
+from .silu_mul import gelu_tanh_mul_bf16, silu_mul_bf16
 
 
-def swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int, m: int,
-                n: int, k: int) -> None:
-    """act [m, n / 2] = silu_mul of the bf16 product x @ w.T = [gate | up] [m, n]."""
+def gated_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int, m: int,
+               n: int, k: int, activation: ReferenceFn = silu_mul_bf16) -> None:
+    """act [m, n / 2] = `activation` (the silu_mul_bf16 or gelu_tanh_mul_bf16 reference) of
+    the bf16 product x @ w.T = [gate | up] [m, n]."""
     chained = WithScratch(mem, m * n * 2)
     linear_bf16(chained, x, w, WithScratch.ADDRESS, m, n, k, out_f32=False)
-    silu_mul_bf16(chained, grid, block, WithScratch.ADDRESS, act, m, n // 2)
+    activation(chained, grid, block, WithScratch.ADDRESS, act, m, n // 2)
 
 
 @reference(GEMM)
@@ -115,7 +124,16 @@ def gemm_decode_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 @reference(GEMM_DECODE_SM90_SWIGLU_SPLIT8)
 def gemm_decode_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
                             m: int, n: int, k: int, l2_tiles: int) -> None:
-    swiglu_bf16(mem, grid, block, x, w, act, m, n, k)
+    gated_bf16(mem, grid, block, x, w, act, m, n, k)
+
+
+@reference(GEMM_DECODE_SM90_GEGLU)
+@reference(GEMM_DECODE_SM90_GEGLU_SPLIT2)
+@reference(GEMM_DECODE_SM90_GEGLU_SPLIT4)
+@reference(GEMM_DECODE_SM90_GEGLU_SPLIT8)
+def gemm_decode_geglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, act: int,
+                           m: int, n: int, k: int, l2_tiles: int) -> None:
+    gated_bf16(mem, grid, block, x, w, act, m, n, k, gelu_tanh_mul_bf16)
 
 
 # The TMA decode GEMM: the same products; its tensor maps only say how the kernel reads x
@@ -164,4 +182,20 @@ def gemm_decode_tma_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w
 def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                                 act: int, m: int, n: int, k: int, wmap: bytes,
                                 xmap: bytes) -> None:
-    swiglu_bf16(mem, grid, block, x, w, act, m, n, k)
+    gated_bf16(mem, grid, block, x, w, act, m, n, k)
+
+
+@reference(GEMM_DECODE_TMA_GEGLU)
+@reference(GEMM_DECODE_TMA_GEGLU_PERSISTENT)
+@reference(GEMM_DECODE_TMA_GEGLU_PERSISTENT_SPLIT2)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT2)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT3)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT4)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT5)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT6)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT7)
+@reference(GEMM_DECODE_TMA_GEGLU_SPLIT8)
+def gemm_decode_tma_geglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                               act: int, m: int, n: int, k: int, wmap: bytes,
+                               xmap: bytes) -> None:
+    gated_bf16(mem, grid, block, x, w, act, m, n, k, gelu_tanh_mul_bf16)
