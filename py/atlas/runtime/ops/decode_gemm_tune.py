@@ -75,14 +75,15 @@ LaunchFn = Callable[[Pick, Stream], None]
 @dataclass(frozen=True, slots=True)
 class TuneKey:
     """What a decode GEMM launch's speed depends on besides its pick: the wgmma width the batch
-    runs at (matmul_decode.decode_cols), the product's n and k, f32 output, the SwiGLU
-    epilogue, and the kernel (TMA or cp.async)."""
+    runs at (matmul_decode.decode_cols), the product's n and k, f32 output, the gated epilogue
+    (`swiglu` holds a matmul_decode.Glu: 0 none, 1 SwiGLU, 2 GeGLU), and the kernel (TMA or
+    cp.async)."""
 
     cols: int
     n: int
     k: int
     out_f32: bool
-    swiglu: bool
+    swiglu: int
     tma: bool
     persistent: bool = False
 

@@ -106,7 +106,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   33 rows, one on the cp.async kernel (tools/gpu/run_suite.sh decode_gemm_tma's "wide" rows).
 * ATLAS_DECODE_GEMM_SWIGLU=0: a dense MLP's gate_up on the decode GEMM writes [gate | up] and
   silu_mul makes the activation (two launches), instead of the GEMM ending with the SwiGLU
-  (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion.
+  (gemm_decode_sm90_swiglu_*: one launch, half the output bytes): the A/B of the fusion; the
+  same for Gemma 3's GeGLU entries (gelu_tanh_mul after the GEMM when off).
 * ATLAS_DECODE_GEMM_TMA=0: the decode GEMM on its cp.async kernel (gemm_decode_sm90, every
   thread issuing 16-byte copies into the ring: the session-7 kernel) instead of the TMA one
   (gemm_decode_tma: one producer thread, tensor maps, a ring with every slot in flight); the
