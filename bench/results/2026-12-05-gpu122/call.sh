@@ -18,9 +18,12 @@
 # partial rope entries: their cases at dh 80/96/112 in -m attention* -m rope_kv), GLM-4.5's float32 router logits
 # and ungated shared expert in the fused MoE decode (`unrounded` on every fused router entry: -m moe_router
 # -m moe_decode, which every MoE model's decode takes).
+# Session 36 added: the decode GEMM's GeGLU epilogue (Gemma 3's batched gate_up: `-k geglu`, and every case of
+# the two decode GEMM modules as the regression check of the Glu selector) in `checks`, and its A/B at Gemma-3-4B
+# batch 64 x 1,536 (ATLAS_DECODE_GEMM_SWIGLU=0 restores gate_up + gelu_tanh_mul) in `steps`.
 # Three device calls, each under the 10-minute limit: `call.sh checks` (1), `call.sh parity` (2-3), then
 # `call.sh steps` (4).
-# Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels tests` of the call.
+# Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels` of the call.
 PART=${1:?usage: call.sh checks|parity|steps}
 tar xzf .device/head_src.tgz || exit 3
 source tools/gpu/call_head.sh
@@ -31,6 +34,8 @@ TAILN=3 t 120 checks_moe python3 tools/gpu/check_kernels.py -m moe_router -m moe
   --out $R/checks_moe.json
 TAILN=3 t 120 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
   -k "f32 unrounded" --out $R/checks_glu.json
+TAILN=3 t 150 checks_dgemm python3 tools/gpu/check_kernels.py -m gemm_decode_sm90 -m gemm_decode_tma \
+  --out $R/checks_dgemm.json
 fi
 if [ "$PART" = parity ]; then
 for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral tiny-glm4-moe tiny-phi3-longrope \
@@ -52,8 +57,11 @@ b1 q06 qwen3-0.6b 512; b1 q30 qwen3-30b-a3b 512; b1 q8 qwen3-8b 512
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512
 b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi4m phi-4-mini 512
 b1 phi35 phi-3.5-mini 512
+g64() { PLIM=150 prof "$1" "$2" --model $G/gemma-3-4b --batch 64 --context 1536; }
+g64 g4_b64_geglu "X=1"; g64 g4_b64_unfused "ATLAS_DECODE_GEMM_SWIGLU=0"; g64 g4_b64_geglu2 "X=1"
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
-echo "== GPU ms a step (graph replay), batch 1"
-for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m phi35; do echo "$m $(step $m)"; done
+echo "== GPU ms a step (graph replay), batch 1; then Gemma-3-4B b64 x 1536 GeGLU epilogue / unfused / epilogue"
+for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m phi35 g4_b64_geglu g4_b64_unfused g4_b64_geglu2; do
+  echo "$m $(step $m)"; done
 fi
 echo "ALL DONE"
