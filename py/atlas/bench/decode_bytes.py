@@ -30,7 +30,7 @@ E * (1 - (1 - k/E)^B), an estimate (real routing is not uniform), labelled as su
 from __future__ import annotations
 
 from ..core.config import LinearAttentionConfig, ModelConfig
-from ..runtime.ops.attention import padded_head_dim
+from ..core.head_dims import padded_head_dim
 
 BF16 = 2
 #: bytes per weight value of each format, scales included: FP8 with a float32 per 128 x 128

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from ...core.config import ModelConfig
 from ...core.dtype import DType
+from ...core.head_dims import PADDED_HEAD_DIMS
 from ...core.quant_config import CheckpointQuant
-from ...runtime.ops.attention import PADDED_HEAD_DIMS
 from .linear_plan import LinearPlan, add_linear, stored_dtypes
 
 ALIGN = 256
 #: the attention kernels' head dims (64, 128) and those they serve padded to 128
-#: (ops.attention.padded_head_dim: Phi-3-mini's 96)
+#: (core.head_dims.padded_head_dim: Phi-3-mini's 96)
 SUPPORTED_HEAD_DIMS = tuple(sorted((64, 128) + PADDED_HEAD_DIMS))
 
 

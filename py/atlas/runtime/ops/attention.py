@@ -20,6 +20,7 @@ Padded heads decode on the long kernel only (`long_only`), as sliding windows do
 
 from __future__ import annotations
 
+from ...core.head_dims import HEAD_DIMS, padded_head_dim
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
@@ -39,11 +40,6 @@ from .attention_long import (LONG_HEAD_DIMS, LONG_ROPE_HEAD_DIMS, decode_attenti
                              slides, uses_long)
 from .attention_sm90 import prefill_attention_sm90, uses_sm90
 
-#: head dimensions the kernels are compiled for
-HEAD_DIMS = (64, 128, 256)
-#: head dimensions served padded to D = 128 (`padded_head_dim`): multiples of 16 between the
-#: compiled 64 and 128
-PADDED_HEAD_DIMS = (80, 96, 112)
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
 ATTN_THREADS = 128
@@ -154,20 +150,6 @@ def decode_kernel(routes: KernelRoutes, num_splits: int, rope: bool) -> KernelSi
     if routes.decode_attn_ahead:
         return DECODE_ATTN_ROPE if rope else DECODE_ATTN
     return DECODE_ATTN_ROPE_AHEAD1 if rope else DECODE_ATTN_AHEAD1
-
-
-def padded_head_dim(head_dim: int) -> int:
-    """The head dim the attention kernels compute a model's heads of `head_dim` at: itself
-    where compiled (HEAD_DIMS), 128 for PADDED_HEAD_DIMS: their cache rows and rotated q rows
-    hold the head's elements, then zeros (a zero adds nothing to q . k, and V's zeros make
-    output elements that are never written), which costs the padding's share of K/V bytes
-    (33% at 96) but no kernel of its own. Raises for any other."""
-    if head_dim in HEAD_DIMS:
-        return head_dim
-    if head_dim in PADDED_HEAD_DIMS:
-        return 128
-    raise ValueError(f"attention: head_dim={head_dim} unsupported (compiled: {HEAD_DIMS}; "
-                     f"padded to 128: {PADDED_HEAD_DIMS})")
 
 
 def _check_heads(hq: int, hkv: int, head_dim: int, block_size: int) -> None:
