@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from atlas.server.harmony import HARMONY
 from atlas.server.tool_parsers import PARSERS
 from atlas_cli.kv_flags import kv_cache_flags, kv_load_kwargs
 from atlas_cli.tp_launch import ParallelOptions, WorkerWatch, parallel_flags, run_worker
@@ -174,8 +175,9 @@ def _check_options(p: dict) -> None:
               help="A tools/gpu/bench_spec.py JSON record of this model on this GPU: each "
               "step then drafts the K (up to --num-draft-tokens, 0 = none) that maximizes "
               "expected tokens per step time at its batch size and the measured acceptance.")
-@click.option("--tool-call-parser", type=click.Choice([*PARSERS, "none"]), default=None,
-              help="Override the model's tool-call format (MODEL.toml).")
+@click.option("--tool-call-parser", type=click.Choice([*PARSERS, HARMONY, "none"]),
+              default=None, help="Override the model's tool-call format (MODEL.toml); "
+              "harmony is gpt-oss's channel format, which carries the reasoning too.")
 @click.option("--chat-template", "chat_template", type=click.Path(
     exists=True, dir_okay=False, path_type=Path), help="A jinja file replacing the model's.")
 @click.option("--disable-thinking", is_flag=True, help="Render prompts without thinking and "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import aclosing
-from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Mapping
 
@@ -23,11 +22,12 @@ from ..model.batch import TokenLogprobs
 from .chat_template import TemplateError
 from .context import ServerContext
 from .errors import ApiError, ErrorKind, invalid
+from .harmony import HARMONY, HarmonyParser
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningParser, prompt_opens_thinking
 from .request_spec import GenerationSpec
 from .response_stream import ResponseStream, StreamDelta
 from .tokenizer import TextTokenizer
-from .tool_parsers import ToolCall, parser_class
+from .tool_parsers import OutputParser, ToolCall, parser_class
 
 
 @dataclass(slots=True)
@@ -77,10 +77,17 @@ def render_prompt(spec: GenerationSpec, ctx: ServerContext) -> RenderedPrompt:
             raise invalid("a forced tool call cannot continue a final message's text",
                           "tool_choice")
         # no grammar for this tool-call format: commit the model by writing its opening
-        forced = parser_class(ctx.options.tool_parser)().forced_prefix(spec.tool_choice.name)
+        forced = output_parser_class(ctx.options.tool_parser)().forced_prefix(
+            spec.tool_choice.name)
         text += forced
     return RenderedPrompt(tok.encode_rendered(text, protected), protected.restore(text),
                           forced)
+
+
+def output_parser_class(name: str) -> type[OutputParser]:
+    """The output format `--tool-call-parser` / MODEL.toml's `tool_parser` names: a tool-call
+    format, or harmony (gpt-oss's channels, which carry the reasoning too)."""
+    return HarmonyParser if name == HARMONY else parser_class(name)
 
 
 def bad_word_ids(tok: TextTokenizer, word: str) -> list[tuple[int, ...]]:
@@ -207,20 +214,29 @@ class Generation:
         return Generation(spec, self.ctx, self.started, self.prompt, index)
 
     def _make_stream(self) -> ResponseStream:
-        tok, spec = self.ctx.tokenizer, self.spec
+        tok, spec, name = self.ctx.tokenizer, self.spec, self.ctx.options.tool_parser
+        output = output_parser_class(name) if name else None
+        splits = output is not None and output.splits_reasoning
+        chat = spec.messages is not None
         reasoning = None
-        if spec.messages is not None and tok.token_id(THINK_OPEN) is not None:
+        if chat and not splits and tok.token_id(THINK_OPEN) is not None:
             reasoning = ReasoningParser(
                 starts_in_thinking=prompt_opens_thinking(self.prompt.text[-256:]),
                 emit_reasoning=thinking_enabled(spec, self.ctx),
                 verbatim_answer=self.grammar is not None)
-        tools = None
-        if spec.tools and spec.tool_choice.mode != "none" and self.ctx.options.tool_parser:
-            schemas = {t["function"]["name"]: t["function"]["parameters"] for t in spec.tools}
-            tools = parser_class(self.ctx.options.tool_parser)(
-                schemas, max_calls=None if spec.parallel_tool_calls else 1)
-        decode = tok.decode if spec.skip_special_tokens else partial(
-            tok.decode, skip_special_tokens=False)
+        use_tools = bool(spec.tools) and spec.tool_choice.mode != "none"
+        schemas = {t["function"]["name"]: t["function"]["parameters"]
+                   for t in spec.tools or ()}
+        max_calls = None if spec.parallel_tool_calls else 1
+        tools: OutputParser | None = None
+        if output is not None and splits and chat:   # the whole answer's format
+            tools = output(schemas, max_calls=max_calls, use_tools=use_tools,
+                           emit_reasoning=thinking_enabled(spec, self.ctx),
+                           verbatim_answer=self.grammar is not None)
+        elif output is not None and use_tools and not splits:
+            tools = output(schemas, max_calls=max_calls)
+        decode = tok.decoder(spec.skip_special_tokens,
+                             keep=tools.special_markers if tools is not None else ())
         return ResponseStream(decode, context_ids=self.prompt.ids, stops=spec.stop,
                               hidden_ids=self.ctx.tokenizer.eos_token_ids | self._stop_ids(),
                               reasoning=reasoning, tools=tools,

@@ -329,6 +329,24 @@ def parse_tool_choice(raw: Any, tools: list[dict[str, Any]] | None) -> ToolChoic
     return ToolChoice("named", name)
 
 
+#: OpenAI's `reasoning_effort` values; the first two turn thinking off
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def reasoning_effort(effort: str | None, param: str) -> tuple[bool | None, dict[str, str]]:
+    """A request's reasoning effort: whether it turns thinking on (None: not said), and the
+    chat-template variable it sets: `reasoning_effort` low, medium or high, which a template
+    that reads it renders (gpt-oss's "Reasoning: high"; the others ignore it). A
+    `chat_template_kwargs.reasoning_effort` of the request wins over it."""
+    if effort is None:
+        return None, {}
+    if effort not in REASONING_EFFORTS:
+        raise invalid(f"{param} {effort!r} is not valid", param)
+    if effort in REASONING_EFFORTS[:2]:
+        return False, {}
+    return True, {"reasoning_effort": effort}
+
+
 def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
                        ) -> GenerationSpec:
     f, body = _common(body, CHAT_FIELDS)
@@ -342,12 +360,9 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise invalid("chat_template_kwargs.enable_thinking must be a boolean",
                       "chat_template_kwargs.enable_thinking")
-    effort = f.string("reasoning_effort")
-    if effort is not None:
-        if effort not in ("none", "minimal", "low", "medium", "high"):
-            raise invalid(f"reasoning_effort {effort!r} is not valid", "reasoning_effort")
-        if enable_thinking is None:
-            enable_thinking = effort not in ("none", "minimal")
+    thinking, effort = reasoning_effort(f.string("reasoning_effort"), "reasoning_effort")
+    if enable_thinking is None:
+        enable_thinking = thinking
     return GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults), max_tokens=max_tokens,
         messages=parse_messages(f.array("messages", required=True)),
@@ -356,7 +371,8 @@ def parse_chat_request(body: Any, defaults: SamplingParams = SamplingParams()
         parallel_tool_calls=f.boolean("parallel_tool_calls", True),
         stream=stream, include_usage=_stream_options(f, stream),
         enable_thinking=enable_thinking,
-        template_kwargs={k: v for k, v in kwargs.items() if k != "enable_thinking"},
+        template_kwargs={**effort, **{k: v for k, v in kwargs.items()
+                                      if k != "enable_thinking"}},
         **continuation(f),
         response_format=_output_format(f, parse_response_format(f.raw("response_format"))),
         logprobs=_chat_logprobs(f), n=_choices(f), ignore_eos=f.boolean("ignore_eos", False),

@@ -22,7 +22,8 @@ from ..core.sampling import SamplingParams
 from .errors import invalid
 from .generation import Outcome
 from .protocol_openai import (content_text, new_id, parse_messages, parse_response_format,
-                              parse_sampling, parse_tool_choice, parse_tools)
+                              parse_sampling, parse_tool_choice, parse_tools,
+                              reasoning_effort)
 from .request_spec import GenerationSpec
 from .response_stream import StreamDelta
 from .validation import Fields, require_object, string_list
@@ -100,6 +101,7 @@ def parse_responses_request(body: Any, defaults: SamplingParams,
     messages = ([{"role": "system", "content": instructions}] if instructions else []) + history
     tools = parse_tools(_chat_tools(f.array("tools")))
     stream = f.boolean("stream", False)
+    thinking, effort = _thinking(f.obj("reasoning"))
     spec = GenerationSpec(
         model=f.string("model"), sampling=parse_sampling(f, defaults),
         max_tokens=f.integer("max_output_tokens", None, lo=1),
@@ -107,7 +109,7 @@ def parse_responses_request(body: Any, defaults: SamplingParams,
         tools=tools, tool_choice=parse_tool_choice(_chat_tool_choice(f.raw("tool_choice")),
                                                    tools),
         parallel_tool_calls=f.boolean("parallel_tool_calls", True), stream=stream,
-        enable_thinking=_thinking(f.obj("reasoning")),
+        enable_thinking=thinking, template_kwargs=effort,
         response_format=parse_response_format(_chat_format(f.obj("text"))))
     echo = {k: body.get(k, d) if body.get(k) is not None else d for k, d in _ECHOED.items()}
     echo["tools"] = body.get("tools") or []
@@ -117,15 +119,12 @@ def parse_responses_request(body: Any, defaults: SamplingParams,
                             bool(f.boolean("store", True)), echo)
 
 
-def _thinking(reasoning: dict | None) -> bool | None:
+def _thinking(reasoning: dict | None) -> tuple[bool | None, dict[str, str]]:
+    """`reasoning.effort`: thinking on or off, and the template's `reasoning_effort`."""
     if reasoning is None:
-        return None
-    effort = Fields(reasoning, "reasoning.").string("effort")
-    if effort is None:
-        return None
-    if effort not in ("none", "minimal", "low", "medium", "high"):
-        raise invalid(f"reasoning.effort {effort!r} is not valid", "reasoning.effort")
-    return effort not in ("none", "minimal")
+        return None, {}
+    return reasoning_effort(Fields(reasoning, "reasoning.").string("effort"),
+                            "reasoning.effort")
 
 
 def _chat_tools(tools: list | None) -> list | None:

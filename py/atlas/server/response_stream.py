@@ -2,7 +2,10 @@
 
 One pipeline per response, in this order: incremental detokenization (whole characters
 only) -> stop strings (cut, never leak a partial match) -> reasoning split -> tool-call
-parsing of the answer channel. Each stage holds back only what it must.
+parsing of the answer channel. Each stage holds back only what it must. A format that
+carries its own reasoning channel (harmony) is the last stage alone: it splits the reasoning
+too, and its markers are special tokens the detokenizer keeps for it
+(`OutputParser.special_markers`, `TextTokenizer.decoder`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from ..model.batch import TokenLogprobs
 from .detokenize import Decode, IncrementalDetokenizer
 from .reasoning import ReasoningParser
 from .stop_strings import StopStringMatcher
-from .tool_parsers import ToolCall, ToolCallDelta, ToolParser
+from .tool_parsers import OutputParser, ToolCall, ToolCallDelta
 
 
 @dataclass(slots=True)
@@ -38,7 +41,7 @@ class StreamDelta:
 class ResponseStream:
     def __init__(self, decode: Decode, *, context_ids: Sequence[int] = (),
                  stops: Sequence[str] = (), hidden_ids: Collection[int] = (),
-                 reasoning: ReasoningParser | None = None, tools: ToolParser | None = None,
+                 reasoning: ReasoningParser | None = None, tools: OutputParser | None = None,
                  forced_prefix: str = "", min_tokens: int = 0,
                  keep_stop: bool = False) -> None:
         """`hidden_ids` (stop token ids) are never decoded; `forced_prefix` is assistant
@@ -97,4 +100,5 @@ class ResponseStream:
         if final:
             parsed.extend(self._tools.flush())
         out.content, out.tool_calls = parsed.content, parsed.calls
+        out.reasoning += parsed.reasoning
         return out

@@ -7,7 +7,8 @@ Built from the files' contents (read by app_assets), so this module does no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Sequence
+from functools import cached_property, partial
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tokenizers import Tokenizer
 
@@ -91,6 +92,29 @@ class TextTokenizer:
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def decoder(self, skip_special_tokens: bool = True,
+                keep: Iterable[str] = ()) -> Callable[[Sequence[int]], str]:
+        """The decode of a response's text: special tokens' text left out, except the `keep`
+        ones (markers a stream stage reads, e.g. harmony's `<|channel|>`), or every one kept
+        when `skip_special_tokens` is off. Nothing to keep: exactly `decode`."""
+        if not skip_special_tokens:
+            return partial(self.decode, skip_special_tokens=False)
+        kept = {tid for text in keep if (tid := self.token_id(text)) is not None}
+        if not kept & self.special_ids:
+            return self.decode
+        dropped = self.special_ids - kept
+
+        def decode_keeping(ids: Sequence[int]) -> str:
+            return self._tok.decode([t for t in ids if t not in dropped],
+                                    skip_special_tokens=False)
+        return decode_keeping
+
+    @cached_property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of the tokens marked special (their text is dropped by default)."""
+        return frozenset(tid for tid, t in self._tok.get_added_tokens_decoder().items()
+                         if t.special)
 
     def token_bytes(self, token_id: int) -> bytes:
         """Token `token_id`'s own bytes (a byte-level piece may be part of a UTF-8

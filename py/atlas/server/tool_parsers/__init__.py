@@ -1,8 +1,10 @@
-"""Tool-call parsers by wire format; `--tool-call-parser` and MODEL.toml name them."""
+"""Tool-call parsers by wire format; `--tool-call-parser` and MODEL.toml name them (and
+`harmony`, gpt-oss's channel format, which also splits the reasoning: server/harmony.py)."""
 
 from __future__ import annotations
 
-from .base import ToolCall, ToolCallDelta, ToolParser, ToolParseResult, ToolSchemas
+from .base import (OutputParser, ToolCall, ToolCallDelta, ToolParser, ToolParseResult,
+                   ToolSchemas)
 from .glm45 import Glm45ToolParser
 from .hermes import HermesToolParser
 from .llama3_json import Llama3JsonToolParser
@@ -29,5 +31,5 @@ def parser_class(name: str) -> type[ToolParser]:
         raise ValueError(f"unknown tool-call parser {name!r}; known: {known}") from None
 
 
-__all__ = ["PARSERS", "ToolCall", "ToolCallDelta", "ToolParseResult", "ToolParser",
-           "ToolSchemas", "parser_class"]
+__all__ = ["OutputParser", "PARSERS", "ToolCall", "ToolCallDelta", "ToolParseResult",
+           "ToolParser", "ToolSchemas", "parser_class"]

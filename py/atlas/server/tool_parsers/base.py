@@ -46,17 +46,56 @@ class ToolCallDelta:
 class ToolParseResult:
     content: str = ""
     calls: list[ToolCallDelta] = field(default_factory=list)
+    #: the chain of thought, from a format that carries its own (`OutputParser.splits_reasoning`)
+    reasoning: str = ""
 
     def extend(self, other: "ToolParseResult") -> None:
         self.content += other.content
         self.calls.extend(other.calls)
+        self.reasoning += other.reasoning
 
 
 ToolSchemas = Mapping[str, Mapping[str, Any]]
 """Function name -> its JSON-schema `parameters` (used to type XML parameter values)."""
 
 
-class ToolParser(abc.ABC):
+class OutputParser(abc.ABC):
+    """The response stream's last stage: feed the model's answer text, receive content and
+    tool-call deltas (and reasoning, from a format that carries its own). One per response."""
+
+    #: special tokens whose text the format's markers are: the detokenizer keeps exactly
+    #: these as text (it drops every other special token unless the request keeps them all)
+    special_markers: tuple[str, ...] = ()
+    #: the format separates the chain of thought itself (ToolParseResult.reasoning), so no
+    #: `<think>` split runs before it; it runs on every chat response then, tools or not, and
+    #: its constructor also takes `use_tools`, `emit_reasoning` and `verbatim_answer`
+    splits_reasoning = False
+
+    def __init__(self, schemas: ToolSchemas | None = None, max_calls: int | None = None) -> None:
+        """`max_calls` 1 is OpenAI's parallel_tool_calls=false: later calls are parsed (so
+        their text never leaks into the content) but dropped."""
+        self.schemas: ToolSchemas = schemas or {}
+        self.max_calls = max_calls
+        self.calls: list[ToolCall] = []
+
+    @abc.abstractmethod
+    def feed(self, text: str) -> ToolParseResult:
+        """The next piece of the answer's text; what of it is safe to pass on."""
+
+    @abc.abstractmethod
+    def flush(self) -> ToolParseResult:
+        """The stream ended: everything still held back, the open call completed."""
+
+    @abc.abstractmethod
+    def forced_prefix(self, name: str | None) -> str:
+        """Assistant text that commits the model to a call (of `name`, if given)."""
+
+    @property
+    def _full(self) -> bool:
+        return self.max_calls is not None and len(self.calls) >= self.max_calls
+
+
+class ToolParser(OutputParser):
     """Feed model text; receive content and tool-call deltas. One instance per response."""
 
     start_markers: tuple[str, ...] = ()
@@ -65,11 +104,7 @@ class ToolParser(abc.ABC):
     leading_call: str | None = None
 
     def __init__(self, schemas: ToolSchemas | None = None, max_calls: int | None = None) -> None:
-        """`max_calls` 1 is OpenAI's parallel_tool_calls=false: later calls are parsed (so
-        their text never leaks into the content) but dropped."""
-        self.schemas: ToolSchemas = schemas or {}
-        self.max_calls = max_calls
-        self.calls: list[ToolCall] = []
+        super().__init__(schemas, max_calls)
         self._pending = ""
         self._body: str | None = None      # not None while inside a call
         self._named = False                # the current call's name was already streamed
@@ -193,10 +228,6 @@ class ToolParser(abc.ABC):
             self._emit_calls([ToolCall(self._streamed_name, "{}")], out)
         else:
             out.content += self._opener + body
-
-    @property
-    def _full(self) -> bool:
-        return self.max_calls is not None and len(self.calls) >= self.max_calls
 
     def _emit_calls(self, calls: Sequence[ToolCall], out: ToolParseResult) -> None:
         for call in calls:

@@ -13,6 +13,8 @@ _DECODER = json.JSONDecoder()
 
 class MistralToolParser(ToolParser):
     start_markers = (_MARKER,)
+    #: control tokens in Mistral's tokenizers (special: their text is kept for this stage)
+    special_markers = (_MARKER, _ARGS)
 
     def name_of(self, body: str) -> str | None:
         if _ARGS in body:
