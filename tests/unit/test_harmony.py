@@ -295,3 +295,16 @@ def test_an_unknown_reasoning_effort_is_a_400():
     spec = parse_responses_request({"model": "m", "input": "hi",
                                     "reasoning": {"effort": "high"}}, SamplingParams(), None).spec
     assert spec.template_kwargs == {"reasoning_effort": "high"} and spec.enable_thinking
+
+
+def test_earlier_reasoning_reaches_templates_by_either_name():
+    """gpt-oss's template replays an assistant turn's chain of thought from `thinking`,
+    Qwen3's from `reasoning_content`: a history message's reasoning is under both."""
+    from atlas.server.chat_template import ChatTemplate
+    spec = parse_chat_request({"model": "m", "messages": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning": "add them"},
+        {"role": "user", "content": "and 3+3?"}]})
+    assert spec.messages[1]["thinking"] == spec.messages[1]["reasoning_content"] == "add them"
+    template = ChatTemplate("{% for m in messages %}[{{ m.thinking or '' }}]{% endfor %}")
+    assert template.render(spec.messages) == "[][add them][]"

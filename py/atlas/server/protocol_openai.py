@@ -262,8 +262,8 @@ def parse_messages(messages: list) -> list[dict[str, Any]]:
             msg["tool_call_id"] = m.string("tool_call_id", "")
         if role == "assistant":
             reasoning = m.string("reasoning_content") or m.string("reasoning")
-            if reasoning:
-                msg["reasoning_content"] = reasoning
+            if reasoning:  # under both names templates read it by (Qwen3's, gpt-oss's)
+                msg["reasoning_content"] = msg["thinking"] = reasoning
             calls = m.array("tool_calls", [])
             if calls:
                 msg["tool_calls"] = [_parse_history_call(c, f"{param}.tool_calls[{j}]")
