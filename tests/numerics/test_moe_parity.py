@@ -10,7 +10,10 @@ rotating, sigmoid routing of 8 experts top-3 with a score bias: without the bias
 fall to cosine 0.989 and 1 of 16 greedy tokens) and `tiny-glm4-moe` (GLM-4.5: q/k/v biases,
 per-head q/k norms, half of each head rotating, a dense layer then two sparse ones of 8
 experts top-2 under a float32 sigmoid router with a score bias, renormalized and scaled by
-2.5, an ungated shared expert; its MTP layer's tensors ignored: `test_glm4_moe_controls`).
+2.5, an ungated shared expert; its MTP layer's tensors ignored: `test_glm4_moe_controls`) and
+`tiny-gpt-oss` (gpt-oss: q/k/v and o_proj biases, a learned sink per head, sliding and full
+layers alternating, YaRN, 8 experts top-4 under a router with a bias, gate/up and down biases,
+the clamped SwiGLU: its controls and MXFP4 experts are test_gpt_oss.py's).
 Each must
 reproduce transformers' logits and its 16 greedy tokens; steps that mix sequences, chunk a
 prompt, or cross the decode/grouped expert paths (ops.moe.DECODE_MAX_TOKENS) must not
@@ -33,7 +36,7 @@ from atlas.runtime.ops.moe import DECODE_MAX_TOKENS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MOE_FIXTURES = ["tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-mixtral", "tiny-minimax-m2",
-                "tiny-glm4-moe"]
+                "tiny-glm4-moe", "tiny-gpt-oss"]
 
 
 @pytest.mark.parametrize("name", MOE_FIXTURES)

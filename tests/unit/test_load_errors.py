@@ -52,7 +52,12 @@ def test_wrong_shape_names_the_tensor(tmp_path):
     ("tiny-qwen2", "model.layers.1.self_attn.v_proj.bias"),
     ("tiny-qwen2-moe", "model.layers.1.mlp.experts.4.down_proj.weight"),
     ("tiny-glm4-moe", "model.layers.2.mlp.shared_experts.up_proj.weight"),
-    ("tiny-glm4-moe", "model.layers.1.mlp.gate.e_score_correction_bias")])
+    ("tiny-glm4-moe", "model.layers.1.mlp.gate.e_score_correction_bias"),
+    ("tiny-gpt-oss", "model.layers.1.self_attn.sinks"),
+    ("tiny-gpt-oss", "model.layers.2.self_attn.o_proj.bias"),
+    ("tiny-gpt-oss", "model.layers.0.mlp.router.bias"),
+    ("tiny-gpt-oss", "model.layers.3.mlp.experts.gate_up_proj"),   # host-converted
+    ("tiny-gpt-oss", "model.layers.3.mlp.experts.gate_up_proj_bias")])
 def test_missing_tensor_names_it(tmp_path, fixture, name):
     model = _copy(tmp_path, FIXTURE.parent / fixture)
     _edit_tensors(model, lambda t: t.pop(name))

@@ -407,7 +407,7 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 21
+    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 24  # 3 of them gpt-oss-20b's
 
 
 def _constant(stem: str, name: str) -> int:

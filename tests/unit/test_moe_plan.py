@@ -142,7 +142,8 @@ def test_moe_dims_must_suit_the_kernels():
 
 
 @pytest.mark.parametrize("model_type, model", [("qwen3_moe", "qwen3"), ("qwen2_moe", "qwen2"),
-                                              ("mixtral", "mistral"), ("glm4_moe", "glm4_moe")])
+                                              ("mixtral", "mistral"), ("glm4_moe", "glm4_moe"),
+                                              ("gpt_oss", "gpt_oss")])
 def test_moe_model_types_have_a_kernel_leaf(model_type, model):
     """The tiny fixtures' shapes select a family leaf on the GPU (common/ MoE kernels)."""
     from pathlib import Path

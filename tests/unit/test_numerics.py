@@ -28,6 +28,8 @@ from atlas.core.numerics import (
     f32_to_fp8_e4m3,
     fp8_e4m3_to_f32,
     fp8_e5m2_to_f32,
+    mxfp4_to_bf16_bits,
+    mxfp4_to_f32,
     pack_e2m1,
     round_bf16,
     unpack_e2m1,
@@ -299,6 +301,54 @@ def test_e2m1_pack_layout_and_round_trip() -> None:
     assert np.array_equal(unpack_e2m1(packed), codes)
     with pytest.raises(ValueError, match="even"):
         pack_e2m1(np.zeros(3, dtype=np.uint8))
+
+
+# --------------------------------------------------------------------------------------
+# MXFP4 (gpt-oss's released experts): E2M1 pairs, one E8M0 exponent per 32 elements
+# --------------------------------------------------------------------------------------
+
+
+def test_mxfp4_hand_made_blocks() -> None:
+    """Row 0: codes 1, 2 (0.5, 1.0) in byte 0, 9, 15 (-0.5, -6.0) in byte 1, scale 2^1; row
+    1: code 7 (6.0) as element 0 and code 1 as element 31, scale 2^-7; rows x 2 groups."""
+    blocks = np.zeros((2, 2, 16), dtype=np.uint8)
+    blocks[0, 0, :2] = [0x21, 0xF9]
+    blocks[1, 1, [0, 15]] = [0x07, 0x10]
+    scales = np.array([[128, 127], [0, 120]], dtype=np.uint8)
+    got = mxfp4_to_f32(blocks, scales)
+    want = np.zeros((2, 64), dtype=np.float32)
+    want[0, :4] = [1.0, 2.0, -1.0, -12.0]
+    want[1, 32], want[1, 63] = 6.0 * 2.0**-7, 0.5 * 2.0**-7
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    tiny = mxfp4_to_f32(np.full((1, 16), 0x11, np.uint8), np.zeros(1, np.uint8))
+    assert np.all(tiny == np.float32(2.0**-128))  # scale 0: 2^-127, subnormal but exact
+
+
+def test_mxfp4_refuses_what_it_cannot_decode() -> None:
+    blocks = np.full((1, 16), 0x77, np.uint8)
+    with pytest.raises(ValueError, match="do not pair up"):
+        mxfp4_to_f32(blocks, np.zeros((2,), np.uint8))
+    with pytest.raises(ValueError, match=r"MXFP4 scale 255 \(E8M0 NaN\) at block \[0\]"):
+        mxfp4_to_f32(blocks, np.array([255], np.uint8))
+    with pytest.raises(ValueError, match=r"overflows float32"):
+        mxfp4_to_f32(blocks, np.array([253], np.uint8))  # 6 x 2^126 = 1.5 x 2^128
+    assert mxfp4_to_f32(blocks, np.array([252], np.uint8)).max() == np.float32(6.0 * 2.0**125)
+
+
+def test_mxfp4_bf16_table_is_the_float32_decode() -> None:
+    """Every byte at every scale (the loader's fast path), and the scales that may overflow
+    taken by the float32 path: the same bits where they decode, its error where not."""
+    blocks = np.broadcast_to(np.arange(256, dtype=np.uint8).reshape(16, 16), (256, 16, 16))
+    scales = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 16, axis=1)
+    ok = slice(0, 253)
+    got = mxfp4_to_bf16_bits(blocks[ok], scales[ok])
+    assert got.dtype == np.uint16 and got.shape == (253, 512)
+    assert np.array_equal(got, f32_to_bf16_bits(mxfp4_to_f32(blocks[ok], scales[ok])))
+    small = np.full((1, 16), 0x23, np.uint8)  # 1.0 and 1.5: no overflow at 2^126
+    assert np.array_equal(mxfp4_to_bf16_bits(small, np.array([253], np.uint8)),
+                          f32_to_bf16_bits(mxfp4_to_f32(small, np.array([253], np.uint8))))
+    with pytest.raises(ValueError, match="overflows float32"):
+        mxfp4_to_bf16_bits(blocks[253], scales[253])
 
 
 # --------------------------------------------------------------------------------------

@@ -68,14 +68,14 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
                                            (t, self.shape.experts)).copy())
 
     def hooked(kc: Any, stream: Any, residual: int, delta: int, w: int, out: int, rows: int,
-               dim: int, eps: float, offset: bool = False) -> None:
+               dim: int, eps: float, offset: bool = False, one_round: bool = False) -> None:
         kc.backend.synchronize(stream)
         n = adds[0]
         adds[0] += 1
         for name, ptr in (("delta", delta), ("resid", residual)):
             bits = kc.backend.download(ptr, np.uint16, (rows, dim))
             saved[f"{n:03d}_{name}"] = bf16_bits_to_f32(bits)
-        original(kc, stream, residual, delta, w, out, rows, dim, eps, offset)
+        original(kc, stream, residual, delta, w, out, rows, dim, eps, offset, one_round)
         if n % 2 == 1:  # after the MLP's add: the residual stream leaving layer n // 2
             kc.backend.synchronize(stream)
             bits = kc.backend.download(residual, np.uint16, (rows, dim))

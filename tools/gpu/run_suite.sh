@@ -106,7 +106,7 @@ stage_tiny_parity() {
   for name in tiny-llama tiny-qwen3 tiny-llama3-rope tiny-qwen3-yarn tiny-qwen2 tiny-mistral \
               tiny-phi3 tiny-phi3-longrope tiny-smollm3 tiny-mixtral tiny-minimax-m2 tiny-qwen3_5 \
               tiny-qwen3_5_moe tiny-qwen3_next tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 \
-              tiny-glm4-moe tiny-phi3-d96; do
+              tiny-glm4-moe tiny-phi3-d96 tiny-gpt-oss; do
     args+=(--model "tests/fixtures/$name")
   done
   "$PY" tools/gpu/model_parity.py --backend cuda "${args[@]}" --out "$RESULTS/parity_tiny.json"

@@ -21,7 +21,9 @@
 //   them: a block starts at the first tile any of its rows sees, the tiles holding the start
 //   of some row's window are masked on both sides, and the first tile's keys before every
 //   row's window are zero-filled and never read. out is [tokens, hq * proj_dim]: a head's
-//   first proj_dim <= D elements (a padded head, ops/attention.py padded_head_dim).
+//   first proj_dim <= D elements (a padded head, ops/attention.py padded_head_dim). With
+//   attention sinks (gpt-oss: sinks bf16 [hq], null: none) each row's denominator also sums
+//   e^(sinks[h] - m) against its running max m, at the final normalization.
 // decode_attn_bf16: grid (num_splits, hkv x slices, num_seqs), 128 threads. A block reads
 //   the K/V rows of its split once and serves one slice of up to 4 of the kv head's q heads
 //   (slices = ceil(group / 4): a group of 8 runs as 2 blocks side by side, the second K/V
@@ -92,13 +94,15 @@ static_assert(Prefill<64>::kSmemElems == kPrefillSmemElems &&
                   Prefill<256>::kSmemElems == kPrefillSmemElems,
               "one static buffer serves every head dim");
 
-template <int D>
+// kSinks: the instantiation taking attention sinks (an entry's run-time dispatch: the plain
+// instantiations keep their code and registers)
+template <int D, bool kSinks = false>
 __device__ __forceinline__ void prefill_attn(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens, __nv_bfloat16* __restrict__ out,
     int hq, int hkv, int block_size, int max_blocks, float scale, int window, int proj_dim,
-    __nv_bfloat16* smem) {
+    const __nv_bfloat16* __restrict__ sinks, __nv_bfloat16* smem) {
   using P = Prefill<D>;
   const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * P::kBQ;
   const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
@@ -231,6 +235,9 @@ __device__ __forceinline__ void prefill_attn(
   for (; t < lo_tiles; ++t) step(t, true);
   for (; t < n_tiles; ++t) step(t, false);
 
+  // the head's sink logit in the running max's log2 units (its column dropped: only the
+  // denominator takes it)
+  const float sink_log2 = kSinks ? __bfloat162float(sinks[h]) * kLog2e : 0.f;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     float l = l_run[hh];
@@ -238,6 +245,7 @@ __device__ __forceinline__ void prefill_attn(
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int qi = row_g + 8 * hh;
     if (qi >= q_len) continue;
+    if constexpr (kSinks) l += exp2f(sink_log2 - m_run[hh]);  // a row sees >= 1 key
     const float inv = 1.f / l;
     __nv_bfloat16* dst =
         out + (static_cast<size_t>(seq_start + qi) * hq + h) * proj_dim + (lane & 3) * 2;
@@ -259,20 +267,32 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       const __nv_bfloat16* v_cache, const int* block_tables, const int* cu_q,
                       const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                       uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
-                      float scale, uint32_t window, uint32_t proj_dim) {
+                      float scale, uint32_t window, uint32_t proj_dim,
+                      const __nv_bfloat16* sinks) {
   atlas::pdl_enter();  // q, cu_q, kv_lens and the cache come from the kernels before this one
   // K/V ring: 2 stages x {K [kBKV][D], V [kBKV][D]} bf16, 16-byte chunks XOR-swizzled by row.
   __shared__ __align__(128) __nv_bfloat16 smem[kPrefillSmemElems];
   const int w = static_cast<int>(window), pd = static_cast<int>(proj_dim);
+  if (sinks != nullptr) {  // gpt-oss (D 64); D 128 too, D 256 has no sink instantiation
+    if (head_dim == 64)
+      prefill_attn<64, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
+                             block_size, max_blocks, scale, w, pd, sinks, smem);
+    else if (head_dim == 128)
+      prefill_attn<128, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv,
+                              block_size, max_blocks, scale, w, pd, sinks, smem);
+    else
+      __trap();  // core/head_dims.py SINK_HEAD_DIMS
+    return;
+  }
   if (head_dim == 128)
     prefill_attn<128>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                      max_blocks, scale, w, pd, smem);
+                      max_blocks, scale, w, pd, sinks, smem);
   else if (head_dim == 256)
     prefill_attn<256>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                      max_blocks, scale, w, pd, smem);
+                      max_blocks, scale, w, pd, sinks, smem);
   else if (head_dim == 64)
     prefill_attn<64>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, hq, hkv, block_size,
-                     max_blocks, scale, w, pd, smem);
+                     max_blocks, scale, w, pd, sinks, smem);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
@@ -365,7 +385,8 @@ extern "C" __global__ void __cluster_dims__(kClusterSplits, 1, 1) __launch_bound
 
 // Merges the partials the long-context kernel (attention_long.cu) wrote: grid (1, hq,
 // num_seqs), kThreads threads; each block is decode_merge_rows with a group of one head,
-// writing its first proj_dim elements (out [num_seqs, hq * proj_dim]).
+// writing its first proj_dim elements (out [num_seqs, hq * proj_dim]), the head's attention
+// sink (sinks bf16 [hq], null: none) in the merged denominator.
 // kEarly: decode_attn_combine_early_bf16, which lets the kernel after it (the o_proj or the
 // output gate) launch before its own wait (atlas_common.cuh pdl_enter_early;
 // ops/early_trigger.py routes batched steps to it).
@@ -374,7 +395,8 @@ __device__ __forceinline__ void decode_attn_combine(const float* part_o, const f
                                                     const int* kv_lens, __nv_bfloat16* out,
                                                     uint32_t hq, uint32_t head_dim,
                                                     uint32_t num_splits, uint32_t window,
-                                                    uint32_t proj_dim) {
+                                                    uint32_t proj_dim,
+                                                    const __nv_bfloat16* sinks) {
   atlas::pdl_enter_early<kEarly>();  // the partials and kv_lens come from the kernels before
   const int ns = static_cast<int>(num_splits), h = static_cast<int>(hq);
   // the kernel split the keys its window sees (window > 0: the last min(kv_len, window))
@@ -383,11 +405,11 @@ __device__ __forceinline__ void decode_attn_combine(const float* part_o, const f
   const int active = decode_active_splits(n, ns);
   const int head = static_cast<int>(blockIdx.y), pd = static_cast<int>(proj_dim);
   if (head_dim == 128)
-    decode_merge_rows<128>(part_o, part_ml, out, h, head, 1, ns, active, pd);
+    decode_merge_rows<128>(part_o, part_ml, out, h, head, 1, ns, active, pd, sinks);
   else if (head_dim == 256)
-    decode_merge_rows<256>(part_o, part_ml, out, h, head, 1, ns, active, pd);
+    decode_merge_rows<256>(part_o, part_ml, out, h, head, 1, ns, active, pd, sinks);
   else if (head_dim == 64)
-    decode_merge_rows<64>(part_o, part_ml, out, h, head, 1, ns, active, pd);
+    decode_merge_rows<64>(part_o, part_ml, out, h, head, 1, ns, active, pd, sinks);
   else
     __trap();  // ops/attention.py HEAD_DIMS
 }
@@ -396,16 +418,17 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     decode_attn_combine_bf16(const float* part_o, const float* part_ml, const int* kv_lens,
                              __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                              uint32_t head_dim, uint32_t num_splits, uint32_t window,
-                             uint32_t proj_dim) {
+                             uint32_t proj_dim, const __nv_bfloat16* sinks) {
   decode_attn_combine<false>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits, window,
-                             proj_dim);
+                             proj_dim, sinks);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads)
     decode_attn_combine_early_bf16(const float* part_o, const float* part_ml,
                                    const int* kv_lens, __nv_bfloat16* out, uint32_t num_seqs,
                                    uint32_t hq, uint32_t head_dim, uint32_t num_splits,
-                                   uint32_t window, uint32_t proj_dim) {
+                                   uint32_t window, uint32_t proj_dim,
+                                   const __nv_bfloat16* sinks) {
   decode_attn_combine<true>(part_o, part_ml, kv_lens, out, hq, head_dim, num_splits, window,
-                            proj_dim);
+                            proj_dim, sinks);
 }

@@ -39,6 +39,9 @@
 // (the partials stay [.., D]); the rope entries read qkv rows of proj_dim-long heads, rotated
 // whole over a cos/sin row of proj_dim, into Q and k / v rows zero past them (the padding
 // adds nothing to q . k). proj_dim == D: no padding.
+// sinks (bf16 [hq], gpt-oss's attention sinks; null: none): where a launch writes out (one
+// split, or SplitMerge) head h's denominator also sums e^(sinks[h] - m) against the max m of
+// its scores; the partials stay the plain ones (the combine adds the sink when it merges).
 //
 // Launch (ops/attention.py decode_attention, routed by ops/attention_long.py): grid
 // (num_splits, hkv, num_seqs), 128 threads, dynamic shared memory
@@ -62,6 +65,7 @@ constexpr int kMaxGroup = 16;    // q heads per kv head: the rows of one mma A t
 constexpr int kMinKeysPerSplit = 32;  // attention.cu's split rule (ops/attention.py)
 constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = 1.4426950408889634f;
 
 // The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
 // (decode_attn_long_rope_wait_bf16 and _staged_bf16, batched decode of one token per
@@ -124,12 +128,15 @@ struct LongTile {
 // `row_of(r)` is the output row (sequence row x hq + q head) of the group's head r < `group`:
 // the caller's own callable, so each decode_attn_long instantiation gets its own merge and
 // `is_last` (an int first row shares them across the entries of one D and changes their code).
-// Only a head's first proj_dim elements are merged and written (out rows proj_dim apart).
+// Only a head's first proj_dim elements are merged and written (out rows proj_dim apart);
+// the group's attention sinks (`sinks`, its first head's; null: none) join each head's
+// merged denominator.
 template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
-                                                     int active, int proj_dim) {
+                                                     int active, int proj_dim,
+                                                     const __nv_bfloat16* sinks) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -183,6 +190,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
       top = mx;
     }
     // active >= 1: total >= 1
+    if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - top);
     *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
         make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
                    atlas::pack_bf16x2(acc.z / total, acc.w / total));
@@ -208,7 +216,8 @@ __device__ __forceinline__ void decode_attn_long(
     const int* __restrict__ kv_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
     unsigned* __restrict__ counters, __nv_bfloat16* __restrict__ out, int hq, int hkv,
     int block_size, int max_blocks,
-    int num_splits, float scale, int window, int proj_dim, __nv_bfloat16* smem,
+    int num_splits, float scale, int window, int proj_dim,
+    const __nv_bfloat16* __restrict__ sinks, __nv_bfloat16* smem,
     const LongRope& rope = LongRope{}, unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
@@ -593,6 +602,8 @@ __device__ __forceinline__ void decode_attn_long(
     }
     // an active split has >= 1 key: total >= 1
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
+      if (sinks != nullptr)  // the head's sink, in the log2 units of the scores' max
+        total += exp2f(fmaf(__bfloat162float(sinks[h0 + row]), kLog2e, -ref));
       if (d < proj_dim) out[out_row(row) * proj_dim + d] = __float2bfloat16_rn(acc / total);
       continue;
     }
@@ -606,7 +617,8 @@ __device__ __forceinline__ void decode_attn_long(
   tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, group, num_splits, active, proj_dim);
+                            out_row, group, num_splits, active, proj_dim,
+                            sinks != nullptr ? sinks + h0 : nullptr);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }
@@ -621,7 +633,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                           unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                           uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                           uint32_t max_blocks, uint32_t num_splits, float scale,
-                          uint32_t window, uint32_t proj_dim) {
+                          uint32_t window, uint32_t proj_dim, const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
@@ -629,11 +641,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   if (head_dim == 128)
     decode_attn_long<128>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                           counters, out, hq, hkv, block_size, max_blocks, ns, scale, w, pd,
-                          long_smem);
+                          sinks, long_smem);
   else if (head_dim == 64)
     decode_attn_long<64>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
                          counters, out, hq, hkv, block_size, max_blocks, ns, scale, w, pd,
-                         long_smem);
+                         sinks, long_smem);
   else
     __trap();  // ops/attention_long.py long_kernel_for
 }
@@ -647,13 +659,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                unsigned* counters, __nv_bfloat16* out, uint32_t num_seqs,
                                uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                uint32_t block_size, uint32_t max_blocks, uint32_t num_splits,
-                               float scale, uint32_t window, uint32_t proj_dim) {
+                               float scale, uint32_t window, uint32_t proj_dim,
+                               const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();  // q, kv_lens, the tables and the cache come from earlier work
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256>(q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters,
                         out, hq, hkv, block_size, max_blocks, static_cast<int>(num_splits),
-                        scale, static_cast<int>(window), static_cast<int>(proj_dim), long_smem);
+                        scale, static_cast<int>(window), static_cast<int>(proj_dim), sinks,
+                        long_smem);
 }
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
@@ -667,7 +681,7 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out, uint32_t hq,
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, uint32_t window, uint32_t proj_dim,
-    __nv_bfloat16* smem,
+    const __nv_bfloat16* sinks, __nv_bfloat16* smem,
     unsigned long long* trace = nullptr) {
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
@@ -675,11 +689,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, pd, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, pd, sinks, smem, rope, trace);
   else if (head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, pd, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, pd, sinks, smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
@@ -698,13 +712,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps, uint32_t window, uint32_t proj_dim) {
+                                    float eps, uint32_t window, uint32_t proj_dim,
+                                    const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<false>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                      positions, slots, block_tables, kv_lens, part_o, part_ml,
                                      counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                     num_splits, scale, eps, window, proj_dim, long_smem);
+                                     num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
 // RopeStaged (ATLAS_DECODE_ATTN_LONG_STAGED=1): decode_attn_long_rope_wait_bf16 with the
@@ -724,13 +739,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                       __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                       uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                       uint32_t max_blocks, uint32_t num_splits, float scale,
-                                      float eps, uint32_t window, uint32_t proj_dim) {
+                                      float eps, uint32_t window, uint32_t proj_dim,
+                                      const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                     positions, slots, block_tables, kv_lens, part_o, part_ml,
                                     counters, out, hq, hkv, head_dim, block_size, max_blocks,
-                                    num_splits, scale, eps, window, proj_dim, long_smem);
+                                    num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
@@ -748,14 +764,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                     uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                     uint32_t max_blocks, uint32_t num_splits, float scale,
-                                    float eps, uint32_t window, uint32_t proj_dim) {
+                                    float eps, uint32_t window, uint32_t proj_dim,
+                                    const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_wait();  // the trigger follows the K/V tiles (decode_attn_long kLateTrigger)
   decode_attn_long_rope_entry<true, true>(qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin,
                                           positions, slots, block_tables, kv_lens, part_o,
                                           part_ml, counters, out, hq, hkv, head_dim,
                                           block_size, max_blocks, num_splits, scale, eps,
-                                          window, proj_dim, long_smem);
+                                          window, proj_dim, sinks, long_smem);
 }
 
 // RopeEarly (one sequence, ATLAS_DECODE_ATTN_LONG_EARLY; ops/attention_long.py
@@ -782,12 +799,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                      __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                      uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                      uint32_t max_blocks, uint32_t num_splits, float scale,
-                                     float eps, uint32_t window, uint32_t proj_dim) {
+                                     float eps, uint32_t window, uint32_t proj_dim,
+                                     const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, proj_dim, long_smem);
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -801,12 +819,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                           __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
                                           uint32_t hkv, uint32_t head_dim, uint32_t block_size,
                                           uint32_t max_blocks, uint32_t num_splits,
-                                          float scale, float eps, uint32_t window, uint32_t proj_dim) {
+                                          float scale, float eps, uint32_t window,
+                                          uint32_t proj_dim, const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, proj_dim, long_smem);
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
 // The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
@@ -822,12 +841,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        uint32_t proj_dim, unsigned long long* trace) {
+        uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, proj_dim, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);
 }
 
 // The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
@@ -841,12 +860,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        uint32_t proj_dim, unsigned long long* trace) {
+        uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, proj_dim, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);
 }
 
 // The staged entry's phase-traced twin (batches: trace_decode_attn.py --long's batch-64 row): the
@@ -860,13 +879,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
         uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
-        uint32_t proj_dim, unsigned long long* trace) {
+        uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   decode_attn_long_rope_entry<true, false, false, PhaseTrace>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
-      num_splits, scale, eps, window, proj_dim, long_smem, trace);
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);
 }
 
 
@@ -882,12 +901,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                      uint32_t hq, uint32_t hkv, uint32_t head_dim,
                                      uint32_t block_size, uint32_t max_blocks,
                                      uint32_t num_splits, float scale, uint32_t window,
-                                     uint32_t proj_dim, unsigned long long* trace) {
+                                     uint32_t proj_dim, const __nv_bfloat16* sinks,
+                                     unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   atlas::pdl_enter();
   if (head_dim != 256) __trap();  // ops/attention_long.py long_kernel_for
   decode_attn_long<256, false, false, false, false, PhaseTrace>(
       q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
       block_size, max_blocks, static_cast<int>(num_splits), scale, static_cast<int>(window),
-      static_cast<int>(proj_dim), long_smem, LongRope{}, trace);
+      static_cast<int>(proj_dim), sinks, long_smem, LongRope{}, trace);
 }

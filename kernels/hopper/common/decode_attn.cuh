@@ -690,10 +690,13 @@ __device__ __forceinline__ void decode_attn_pass(const HeadSlice& hs, int begin,
 // blocks of this kernel wrote the partials: they are read from L2 (__ldcg), never from a
 // stale L1 line. Only a head's first proj_dim elements are merged and written, out rows
 // proj_dim apart (the combine of a padded head; the decode kernels' own merge passes D).
+// `sinks` (bf16 [hq], the combine's attention sinks; null: none): head h's sink joins the
+// merged denominator, total += e^(sinks[h] - m).
 template <int D>
 __device__ __forceinline__ void decode_merge_rows(const float* part_o, const float* part_ml,
                                                   __nv_bfloat16* out, int hq, int h0, int count,
-                                                  int num_splits, int active, int proj_dim) {
+                                                  int num_splits, int active, int proj_dim,
+                                                  const __nv_bfloat16* sinks = nullptr) {
   constexpr int kQuads = D / 4;
   for (int idx = threadIdx.x; idx < count * kQuads; idx += kThreads) {
     const size_t row = static_cast<size_t>(blockIdx.z) * hq + h0 + idx / kQuads;
@@ -717,6 +720,7 @@ __device__ __forceinline__ void decode_merge_rows(const float* part_o, const flo
     }
     // every active split has a key, so total >= 1; no active split (no keys): zeros
     if (active == 0) total = INFINITY;
+    else if (sinks != nullptr) total += expf(__bfloat162float(sinks[h0 + idx / kQuads]) - top);
     *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
         make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
                    atlas::pack_bf16x2(acc[2] / total, acc[3] / total));

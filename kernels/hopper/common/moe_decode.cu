@@ -45,6 +45,12 @@
 // moe_gate_up_gemv_tiles_route_bf16, moe_down_gemv_route_sum_bf16: the batch-1 pair routing
 //   from the router's logits themselves (LogitRouting; ops/moe.py routes_in_experts).
 // An id outside [0, experts) gives act = 0 and is skipped in the sum.
+// The expert epilogue (gpt-oss: moe_epilogue.cuh; ops/moe.py ExpertEpilogue) is taken by
+// moe_gate_up_epilogue_bf16 (moe_gate_up_silu_bf16 with the gate/up bias and the clamped GLU
+// on the routed slots) and moe_down_sum_bias_bf16 (moe_down_sum_bf16 with the down bias,
+// y = bf16(bf16(y) + b) before it is weighted, in down_block instantiations of their own),
+// entries of their own so the plain ones keep their code and registers; the GEMV-shaped
+// entries have no twin (ops/moe.py routes the epilogue away from them).
 //
 // Where the leaf defines ATLAS_MOE_EXPERTS (an MoE leaf) with ATLAS_HIDDEN, gate/up launches
 // of that hidden size run an instantiation with it as a compile-time constant (the whole row
@@ -55,6 +61,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "gemv_core.cuh"
+#include "moe_epilogue.cuh"
 #include "moe_route.cuh"
 
 namespace {
@@ -188,13 +195,15 @@ __device__ __forceinline__ int collect_pairs(const int32_t* ids, int p, int n, i
 // chunk batch) unit's loads issued right after the current unit's products; the first
 // unit's are issued before `prepare` (the block's pair list `pairs` and x staged in shared
 // memory as `xs`, then a barrier; it returns the pair count), so they overlap it. kTok:
-// pairs a unit takes (1 at batch 1, else kGroupPairs); kHidden: 0 = run-time hidden.
-template <int kHidden, int kTok, class Prepare>
+// pairs a unit takes (1 at batch 1, else kGroupPairs); kHidden: 0 = run-time hidden. kEpi:
+// a routed expert's columns end with the expert epilogue `epi` (a shared chunk's never do).
+template <int kHidden, int kTok, bool kEpi, class Prepare>
 __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat16* __restrict__ w,
                                              const int* pairs, Prepare&& prepare, int e,
                                              __nv_bfloat16* __restrict__ act, int slots,
                                              int hidden_arg, int inter, int experts,
-                                             const SharedExpert& sh) {
+                                             const SharedExpert& sh,
+                                             const atlas::moe::Epilogue& epi) {
   const int hidden = kHidden > 0 ? kHidden : static_cast<int>(hidden_arg);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kc = hidden / 8;
   // chunks a lane holds per row and batch: 8 (a 2048-wide row in flight; with kTok = 4
@@ -270,7 +279,9 @@ __device__ __forceinline__ void gate_up_cols(const uint4* xs, const __nv_bfloat1
         const float us = atlas::round_bf16(atlas::warp_sum(up[n]));
         g[n] = up[n] = 0.f;
         if (lane == 0 && i < inter && pb * kTok + n < n_pairs) {
-          const float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
+          float v = col_live ? atlas::round_bf16(gs / (1.f + expf(-gs))) * us : 0.f;
+          if constexpr (kEpi)
+            if (col_live && !shared_expert) v = atlas::moe::epilogue_act(gs, us, epi, e, i, inter);
           act[static_cast<size_t>(pairs[pb * kTok + n]) * inter + i] = atlas::f32_to_bf16(v);
         }
       }
@@ -590,18 +601,24 @@ struct DownArgs {
   __nv_bfloat16* out;            // [tokens, hidden]: the weighted sum (delta)
   SharedExpert shared;           // slots past top_k: the shared expert's chunks (w_down)
   int tokens, top_k, hidden, inter, experts, rows;
+  const __nv_bfloat16* bias = nullptr;  // the down bias [experts, hidden] (moe_epilogue.cuh)
 };
 
 // Output row `row` of `token` from its slots' float32 products y[0 .. slots): the routed
-// slots' weighted sum in slot order, each expert's product rounded to bf16; with a shared
-// expert transformers' bf16(routed) + bf16(gate * bf16(shared)); then written as bf16.
+// slots' weighted sum in slot order, each expert's product rounded to bf16 (kBias: plus its
+// down bias a.bias, in bf16); with a shared expert transformers' bf16(routed) + bf16(gate *
+// bf16(shared)); then written as bf16.
+template <bool kBias = false>
 __device__ __forceinline__ void write_row(const DownArgs& a, const int32_t* ids,
                                           const float* weights, const float* y, int slots,
                                           int token, int row) {
   float acc_row = 0.f;
   for (int j = 0; j < a.top_k; ++j)
-    if (valid_expert(ids[j], a.experts))
-      acc_row = fmaf(weights[j], atlas::round_bf16(y[j]), acc_row);
+    if (valid_expert(ids[j], a.experts)) {
+      float yj = atlas::round_bf16(y[j]);
+      if constexpr (kBias) yj = atlas::moe::epilogue_down(yj, a.bias, ids[j], row, a.hidden);
+      acc_row = fmaf(weights[j], yj, acc_row);
+    }
   if (slots > a.top_k) {
     float shared = 0.f;
     for (int c = a.top_k; c < slots; ++c) shared += y[c];
@@ -666,7 +683,8 @@ __device__ __forceinline__ void load_down_batch(const DownItem (&it)[kItems], in
 // steps, 0 = run-time (more than four: looped in batches of DownTile<0>::kBatch).
 // Not inlined: each instantiation gets its own register allocation (inlined into one kernel,
 // the five tile shapes together spilled under the 128-register bound; apart none does).
-template <int kSteps>
+// kBias: the rows take the down bias (a.bias: write_row<true>).
+template <int kSteps, bool kBias = false>
 __device__ __noinline__ void down_block(const DownArgs a) {
   using Tile = DownTile<kSteps>;
   constexpr int kItems = Tile::kItems, kBatch = Tile::kBatch;
@@ -732,7 +750,8 @@ __device__ __noinline__ void down_block(const DownArgs a) {
     }
     __syncthreads();
     const int r = threadIdx.x, row = row0 + r;
-    if (r < rpg && row < row_end) write_row(a, ids, weights, ys + r * slots, slots, token, row);
+    if (r < rpg && row < row_end)
+      write_row<kBias>(a, ids, weights, ys + r * slots, slots, token, row);
     __syncthreads();  // ys is the next group's
   }
 }
@@ -751,13 +770,14 @@ __device__ __forceinline__ DownArgs down_args(
 
 // grid (ceil(hidden / rows), tokens): blockIdx.y is a token; the tile for the row's chunk
 // steps. The PDL wait is in down_block (ptx_entries follows the call).
+template <bool kBias = false>
 __device__ __forceinline__ void down_dispatch(const DownArgs& a) {
   switch ((a.inter / 8 + 31) / 32) {  // the row's chunk steps: a tile shape per count
-    case 1: down_block<1>(a); break;
-    case 2: down_block<2>(a); break;
-    case 3: down_block<3>(a); break;
-    case 4: down_block<4>(a); break;
-    default: down_block<0>(a); break;
+    case 1: down_block<1, kBias>(a); break;
+    case 2: down_block<2, kBias>(a); break;
+    case 3: down_block<3, kBias>(a); break;
+    case 4: down_block<4, kBias>(a); break;
+    default: down_block<0, kBias>(a); break;
   }
 }
 
@@ -932,13 +952,19 @@ __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
 
 }  // namespace
 
-// At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
-extern "C" __global__ void __launch_bounds__(kThreads, 2)
-    moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
-                          const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
-                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
-                          const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
-                          uint32_t shared_inter) {
+namespace {
+
+// The column-loop gate/up entries' body; kEpi: with the expert epilogue `epi`
+// (moe_gate_up_epilogue_bf16), whose run-time hidden instantiations alone it compiles.
+template <bool kEpi>
+__device__ __forceinline__ void gate_up_silu(const __nv_bfloat16* x,
+                                             const __nv_bfloat16* w_gate_up,
+                                             const int32_t* topk_ids, __nv_bfloat16* act,
+                                             uint32_t tokens, uint32_t top_k, uint32_t hidden,
+                                             uint32_t inter, uint32_t experts,
+                                             const __nv_bfloat16* shared_gate_up,
+                                             uint32_t shared_slots, uint32_t shared_inter,
+                                             const atlas::moe::Epilogue& epi) {
   // pdl_wait before pdl_launch_dependents: the down launch after this one reads the routing
   // before its own wait (see the header)
   atlas::pdl_enter();
@@ -978,18 +1004,58 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   // key < 0: an id outside [0, experts): its act is zero (gate_up_cols writes zeros for a
   // column that is not live, and no weight row is read for it)
   const int e = key < 0 ? ex + static_cast<int>(shared_slots) : key;
+  if constexpr (kEpi) {  // gpt-oss: the run-time hidden instantiations, with the epilogue
+    if (tokens == 1)
+      gate_up_cols<0, 1, true>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh, epi);
+    else
+      gate_up_cols<0, kGroupPairs, true>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in,
+                                         ex, sh, epi);
+    return;
+  }
   if (tokens == 1) {
     if (kLeaf && hidden == kLeafHidden)
-      gate_up_cols<kLeafHidden, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+      gate_up_cols<kLeafHidden, 1, false>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in,
+                                          ex, sh, epi);
     else
-      gate_up_cols<0, 1>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+      gate_up_cols<0, 1, false>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh,
+                                epi);
   } else {
     if (kLeaf && hidden == kLeafHidden)
-      gate_up_cols<kLeafHidden, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h,
-                                             in, ex, sh);
+      gate_up_cols<kLeafHidden, kGroupPairs, false>(xs, w_gate_up, pairs, prepare, e, act,
+                                                    slots, h, in, ex, sh, epi);
     else
-      gate_up_cols<0, kGroupPairs>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in, ex, sh);
+      gate_up_cols<0, kGroupPairs, false>(xs, w_gate_up, pairs, prepare, e, act, slots, h, in,
+                                          ex, sh, epi);
   }
+}
+
+}  // namespace
+
+// At least 2 blocks per SM (at most 128 registers). No spills on sm_90a or sm_121.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_gate_up_silu_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                          const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                          uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                          const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                          uint32_t shared_inter) {
+  gate_up_silu<false>(x, w_gate_up, topk_ids, act, tokens, top_k, hidden, inter, experts,
+                      shared_gate_up, shared_slots, shared_inter,
+                      atlas::moe::Epilogue{nullptr, 0.f, 0.f});
+}
+
+// moe_gate_up_silu_bf16 with the expert epilogue (gpt-oss; moe_epilogue.cuh): expert_bias
+// bf16 [experts, 2 inter] (or null) added to the routed slots' gate and up sums, then the
+// clamped GLU where glu_limit > 0. The same grid, threads and shared memory.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_gate_up_epilogue_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                              const int32_t* topk_ids, __nv_bfloat16* act, uint32_t tokens,
+                              uint32_t top_k, uint32_t hidden, uint32_t inter, uint32_t experts,
+                              const __nv_bfloat16* shared_gate_up, uint32_t shared_slots,
+                              uint32_t shared_inter, const __nv_bfloat16* expert_bias,
+                              float glu_alpha, float glu_limit) {
+  gate_up_silu<true>(x, w_gate_up, topk_ids, act, tokens, top_k, hidden, inter, experts,
+                     shared_gate_up, shared_slots, shared_inter,
+                     atlas::moe::Epilogue{expert_bias, glu_alpha, glu_limit});
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -1000,6 +1066,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                       uint32_t shared_slots, uint32_t shared_inter) {
   down_dispatch(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k, hidden, inter,
                           experts, rows_per_block, shared_down, shared_slots, shared_inter));
+}
+
+// moe_down_sum_bf16 with the down bias (gpt-oss; moe_epilogue.cuh): expert_bias bf16
+// [experts, hidden] (or null) added to each routed slot's bf16 product before it is weighted
+// (down_block's kBias instantiations). The same grid, threads and shared memory.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_sum_bias_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                           const int32_t* topk_ids, const float* topk_weights,
+                           __nv_bfloat16* out, uint32_t tokens, uint32_t top_k,
+                           uint32_t hidden, uint32_t inter, uint32_t experts,
+                           uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+                           uint32_t shared_slots, uint32_t shared_inter,
+                           const __nv_bfloat16* expert_bias) {
+  DownArgs a = down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k, hidden, inter,
+                         experts, rows_per_block, shared_down, shared_slots, shared_inter);
+  a.bias = expert_bias;  // null: write_row<true> adds nothing
+  down_dispatch<true>(a);
 }
 
 // The down GEMV twin of moe_down_sum_bf16 (down_gemv_block): the same arguments, grid

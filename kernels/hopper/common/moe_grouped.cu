@@ -26,6 +26,9 @@
 //     columns. Padding rows compute (and write) zeros.
 //   * down: A row r = act[p], K = inter; B rows = w_down[e] rows; the epilogue writes
 //     y[sorted_slots[p]] (bf16) and skips padding rows: the output is un-permuted.
+// moe_grouped_gate_up_epilogue_bf16 / moe_grouped_down_bias_bf16: the same two with gpt-oss's
+//   expert epilogue (moe_epilogue.cuh): the gate/up bias and the clamped GLU, the down bias
+//   (y = bf16(bf16(y) + b)); entries of their own, the plain ones' code unchanged.
 // moe_combine_bf16 (grid (ceil(hidden / 8 / threads), tokens)): out[t] = bf16(sum_j
 //   topk_weights[t][j] * y[t * top_k + j]) in float32, j in order, ids outside [0, experts)
 //   skipped (their y rows were never written).
@@ -34,6 +37,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "mma_util.cuh"
+#include "moe_epilogue.cuh"
 
 namespace {
 
@@ -204,13 +208,16 @@ __device__ __forceinline__ float silu_bf16(float g) {
   return atlas::round_bf16(g / (1.f + expf(-g)));
 }
 
+// kEpi: the expert epilogue `epi` (gpt-oss; moe_epilogue.cuh) on every column
+template <bool kEpi = false>
 __device__ __forceinline__ void grouped_gate_up(const __nv_bfloat16* __restrict__ x,
                                                 const __nv_bfloat16* __restrict__ w,
                                                 const int32_t* __restrict__ sorted_slots,
                                                 const int32_t* __restrict__ tile_expert,
                                                 __nv_bfloat16* __restrict__ act, uint32_t top_k,
                                                 uint32_t hidden, uint32_t inter,
-                                                uint32_t experts) {
+                                                uint32_t experts,
+                                                const atlas::moe::Epilogue& epi = {}) {
   const int tile = blockIdx.y;
   const int e = tile_expert[tile];
   if (!valid_expert(e, experts)) return;
@@ -252,7 +259,10 @@ __device__ __forceinline__ void grouped_gate_up(const __nv_bfloat16* __restrict_
         for (int c = 0; c < 2; ++c) {
           const float g = atlas::round_bf16(acc[i][j][2 * h + c]);
           const float u = atlas::round_bf16(acc[i][j + 1][2 * h + c]);
-          v[c] = silu_bf16(g) * u;
+          if constexpr (kEpi)
+            v[c] = atlas::moe::epilogue_act(g, u, epi, e, col + c, static_cast<int>(inter));
+          else
+            v[c] = silu_bf16(g) * u;
         }
         *reinterpret_cast<__nv_bfloat162*>(act + static_cast<size_t>(p) * inter + col) =
             __floats2bfloat162_rn(v[0], v[1]);
@@ -261,12 +271,15 @@ __device__ __forceinline__ void grouped_gate_up(const __nv_bfloat16* __restrict_
   }
 }
 
+// kBias: the down bias (gpt-oss; bias [experts, hidden], or null) added to each bf16 sum
+template <bool kBias = false>
 __device__ __forceinline__ void grouped_down(const __nv_bfloat16* __restrict__ act,
                                              const __nv_bfloat16* __restrict__ w,
                                              const int32_t* __restrict__ sorted_slots,
                                              const int32_t* __restrict__ tile_expert,
                                              __nv_bfloat16* __restrict__ y, uint32_t hidden,
-                                             uint32_t inter, uint32_t experts) {
+                                             uint32_t inter, uint32_t experts,
+                                             const __nv_bfloat16* bias = nullptr) {
   const int tile = blockIdx.y;
   const int e = tile_expert[tile];
   if (!valid_expert(e, experts)) return;
@@ -297,8 +310,14 @@ __device__ __forceinline__ void grouped_down(const __nv_bfloat16* __restrict__ a
       for (int j = 0; j < kNTiles; ++j) {
         const int col = n0 + wn * kWarpN + j * 8 + (lane & 3) * 2;
         if (col >= static_cast<int>(hidden)) continue;  // hidden % 16 == 0
+        float y0 = acc[i][j][2 * h], y1 = acc[i][j][2 * h + 1];
+        if constexpr (kBias) {
+          const int hd = static_cast<int>(hidden);
+          y0 = atlas::moe::epilogue_down(atlas::round_bf16(y0), bias, e, col, hd);
+          y1 = atlas::moe::epilogue_down(atlas::round_bf16(y1), bias, e, col + 1, hd);
+        }
         *reinterpret_cast<__nv_bfloat162*>(y + static_cast<size_t>(slot) * hidden + col) =
-            __floats2bfloat162_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            __floats2bfloat162_rn(y0, y1);
       }
     }
   }
@@ -333,6 +352,33 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   atlas::pdl_enter();
   if (blockIdx.y >= max_tiles) return;
   grouped_down(act, w_down, sorted_slots, tile_expert, y, hidden, inter, experts);
+}
+
+// The two grouped GEMMs with gpt-oss's expert epilogue (moe_epilogue.cuh): gate/up with the
+// gate/up bias and the clamped GLU, down with the down bias. The same grids and threads.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_grouped_gate_up_epilogue_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w_gate_up,
+                                      const int32_t* sorted_slots, const int32_t* tile_expert,
+                                      __nv_bfloat16* act, uint32_t top_k, uint32_t hidden,
+                                      uint32_t inter, uint32_t experts, uint32_t max_tiles,
+                                      const __nv_bfloat16* expert_bias, float glu_alpha,
+                                      float glu_limit) {
+  atlas::pdl_enter();
+  if (blockIdx.y >= max_tiles) return;
+  grouped_gate_up<true>(x, w_gate_up, sorted_slots, tile_expert, act, top_k, hidden, inter,
+                        experts, atlas::moe::Epilogue{expert_bias, glu_alpha, glu_limit});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    moe_grouped_down_bias_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                               const int32_t* sorted_slots, const int32_t* tile_expert,
+                               __nv_bfloat16* y, uint32_t hidden, uint32_t inter,
+                               uint32_t experts, uint32_t max_tiles,
+                               const __nv_bfloat16* expert_bias) {
+  atlas::pdl_enter();
+  if (blockIdx.y >= max_tiles) return;
+  grouped_down<true>(act, w_down, sorted_slots, tile_expert, y, hidden, inter, experts,
+                     expert_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -16,11 +16,14 @@
 //     tile) holds gate and n-tile 2q + 1 up for the same columns, in the same thread at
 //     register j and j + 4: the epilogue applies SwiGLU and writes act[p] (bf16).
 //   * down: B rows are w_down[e] rows 256 bx + r; the epilogue writes y[sorted_slots[p]].
+// The *_epilogue_* / *_bias_* entries: the same with gpt-oss's expert epilogue
+// (moe_epilogue.cuh: the gate/up bias and the clamped GLU, the down bias), entries of their own.
 // Accumulator fragment (wgmma_util.cuh): acc[j] of lane l in warp w holds tile row
 // 16 w + l / 4 + 8 ((j / 2) % 2) and column 8 (j / 4) + 2 (l % 4) + j % 2.
 // Dynamic shared memory: kSmemBytes (ops/moe.py MOE_SM90_SMEM).
 #include "atlas_common.cuh"
 #include "mma_util.cuh"
+#include "moe_epilogue.cuh"
 #include "wgmma_util.cuh"
 
 namespace {
@@ -112,12 +115,15 @@ __device__ __forceinline__ int acc_col(int j) {
   return 8 * (j >> 2) + 2 * (threadIdx.x & 3);
 }
 
+// kEpi: the expert epilogue `epi` (gpt-oss) on every column
+template <bool kEpi = false>
 __device__ __forceinline__ void gate_up_tile(const __nv_bfloat16* __restrict__ x,
                                              const __nv_bfloat16* __restrict__ w,
                                              const int32_t* __restrict__ sorted_slots,
                                              const int32_t* __restrict__ tile_expert,
                                              __nv_bfloat16* __restrict__ act, uint32_t top_k,
-                                             uint32_t hidden, uint32_t inter, uint32_t experts) {
+                                             uint32_t hidden, uint32_t inter, uint32_t experts,
+                                             const atlas::moe::Epilogue& epi = {}) {
   const int tile = blockIdx.y, e = tile_expert[tile];
   if (!valid_expert(e, experts)) return;
   const int p0 = tile * kTileM, col0 = blockIdx.x * (kTileN / 2);
@@ -147,19 +153,25 @@ __device__ __forceinline__ void gate_up_tile(const __nv_bfloat16* __restrict__ x
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const float g = atlas::round_bf16(acc[j + c]), u = atlas::round_bf16(acc[j + 4 + c]);
-      v[c] = atlas::round_bf16(g / (1.f + expf(-g))) * u;
+      if constexpr (kEpi)
+        v[c] = atlas::moe::epilogue_act(g, u, epi, e, col + c, n_inter);
+      else
+        v[c] = atlas::round_bf16(g / (1.f + expf(-g))) * u;
     }
     const size_t at = static_cast<size_t>(p0 + acc_row(j)) * inter + col;
     *reinterpret_cast<__nv_bfloat162*>(act + at) = __floats2bfloat162_rn(v[0], v[1]);
   }
 }
 
+// kBias: the down bias (gpt-oss; bias [experts, hidden], or null) added to each bf16 sum
+template <bool kBias = false>
 __device__ __forceinline__ void down_tile(const __nv_bfloat16* __restrict__ act,
                                           const __nv_bfloat16* __restrict__ w,
                                           const int32_t* __restrict__ sorted_slots,
                                           const int32_t* __restrict__ tile_expert,
                                           __nv_bfloat16* __restrict__ y, uint32_t hidden,
-                                          uint32_t inter, uint32_t experts) {
+                                          uint32_t inter, uint32_t experts,
+                                          const __nv_bfloat16* bias = nullptr) {
   const int tile = blockIdx.y, e = tile_expert[tile];
   if (!valid_expert(e, experts)) return;
   const int p0 = tile * kTileM, n0 = blockIdx.x * kTileN;
@@ -182,8 +194,13 @@ __device__ __forceinline__ void down_tile(const __nv_bfloat16* __restrict__ act,
     const int slot = (j >> 1) & 1 ? slot_hi : slot_lo;
     const int col = n0 + acc_col(j);
     if (slot < 0 || col >= n_hidden) continue;  // padding row; hidden % 16 == 0
+    float y0 = acc[j], y1 = acc[j + 1];
+    if constexpr (kBias) {
+      y0 = atlas::moe::epilogue_down(atlas::round_bf16(y0), bias, e, col, n_hidden);
+      y1 = atlas::moe::epilogue_down(atlas::round_bf16(y1), bias, e, col + 1, n_hidden);
+    }
     *reinterpret_cast<__nv_bfloat162*>(y + static_cast<size_t>(slot) * hidden + col) =
-        __floats2bfloat162_rn(acc[j], acc[j + 1]);
+        __floats2bfloat162_rn(y0, y1);
   }
 }
 
@@ -207,4 +224,31 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   atlas::pdl_enter();
   if (blockIdx.y >= max_tiles) return;
   down_tile(act, w_down, sorted_slots, tile_expert, y, hidden, inter, experts);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    moe_grouped_gate_up_epilogue_sm90_bf16(const __nv_bfloat16* x,
+                                           const __nv_bfloat16* w_gate_up,
+                                           const int32_t* sorted_slots,
+                                           const int32_t* tile_expert, __nv_bfloat16* act,
+                                           uint32_t top_k, uint32_t hidden, uint32_t inter,
+                                           uint32_t experts, uint32_t max_tiles,
+                                           const __nv_bfloat16* expert_bias, float glu_alpha,
+                                           float glu_limit) {
+  atlas::pdl_enter();
+  if (blockIdx.y >= max_tiles) return;
+  gate_up_tile<true>(x, w_gate_up, sorted_slots, tile_expert, act, top_k, hidden, inter,
+                     experts, atlas::moe::Epilogue{expert_bias, glu_alpha, glu_limit});
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    moe_grouped_down_bias_sm90_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+                                    const int32_t* sorted_slots, const int32_t* tile_expert,
+                                    __nv_bfloat16* y, uint32_t hidden, uint32_t inter,
+                                    uint32_t experts, uint32_t max_tiles,
+                                    const __nv_bfloat16* expert_bias) {
+  atlas::pdl_enter();
+  if (blockIdx.y >= max_tiles) return;
+  down_tile<true>(act, w_down, sorted_slots, tile_expert, y, hidden, inter, experts,
+                  expert_bias);
 }

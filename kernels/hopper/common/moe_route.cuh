@@ -26,13 +26,17 @@ constexpr uint32_t kNoExpert = 0xffffffffu;
 // kPerLane: register slots per lane (experts <= 32 kPerLane); kTopK: 0 = run-time top_k.
 // kFromL2: the logits were written by other blocks of this launch (the fused router), so they
 // are read from L2 (ld.global.cg), never from a possibly stale L1 line. kWeights false: the
-// ids only (topk_weights unused): no softmax, no scores kept, fewer registers.
-template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false, bool kWeights = true>
+// ids only (topk_weights unused): no softmax, no scores kept, fewer registers. kLogitBias: a
+// router Linear's bias (gpt-oss: `logit_bias` bf16 [experts]) joins each float32 logit as it
+// is loaded, rounded once to bf16: the logit the top-k and the softmax see.
+template <int kPerLane, int kTopK, bool kSigmoid, bool kFromL2 = false, bool kWeights = true,
+          bool kLogitBias = false>
 __device__ __forceinline__ void route_token(const float* __restrict__ logits,
                                             const float* __restrict__ bias,
                                             int32_t* __restrict__ topk_ids,
                                             float* __restrict__ topk_weights, int experts,
-                                            int top_k_arg, bool renormalize, float scale) {
+                                            int top_k_arg, bool renormalize, float scale,
+                                            const __nv_bfloat16* logit_bias = nullptr) {
   const int top_k = kTopK > 0 ? kTopK : top_k_arg;
   const int lane = threadIdx.x & 31;
   float key[kPerLane], score[kPerLane];
@@ -42,7 +46,9 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
     const bool live = e < experts;
-    const float x = live ? (kFromL2 ? __ldcg(logits + e) : logits[e]) : 0.f;
+    float x = live ? (kFromL2 ? __ldcg(logits + e) : logits[e]) : 0.f;
+    if constexpr (kLogitBias)
+      if (live) x = atlas::round_bf16(x + __bfloat162float(logit_bias[e]));
     if (!live) taken |= 1u << j;
     if (kSigmoid) {
       score[j] = 1.f / (1.f + expf(-x));
@@ -111,32 +117,36 @@ __device__ __forceinline__ void route_token(const float* __restrict__ logits,
 // launch has it, else the general instantiation. kMaxTier: the largest per-lane array
 // instantiated (experts <= 32 kMaxTier; the expert kernels' 8: 256 experts within their
 // register budgets, ops/moe.py ROUTE_IN_EXPERTS_MAX_EXPERTS).
-template <bool kSigmoid, bool kFromL2, int kMaxTier = kMaxPerLane, bool kWeights = true>
+template <bool kSigmoid, bool kFromL2, int kMaxTier = kMaxPerLane, bool kWeights = true,
+          bool kLogitBias = false>
 __device__ __forceinline__ void route_row(const float* logits, const float* bias,
                                           int32_t* topk_ids, float* topk_weights,
                                           uint32_t experts, uint32_t top_k, uint32_t renormalize,
-                                          float scale) {
+                                          float scale,
+                                          const __nv_bfloat16* logit_bias = nullptr) {
 #if defined(ATLAS_MOE_EXPERTS) && defined(ATLAS_MOE_TOPK)
   static_assert(ATLAS_MOE_EXPERTS <= 32 * kMaxPerLane && ATLAS_MOE_TOPK <= 32, "leaf shape");
   if (experts == ATLAS_MOE_EXPERTS && top_k == ATLAS_MOE_TOPK) {
-    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2, kWeights>(
-        logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS, ATLAS_MOE_TOPK,
-        renormalize != 0, scale);
+    route_token<(ATLAS_MOE_EXPERTS + 31) / 32, ATLAS_MOE_TOPK, kSigmoid, kFromL2, kWeights,
+                kLogitBias>(logits, bias, topk_ids, topk_weights, ATLAS_MOE_EXPERTS,
+                            ATLAS_MOE_TOPK, renormalize != 0, scale, logit_bias);
     return;
   }
 #endif
   // the per-lane arrays sized to the expert count's tier (every candidate scan of the k
   // rounds, the softmax and the logit loads cover only slots that can hold an expert)
   if (experts <= 4 * 32)
-    route_token<4, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids, topk_weights,
-                                                   experts, top_k, renormalize != 0, scale);
+    route_token<4, 0, kSigmoid, kFromL2, kWeights, kLogitBias>(
+        logits, bias, topk_ids, topk_weights, experts, top_k, renormalize != 0, scale,
+        logit_bias);
   else if (kMaxTier <= 8 || experts <= 8 * 32)
-    route_token<8, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids, topk_weights,
-                                                   experts, top_k, renormalize != 0, scale);
+    route_token<8, 0, kSigmoid, kFromL2, kWeights, kLogitBias>(
+        logits, bias, topk_ids, topk_weights, experts, top_k, renormalize != 0, scale,
+        logit_bias);
   else
-    route_token<kMaxTier, 0, kSigmoid, kFromL2, kWeights>(logits, bias, topk_ids,
-                                                          topk_weights, experts, top_k,
-                                                          renormalize != 0, scale);
+    route_token<kMaxTier, 0, kSigmoid, kFromL2, kWeights, kLogitBias>(
+        logits, bias, topk_ids, topk_weights, experts, top_k, renormalize != 0, scale,
+        logit_bias);
 }
 
 // The weight of a token's shared slots: bf16(sigmoid(g)) of its gate logit g at `logit`

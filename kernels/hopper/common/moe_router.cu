@@ -45,17 +45,21 @@ constexpr int kWarpsPerBlock = 4;  // ops/moe.py ROUTER_TOKENS_PER_BLOCK
 using atlas::moe::route_row;
 using atlas::moe::route_slots;
 
-template <bool kSigmoid>
+// kLogitBias: the router Linear's bias (logit_bias, bf16 [experts]) joins each float32 logit,
+// rounded once to bf16 (moe_topk_softmax_bias_f32, gpt-oss's router)
+template <bool kSigmoid, bool kLogitBias = false>
 __device__ __forceinline__ void route(const float* logits, const float* bias, int32_t* topk_ids,
                                       float* topk_weights, uint32_t tokens, uint32_t experts,
-                                      uint32_t top_k, uint32_t renormalize, float scale) {
+                                      uint32_t top_k, uint32_t renormalize, float scale,
+                                      const __nv_bfloat16* logit_bias = nullptr) {
   atlas::pdl_enter();
   const int token = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   if (token >= static_cast<int>(tokens)) return;
-  route_row<kSigmoid, false>(logits + static_cast<size_t>(token) * experts, bias,
-                             topk_ids + static_cast<size_t>(token) * top_k,
-                             topk_weights + static_cast<size_t>(token) * top_k, experts, top_k,
-                             renormalize, scale);
+  route_row<kSigmoid, false, atlas::moe::kMaxPerLane, true, kLogitBias>(
+      logits + static_cast<size_t>(token) * experts, bias,
+      topk_ids + static_cast<size_t>(token) * top_k,
+      topk_weights + static_cast<size_t>(token) * top_k, experts, top_k, renormalize, scale,
+      logit_bias);
 }
 
 // ---- the fused decode router: gate GEMV + top-k in one launch ------------------------------
@@ -410,6 +414,17 @@ extern "C" __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
                          uint32_t renormalize, float scale) {
   route<false>(logits, nullptr, topk_ids, topk_weights, tokens, experts, top_k, renormalize,
                scale);
+}
+
+// moe_topk_softmax_f32 over the float32 sums of a router Linear with a bias (gpt-oss): the
+// keys and the softmax's logits are bf16(logit + logit_bias[e]) (logit_bias bf16 [experts])
+extern "C" __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
+    moe_topk_softmax_bias_f32(const float* logits, int32_t* topk_ids, float* topk_weights,
+                              uint32_t tokens, uint32_t experts, uint32_t top_k,
+                              uint32_t renormalize, float scale,
+                              const __nv_bfloat16* logit_bias) {
+  route<false, true>(logits, nullptr, topk_ids, topk_weights, tokens, experts, top_k,
+                     renormalize, scale, logit_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)

@@ -7,6 +7,8 @@
 // norm_add_rmsnorm_offset_bf16 (Gemma 3) first normalizes delta the same way with its own
 // weights (the sublayer's output norm), then adds and normalizes:
 //   r = bf16(residual + bf16(delta * rsqrt(mean(delta^2) + eps) * (1 + w_delta))).
+// The *_oneround_* entry points (gpt-oss's GptOssRMSNorm) apply the plain weight to the f32
+// normalized row: out = bf16(w * (r * rsqrt(mean(r^2) + eps))), one rounding.
 //
 // Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
@@ -37,8 +39,9 @@ __device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&ds
   }
 }
 
-// kNormDelta: delta is normalized by w_delta (zero-centred) before the add.
-template <bool kAdd, bool kOffset, bool kNormDelta = false>
+// kNormDelta: delta is normalized by w_delta (zero-centred) before the add. kOneRound: the
+// plain weight times the f32 normalized values, one rounding (kOffset unused).
+template <bool kAdd, bool kOffset, bool kNormDelta = false, bool kOneRound = false>
 __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
                                             const __nv_bfloat16* __restrict__ delta,
                                             __nv_bfloat16* residual,
@@ -90,7 +93,9 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) ov[i] = atlas::rmsnorm::scale_bf16x8(packed[j], wv[i], inv_rms, kOffset);
+    if (i < nvec)
+      ov[i] = kOneRound ? atlas::rmsnorm::scale_one_round_bf16x8(packed[j], wv[i], inv_rms)
+                        : atlas::rmsnorm::scale_bf16x8(packed[j], wv[i], inv_rms, kOffset);
   }
 }
 
@@ -125,6 +130,15 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
   rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps, dim);
 }
 
+extern "C" __global__ void __launch_bounds__(1024)
+rmsnorm_oneround_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                      __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
+  if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
+  atlas::pdl_enter();
+  rmsnorm_row<false, false, false, true>(x, nullptr, nullptr, w, out, dim, eps, dim);
+}
+
 // Rows of `dim` starting `pitch` elements apart, normalized in place (x == out) or into
 // rows as far apart: a segment of a wider row, such as the q (or k) part of the fused
 // [q | k | v] projection that MiniMax-M2 normalizes over all its heads at once. Each thread
@@ -144,8 +158,8 @@ rmsnorm_pitched_bf16(const __nv_bfloat16* x, const __nv_bfloat16* __restrict__ w
 // entry points (ops/early_trigger.py), the next kernel (a projection) may launch before this
 // one's wait (atlas_common.cuh pdl_enter_early says why that is sound); it buys the
 // projection's first weight tiles requested under the kernel before the norm (the down
-// projection), not only during the norm's own ~2 us.
-template <bool kOffset, bool kEarly>
+// projection), not only during the norm's own ~2 us. kOneRound: the *_oneround_* entries.
+template <bool kOffset, bool kEarly, bool kOneRound = false>
 __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
                                                   const __nv_bfloat16* delta,
                                                   const __nv_bfloat16* w, __nv_bfloat16* out,
@@ -153,7 +167,8 @@ __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter_early<kEarly>();
-  rmsnorm_row<true, kOffset>(residual, delta, residual, w, out, dim, eps, dim);
+  rmsnorm_row<true, kOffset, false, kOneRound>(residual, delta, residual, w, out, dim, eps,
+                                               dim);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -186,6 +201,23 @@ add_rmsnorm_offset_early_bf16(__nv_bfloat16* __restrict__ residual,
                               const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                               uint32_t rows, uint32_t dim, float eps) {
   add_rmsnorm_entry<true, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_oneround_bf16(__nv_bfloat16* __restrict__ residual,
+                          const __nv_bfloat16* __restrict__ delta,
+                          const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                          uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<false, false, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_oneround_early_bf16(__nv_bfloat16* __restrict__ residual,
+                                const __nv_bfloat16* __restrict__ delta,
+                                const __nv_bfloat16* __restrict__ w,
+                                __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim,
+                                float eps) {
+  add_rmsnorm_entry<false, true, true>(residual, delta, w, out, rows, dim, eps);
 }
 
 // Gemma 3's residual step: the sublayer's output norm (w_delta), the add, the next norm (w),

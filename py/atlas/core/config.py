@@ -10,7 +10,9 @@ decoder_sparse_step to 1, mlp_only_layers to none, norm_topk_prob to False (Mixt
 Qwen3.5-MoE and MiniMax-M2 always renormalize; GLM-4.5 by default), softmax scoring
 (MiniMax-M2 and GLM-4.5: sigmoid with a score bias, always) and routed_scaling_factor to 1;
 GLM-4.5's partial_rotary_factor 0.5, first_k_dense_replace 1, n_shared_experts 1 and
-n_group = topk_group = 1, as its transformers config).
+n_group = topk_group = 1, as its transformers config; gpt-oss's attention_bias true,
+sliding_window 128 on the even layers, swiglu_alpha 1.702 and swiglu_limit 7.0, as
+GptOssConfig has them).
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ QKV_BIAS_FLAG_MODEL_TYPES = frozenset({"qwen2_moe"})
 #: selection); `attention_bias` puts biases on q/k/v only (its o_proj has none), q/k RMSNorms
 #: per head under `use_qk_norm`, MTP layers stored after the decoder's (`trailing_mtp_layers`)
 GLM_MOE_MODEL_TYPES = frozenset({"glm4_moe"})
+#: OpenAI gpt-oss (`gpt_oss`: gpt-oss-20b, gpt-oss-120b): q/k/v and o_proj biases
+#: (`attention_bias`, default true), a learned per-head attention sink in every layer
+#: (`self_attn.sinks`: one more logit in each softmax denominator), sliding and full attention
+#: layers alternating (`layer_types`), experts of `intermediate_size` under a router with a
+#: bias (softmax over the top-k logits), gate/up and down biases and the clamped SwiGLU
+#: (`swiglu_alpha`, `swiglu_limit`)
+GPT_OSS_MODEL_TYPES = frozenset({"gpt_oss"})
 #: partial_rotary_factor where a family's transformers config defaults it (Glm4MoeConfig: 0.5)
 PARTIAL_ROTARY_DEFAULTS = {"glm4_moe": 0.5}
 #: config keys that name the routed-expert count, by family (Qwen, Mixtral/MiniMax, DeepSeek)
@@ -58,7 +67,7 @@ ROUTER_SCORINGS = ("softmax", "sigmoid")
 #: Qwen3NextConfig: norm_topk_prob = True), and those whose router always does (Qwen3.5-MoE's
 #: has no switch)
 NORM_TOPK_BY_DEFAULT = frozenset({"qwen3_next", "glm4_moe"})
-NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral", "minimax_m2"})
+NORM_TOPK_ALWAYS = frozenset({"qwen3_5_moe", "mixtral", "minimax_m2", "gpt_oss"})
 #: families whose router always scores by sigmoid and selects with a per-expert
 #: `e_score_correction_bias` (transformers' MiniMaxM2SparseMoeBlock and Glm4MoeTopkRouter have
 #: no switch for either)
@@ -74,14 +83,19 @@ LONGROPE_ALIASES = ("su", "yarn")
 #: one (transformers' Mistral, Mixtral, Phi-3 and Qwen3-MoE attention)
 WINDOW_ALL_LAYERS_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "qwen3_moe"})
 #: families whose `layer_types` (or, in older configs, every `sliding_window_pattern`-th
-#: layer kept full) mark the sliding layers (transformers' Gemma 3)
-WINDOW_PATTERN_MODEL_TYPES = GEMMA_MODEL_TYPES
+#: layer kept full) mark the sliding layers (transformers' Gemma 3; gpt-oss, every other
+#: layer)
+WINDOW_PATTERN_MODEL_TYPES = GEMMA_MODEL_TYPES | GPT_OSS_MODEL_TYPES
+#: the period of that pattern where neither key is given, and the window where the config
+#: names none, by family (GptOssConfig: layers 0, 2, ... slide over 128 keys)
+WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2}
+WINDOW_DEFAULTS = {"gpt_oss": 128}
 #: families whose `use_sliding_window` switch (default off) turns the window on for the layers
 #: their `layer_types` rule names (transformers' Qwen2 / Qwen3 / Qwen2-MoE / SmolLM3 configs)
 WINDOW_SWITCH_MODEL_TYPES = frozenset({"qwen2", "qwen3", "qwen2_moe", "smollm3"})
 #: families whose experts are `intermediate_size` wide (no `moe_intermediate_size`: every
 #: layer is sparse, Mixtral)
-EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral", "minimax_m2"})
+EXPERT_WIDTH_IS_INTERMEDIATE = frozenset({"mixtral", "minimax_m2", "gpt_oss"})
 #: families whose every layer routes through experts: config.json has no dense
 #: `intermediate_size` (it falls back to moe_intermediate_size and sizes nothing)
 ALL_SPARSE_MODEL_TYPES = frozenset({"qwen3_5_moe"})
@@ -192,6 +206,16 @@ class MoeConfig:
     #: the router's logits are the float32 sums of the bf16 input times the bf16 weight, not
     #: rounded to bf16 (transformers keeps GLM-4.5's router in float32 and casts its input up)
     router_f32: bool = False
+    #: the router is a Linear with a bias (gpt-oss's `mlp.router.bias`): its logits are
+    #: bf16(x . w + b), one rounding of the float32 sum plus the bias
+    router_bias: bool = False
+    #: the experts' gate/up and down projections carry per-expert biases (gpt-oss's
+    #: `gate_up_proj_bias`, `down_proj_bias`), added to each bf16 product in bf16
+    expert_bias: bool = False
+    #: gpt-oss's clamped SwiGLU when > 0: g = min(g, limit), u = clamp(u, -limit, limit),
+    #: act = (u + 1) * g * sigmoid(swiglu_alpha * g); 0: the plain silu(g) * u
+    swiglu_limit: float = 0.0
+    swiglu_alpha: float = 0.0
 
     def is_sparse(self, layer: int) -> bool:
         """Whether layer `layer` routes its MLP through the experts."""
@@ -220,7 +244,7 @@ class MoeConfig:
             raise f.error("scoring_func", f"must be one of {ROUTER_SCORINGS}, got {scoring!r}")
         inter = f.int_("intermediate_size" if model_type in EXPERT_WIDTH_IS_INTERMEDIATE
                        else "moe_intermediate_size")
-        glm = model_type in GLM_MOE_MODEL_TYPES
+        glm, oss = model_type in GLM_MOE_MODEL_TYPES, model_type in GPT_OSS_MODEL_TYPES
         if glm:
             only = [*only, *range(_count(f, "first_k_dense_replace", 1, num_layers))]
             _check_group_selection(f, num_experts)
@@ -242,7 +266,17 @@ class MoeConfig:
             routed_scaling_factor=f.float_("routed_scaling_factor",
                                            1.0 if scale is None else scale),
             shared_gated=not glm, router_f32=glm,
+            **(_gpt_oss_moe_fields(f) if oss else {}),
         )
+
+
+def _gpt_oss_moe_fields(f: _Fields) -> dict[str, Any]:
+    """gpt-oss's router bias, expert biases and clamped SwiGLU (GptOssConfig's defaults:
+    swiglu_alpha 1.702, swiglu_limit 7.0; both must be positive)."""
+    limit = _positive_float(f, "swiglu_limit", f.data.get("swiglu_limit", 7.0))
+    alpha = _positive_float(f, "swiglu_alpha", f.data.get("swiglu_alpha", 1.702))
+    return {"router_bias": True, "expert_bias": True, "swiglu_limit": limit,
+            "swiglu_alpha": alpha}
 
 
 def _count(f: _Fields, key: str, default: int, most: int | None = None) -> int:
@@ -360,6 +394,9 @@ class ModelConfig:
     #: num_hidden_layers + i} (GLM-4.5's `num_nextn_predict_layers`): not part of the model,
     #: their tensors are left unloaded
     trailing_mtp_layers: int = 0
+    #: a learned per-head logit every attention softmax's denominator also sums (gpt-oss's
+    #: `self_attn.sinks`, bf16 [num_attention_heads] a layer); its column is dropped
+    attention_sinks: bool = False
     source: str = "<dict>"
 
     @property
@@ -373,6 +410,20 @@ class ModelConfig:
         """The q and k RMSNorms span all heads of a token (weights [heads * head_dim] and
         [kv_heads * head_dim]) rather than one head (weights [head_dim])."""
         return self.model_type in WHOLE_QK_NORM_MODEL_TYPES
+
+    @property
+    def norm_one_round(self) -> bool:
+        """RMSNorm weights apply to the float32 normalized row with one rounding (gpt-oss's
+        GptOssRMSNorm); else Llama's two roundings or the (1 + w) offset form."""
+        return self.model_type in GPT_OSS_MODEL_TYPES
+
+    @property
+    def bias_in_f32(self) -> bool:
+        """The attention projections' biases join their float32 sums, one rounding, as
+        transformers' bf16 Linear does (gpt-oss, whose routed layers amplify the second
+        rounding of a bias added to the bf16 product: model.py `_biased_linear`); else the
+        bias is added to the bf16 product (Qwen2: within one rounding)."""
+        return self.model_type in GPT_OSS_MODEL_TYPES
 
     @property
     def is_hybrid(self) -> bool:
@@ -460,7 +511,8 @@ class ModelConfig:
         partial_rotary = _partial_rotary(f, head_dim, PARTIAL_ROTARY_DEFAULTS.get(canonical, 1.0))
         rope_theta, rope_scaling = _rope(f, canonical, int(head_dim * partial_rotary))
         dtype = f.str_("torch_dtype") or f.str_("dtype")
-        attention_bias = f.bool_("attention_bias", False)
+        oss = canonical in GPT_OSS_MODEL_TYPES
+        attention_bias = f.bool_("attention_bias", oss)  # GptOssConfig: true by default
         hybrid = canonical in HYBRID_MODEL_TYPES
         layers = f.int_("num_hidden_layers")
         nope = _nope_layers(f, layers, canonical)
@@ -503,6 +555,7 @@ class ModelConfig:
             nope_layers=nope,
             **(_gemma_fields(f, hidden) if canonical in GEMMA_MODEL_TYPES else {}),
             **(_glm_fields(f) if canonical in GLM_MOE_MODEL_TYPES else {}),
+            attention_sinks=oss,
             source=source,
         )
 
@@ -722,15 +775,17 @@ def _attention_windows(f: _Fields, layers: int, model_type: str,
     is off), on the layers an explicit `layer_types` list marks "sliding_attention", else by
     the family's rule (Qwen2 / Qwen3: layers from `max_window_layers` on; Qwen2-MoE: the even
     layers below it; SmolLM3: the NoPE layers; Gemma 3: all but every
-    `sliding_window_pattern`-th, 6); () when no layer slides. Other families have no sliding
-    attention and ignore the field."""
+    `sliding_window_pattern`-th, 6; gpt-oss: the even layers, over 128 keys where the config
+    has no `sliding_window` key, WINDOW_PATTERN_DEFAULTS / WINDOW_DEFAULTS); () when no layer
+    slides. Other families have no sliding attention and ignore the field."""
     sliding_families = (WINDOW_ALL_LAYERS_MODEL_TYPES | WINDOW_SWITCH_MODEL_TYPES
                         | WINDOW_PATTERN_MODEL_TYPES)
     if model_type not in sliding_families:
         return ()
     if model_type in WINDOW_SWITCH_MODEL_TYPES and not f.bool_("use_sliding_window", False):
         return ()
-    window = f.int_("sliding_window", required=False)
+    window = (WINDOW_DEFAULTS.get(model_type) if "sliding_window" not in f.data
+              else f.int_("sliding_window", required=False))
     if window is None:
         return ()
     kinds = f.data.get("layer_types")
@@ -750,7 +805,8 @@ def _attention_windows(f: _Fields, layers: int, model_type: str,
     elif model_type == "smollm3":
         sliding = [i in nope_layers for i in range(layers)]
     elif model_type in WINDOW_PATTERN_MODEL_TYPES:
-        pattern = f.int_("sliding_window_pattern", default=6)
+        pattern = f.int_("sliding_window_pattern",
+                         default=WINDOW_PATTERN_DEFAULTS.get(model_type, 6))
         sliding = [(i + 1) % pattern != 0 for i in range(layers)]
     else:
         sliding = [True] * layers

@@ -11,6 +11,9 @@ HEAD_DIMS = (64, 128, 256)
 #: head dimensions served padded to D = 128 (`padded_head_dim`): multiples of 16 between the
 #: compiled 64 and 128
 PADDED_HEAD_DIMS = (80, 96, 112)
+#: head dimensions the prefill kernel takes attention sinks at (attention.cu: its sink
+#: instantiations; gpt-oss's heads are 64)
+SINK_HEAD_DIMS = (64, 128)
 
 
 def padded_head_dim(head_dim: int) -> int:

@@ -19,6 +19,8 @@ Format summary (the book's NVFP4 and FP8 chapters):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # --------------------------------------------------------------------------------------
@@ -226,3 +228,71 @@ def unpack_e2m1(packed: np.ndarray) -> np.ndarray:
     out[..., 0::2] = p & np.uint8(0xF)
     out[..., 1::2] = p >> np.uint8(4)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# MXFP4 (OCP microscaling: E2M1 elements, one E8M0 exponent per 32)
+# --------------------------------------------------------------------------------------
+
+#: elements sharing one E8M0 scale, and the E8M0 code that means NaN
+MXFP4_BLOCK = 32
+E8M0_NAN = 255
+
+
+def mxfp4_to_f32(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Decode MXFP4 to float32, exactly: `blocks` uint8 [..., G, 16] (two E2M1 codes a byte,
+    element 2i in the low nibble, 2i + 1 in the high one: `unpack_e2m1`, transformers'
+    convert_moe_packed_tensors order), `scales` uint8 [..., G] E8M0 exponents (a block's
+    elements times 2^(s - 127)); returns [..., G * 32]. gpt-oss's released experts are
+    stored so. Raises ValueError for mismatched shapes, a NaN scale (255), or a block whose
+    scale overflows float32 (then bf16 too)."""
+    b = np.asarray(blocks, dtype=np.uint8)
+    s = np.asarray(scales, dtype=np.uint8)
+    if b.shape[-1:] != (MXFP4_BLOCK // 2,) or b.shape[:-1] != s.shape:
+        raise ValueError(f"MXFP4 blocks {list(b.shape)} and scales {list(s.shape)} do not "
+                         f"pair up (blocks [..., G, {MXFP4_BLOCK // 2}], scales [..., G])")
+    if (s == E8M0_NAN).any():
+        raise ValueError(f"MXFP4 scale {E8M0_NAN} (E8M0 NaN) at block "
+                         f"{np.argwhere(s == E8M0_NAN)[0].tolist()}")
+    values = e2m1_to_f32(unpack_e2m1(b))                                  # [..., G, 32]
+    exponents = s.astype(np.int32)[..., None] - np.int32(127)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(values, exponents).astype(np.float32)
+    if not np.isfinite(out).all():
+        where = np.argwhere(~np.isfinite(out))[0].tolist()
+        raise ValueError(f"MXFP4 block {where[:-1]} (scale 2^{int(s[tuple(where[:-1])]) - 127}) "
+                         "overflows float32")
+    return out.reshape(*out.shape[:-2], -1)
+
+
+#: the smallest E8M0 code at which some E2M1 value overflows float32 / bf16 (6 x 2^126)
+_MXFP4_OVERFLOW_SCALE = 253
+
+
+@functools.cache
+def _mxfp4_bf16_pairs() -> np.ndarray:
+    """uint32 [256 scales, 256 bytes]: a byte's two decoded elements as bf16 bits, element 2i
+    in the low half (little-endian: the lower address), for scales below the overflow ones
+    (those rows hold zeros: `mxfp4_to_bf16_bits` never reads them)."""
+    scales = np.arange(_MXFP4_OVERFLOW_SCALE, dtype=np.uint8)
+    blocks = np.broadcast_to(np.arange(256, dtype=np.uint8).reshape(16, 16),
+                             (len(scales), 16, 16))
+    values = mxfp4_to_f32(blocks, np.repeat(scales[:, None], 16, axis=1))  # [S, 512]
+    bits = f32_to_bf16_bits(values).reshape(len(scales), 256, 2).astype(np.uint32)
+    table = np.zeros((256, 256), dtype=np.uint32)
+    table[:len(scales)] = bits[..., 0] | (bits[..., 1] << np.uint32(16))
+    return table
+
+
+def mxfp4_to_bf16_bits(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """`mxfp4_to_f32` as bf16 bits (uint16 [..., G * 32]; every MXFP4 value is a bf16 value,
+    so this is exact), by one table lookup a byte: a loader's decode of gpt-oss-20b's experts
+    takes seconds, not the minutes of the float32 path. Blocks with a NaN scale or one that
+    may overflow go through `mxfp4_to_f32`, which raises for them."""
+    b = np.asarray(blocks, dtype=np.uint8)
+    s = np.asarray(scales, dtype=np.uint8)
+    if b.shape[-1:] != (MXFP4_BLOCK // 2,) or b.shape[:-1] != s.shape or (
+            s.size and s.max() >= _MXFP4_OVERFLOW_SCALE):
+        return f32_to_bf16_bits(mxfp4_to_f32(b, s))
+    pairs = _mxfp4_bf16_pairs()[s[..., None], b]                          # [..., G, 16]
+    return np.ascontiguousarray(pairs).view(np.uint16).reshape(*s.shape[:-1], -1)

@@ -9,6 +9,9 @@ write, and one clear error for everything else.
 * `quant_method: "compressed-tensors"` (llm-compressor): float 8-bit weights with strategy
   `tensor`, `channel` or `block`, all scales named `weight_scale`; `nvfp4-pack-quantized`
   (`weight_packed`, `weight_scale`, `weight_global_scale` — the reciprocal of ModelOpt's).
+* `quant_method: "mxfp4"` (OpenAI's gpt-oss release): the routed experts only, as
+  `*_blocks` (E2M1 pairs) and `*_scales` (E8M0, one per 32 values), decoded to bf16 at load
+  (`mxfp4_experts`; every other tensor is bf16 and the linears run as such).
 
 Scales always multiply: w = code * scale. Activation (`input_scale`) schemes do not matter
 here: Atlas keeps activations in bf16 and dequantizes weights, which is more precise than
@@ -52,6 +55,10 @@ class CheckpointQuant:
     #: config's `modules_to_not_convert`); only quantized synthetic weights read it (the
     #: loader goes by the stored dtypes)
     excluded: tuple[str, ...] = ()
+    #: the routed experts are stored MXFP4 (`quant_method: "mxfp4"`, gpt-oss), decoded to bf16
+    #: by the loader of a family that reads them (loaders/moe.py GptOssLoader); `format` stays
+    #: bf16: no linear is quantized
+    mxfp4_experts: bool = False
 
     @property
     def quantized(self) -> bool:
@@ -116,8 +123,10 @@ def parse_quant_config(qcfg: Any, hf_quant: Mapping[str, Any] | None = None,
         return parsed
     if method == "compressed-tensors":
         return _compressed_tensors(qcfg, where)
+    if method == "mxfp4":
+        return CheckpointQuant(source=where, mxfp4_experts=True)
     raise QuantConfigError(f"{where}: quant_method {method!r} is not supported (supported: "
-                           "'fp8', 'modelopt', 'compressed-tensors')")
+                           "'fp8', 'modelopt', 'compressed-tensors', 'mxfp4')")
 
 
 def _hf_fp8(q: Mapping[str, Any], where: str) -> CheckpointQuant:

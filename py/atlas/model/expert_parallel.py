@@ -55,6 +55,10 @@ def check_expert_parallel(cfg: ModelConfig, world: int) -> None:
         raise UnsupportedModelError(
             f"--expert-parallel-size {world}: {cfg.model_type} has no experts (use "
             "--tensor-parallel-size for a dense model)")
+    if moe.expert_bias:
+        raise UnsupportedModelError(
+            f"--expert-parallel-size {world}: {cfg.model_type}'s experts (host-converted "
+            "layout, per-expert biases) are not split across ranks yet: serve it on one GPU")
     if moe.num_experts % world:
         raise UnsupportedModelError(
             f"--expert-parallel-size {world} does not divide num_experts={moe.num_experts}: "

@@ -6,12 +6,12 @@ from ..core.config import ModelConfig
 from .loaders.dense import (DenseDecoderLoader, Gemma3Loader, Phi3Loader, Qwen3Loader,
                             UnsupportedModelError)
 from .loaders.hybrid import Qwen35Loader, Qwen35MoeLoader, Qwen3NextLoader
-from .loaders.moe import (Glm4MoeLoader, MiniMaxM2Loader, MixtralLoader, MoeDecoderLoader,
-                          Qwen3MoeLoader)
+from .loaders.moe import (Glm4MoeLoader, GptOssLoader, MiniMaxM2Loader, MixtralLoader,
+                          MoeDecoderLoader, Qwen3MoeLoader)
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "smollm3", "mixtral",
                          "qwen2_moe", "qwen3_moe", "minimax_m2", "qwen3_5", "qwen3_5_moe",
-                         "qwen3_next", "gemma3", "glm4_moe")
+                         "qwen3_next", "gemma3", "glm4_moe", "gpt_oss")
 
 
 def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
@@ -34,6 +34,8 @@ def loader_for_config(cfg: ModelConfig) -> DenseDecoderLoader:
             return MiniMaxM2Loader()
         case "glm4_moe":
             return Glm4MoeLoader()
+        case "gpt_oss":
+            return GptOssLoader()
         case "qwen3_5":
             return Qwen35Loader()
         case "qwen3_5_moe":

@@ -38,12 +38,13 @@ from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from ..runtime.ops.routes import KernelRoutes
 from ..runtime.sampler import Sampler
 from ..runtime.synthetic_weights import SyntheticWeights
-from ..runtime.weights import WeightStore
+from ..runtime.weights import WeightError, WeightStore
 from .capacity import auto_max_batch_size
 from .expert_parallel import (ExpertShard, check_expert_parallel, expert_shard_plan,
                               upload_experts)
 from .factory import loader_for_config
 from .gated_deltanet import GatedDeltaNetWeights, conv_state_bytes, delta_state_bytes
+from .loaders.dense import HostTransform
 from .loaders.hybrid import Qwen35Loader, RowMove
 from .loaders.linear_plan import build_linear, read_host_scales
 from .batch import MAX_TOP_LOGPROBS
@@ -76,19 +77,26 @@ class StartupError(RuntimeError):
     """The model cannot be served as configured (the message says why)."""
 
 
-def _check_padded_heads(dims: Dims, kv_dtype: DType, kc: KernelCache) -> None:
-    """Refuse what padded heads (dims.padded: Phi-3-mini's 96 computed at 128) cannot run
-    on: their attention writes compact rows on the bf16-pool kernels only, and decodes on the
+def _check_long_routes(cfg: ModelConfig, dims: Dims, kv_dtype: DType,
+                       kc: KernelCache) -> None:
+    """Refuse what padded heads (dims.padded: Phi-3-mini's 96 computed at 128) and attention
+    sinks (gpt-oss) cannot run on: the bf16-pool kernels only (the only ones that write
+    compact rows / take sinks: prefill, the long decode kernel, the combine), decoding on the
     long kernel only (the routes a sliding window needs, for the same reason: no other decode
     kernel takes the argument)."""
-    if not dims.padded:
-        return
-    what = f"head_dim {dims.head_dim} (attention computed at {dims.attn_dim}, padded)"
-    if kv_dtype is not DType.BF16:
-        raise StartupError(f"{what} runs on bf16 KV pools only: use --kv-cache-dtype bf16")
-    if not slides(kc, dims.attn_dim):
-        raise StartupError(f"{what} needs the long decode attention kernel (attention_long: "
-                           "Hopper targets, ATLAS_DECODE_ATTN_LONG on)")
+    needs: list[tuple[str, str, str]] = []  # (what, its verbs)
+    if dims.padded:
+        needs.append((f"head_dim {dims.head_dim} (attention computed at {dims.attn_dim}, "
+                      "padded)", "runs", "needs"))
+    if cfg.attention_sinks:
+        needs.append((f"{cfg.model_type}'s attention sinks", "run", "need"))
+    for what, runs, need in needs:
+        if kv_dtype is not DType.BF16:
+            raise StartupError(f"{what} {runs} on bf16 KV pools only: use --kv-cache-dtype "
+                               "bf16")
+        if not slides(kc, dims.attn_dim):
+            raise StartupError(f"{what} {need} the long decode attention kernel "
+                               "(attention_long: Hopper targets, ATLAS_DECODE_ATTN_LONG on)")
 
 
 def _log_longrope_choice(cfg: ModelConfig, max_seq_len: int) -> None:
@@ -212,6 +220,8 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     check_tensor_parallel(cfg, tp_size, experts_sharded=ep_size > 1)
     check_expert_parallel(cfg, ep_size)
     quant = CheckpointQuant.from_dir(model_dir)  # synthetic weights: made in that format
+    if synthetic_seed is not None and quant.mxfp4_experts:  # bf16 experts, as MXFP4 decodes to
+        quant = replace(quant, mxfp4_experts=False)
     store = (WeightStore(model_dir) if synthetic_seed is None
              else SyntheticWeights(cfg.hidden_size, synthetic_seed, cfg.is_hybrid, quant,
                                    cfg.moe.num_experts if cfg.moe else 0))
@@ -280,6 +290,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     else:
         store.upload(dev, list(dst), dst, progress=progress, fast=fast_load)
     ptr = {name: weights_base + off for name, off in offsets.items()}
+    upload_transforms(store, dev, local_plan.transforms, ptr, model_dir)
     if isinstance(loader, Qwen35Loader):
         moves = loader.row_moves(cfg)
         stored = {n: plan.linears[n].format for n in moves if n in plan.linears}
@@ -385,7 +396,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
                       slides=slides(kc, dims.attn_dim))
     except WindowError as e:
         raise StartupError(str(e)) from None
-    _check_padded_heads(dims, kv_dtype, kc)
+    _check_long_routes(cfg, dims, kv_dtype, kc)
     moe_bufs = MoeBuffers.bind(arena, limits.max_tokens, dev) if cfg.moe else None
     # with attention split too, the all-reduce after every MLP sums the experts' partials
     ep = ExpertShard.of(comm, num_experts, combine=tp_size == 1) if num_experts else None
@@ -425,6 +436,7 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
             kv_scales=kv.scale_ptrs[kv_index[i]] if i in kv_index else 0,
             kv_dtype=kv.layer_dtypes[kv_index[i]] if i in kv_index else DType.BF16,
             qkv_bias=ptr.get(f"l{i}.qkv_bias", 0),
+            o_bias=ptr.get(f"l{i}.o_bias", 0), sinks=ptr.get(f"l{i}.sinks", 0),
             cos_sin=layer_cos_sin(i),
             whole_qk_norm=((ptr[f"l{i}.q_norm"], ptr[f"l{i}.k_norm"])
                            if cfg.qk_norm_whole and f"l{i}.q_norm" in ptr else None),
@@ -470,6 +482,34 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     info.load_s = time.perf_counter() - t0
     return runner
 
+
+
+def upload_transforms(store: WeightStore | SyntheticWeights, dev: GpuBackend,
+                      transforms: list[HostTransform], ptr: dict[str, DevicePtr],
+                      model_dir: Path) -> None:
+    """Fill each host-converted buffer (dense.HostTransform): per expert, its sources' slices
+    read, converted and copied to the expert's part; a conversion's error names the tensors.
+    Synthetic weights fill the converted layout directly (its values are random anyway)."""
+    for t in transforms:
+        base = ptr[t.buffer]
+        if isinstance(store, SyntheticWeights):
+            store.upload_as(dev, t.sources[0][0], (t.count, *t.part_shape), base)
+            continue
+        for i, e in enumerate(range(t.first, t.first + t.count)):
+            rows = [store.read_slice(name, slice(e, e + 1)).reshape(shape[1:])
+                    for name, _, shape in t.sources]
+            try:
+                part = t.convert(*rows)
+                if part.shape != t.part_shape:
+                    raise ValueError(f"converted to {list(part.shape)}, want "
+                                     f"{list(t.part_shape)}")
+            except ValueError as exc:
+                names = " + ".join(repr(name) for name, _, _ in t.sources)
+                raise WeightError(f"{model_dir}: tensor {names}, expert {e}: {exc}") from None
+            dev.copy_h2d(base + i * t.part_bytes,
+                         np.ascontiguousarray(part, dtype=np.uint16).reshape(-1))
+    if transforms:
+        dev.synchronize()
 
 
 def _check_mtp(cfg: ModelConfig, loader: object, names: Container[str],

@@ -62,6 +62,17 @@ class Dims:
     #: Gemma 3: the softmax scale of q . k (0: head_dim^-0.5) and the token embeddings' scale
     attn_scale: float = 0.0
     embed_scale: float = 1.0
+    #: the q/k/v and o_proj biases are added to the projections' float32 sums, one rounding
+    #: (ModelConfig.bias_in_f32: gpt-oss), through the step's `proj_f32` scratch
+    bias_f32: bool = False
+    #: RMSNorm weights times the float32 normalized row, one rounding (ModelConfig.
+    #: norm_one_round: gpt-oss)
+    norm_one_round: bool = False
+
+    @property
+    def proj_f32_width(self) -> int:
+        """Width of the float32 scratch of a biased projection (`bias_f32`; 0: none)."""
+        return max(self.qkv_width, self.hidden) if self.bias_f32 else 0
 
     @property
     def q_pitch(self) -> int:
@@ -98,7 +109,8 @@ class Dims:
                    float(cfg.rms_norm_eps), gated_attn=cfg.is_hybrid,
                    norm_offset=cfg.norm_offset, rotary_dim=cfg.rotary_dim,
                    linear=cfg.linear_attention, attn_scale=cfg.attention_scale or 0.0,
-                   embed_scale=cfg.embed_scale)
+                   embed_scale=cfg.embed_scale, bias_f32=cfg.bias_in_f32,
+                   norm_one_round=cfg.norm_one_round)
 
 
 class MlpBlock(Protocol):
@@ -126,8 +138,8 @@ def swiglu(kc: KernelCache, s: Stream, b: "StepBuffers", w_gate_up: DevicePtr,
 class DenseMlp:
     """The gated MLP of a dense layer: [gate|up] fused weight [2I, H], down [H, I], each
     bf16 or quantized (the LinearWeight interface); SwiGLU, or with `gelu` the tanh-GELU
-    GLU (Gemma 3), which only the bf16 single-row gate_up GEMV ends with (else gate_up,
-    gelu_tanh_mul, down)."""
+    GLU (Gemma 3), which the bf16 single-row GEMV and the decode GEMM (9..256 rows) end
+    gate_up with (else gate_up, gelu_tanh_mul, down)."""
 
     gate_up: LinearWeight
     down: LinearWeight
@@ -207,6 +219,11 @@ class LayerWeights:
     #: the layer's sliding attention window where it binds (shorter than the engine's
     #: max_seq_len: model/windows.py); 0: every earlier key
     window: int = 0
+    #: bf16 [hidden] o_proj bias, joining its float32 sums (gpt-oss, Dims.bias_f32); 0: none
+    o_bias: DevicePtr = 0
+    #: bf16 [heads] attention sinks (gpt-oss: one more logit a q head in each softmax
+    #: denominator, ops.attention); 0: none
+    sinks: DevicePtr = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +276,8 @@ class StepBuffers:
     lin_conv: DevicePtr = 0
     lin_core: DevicePtr = 0
     lin_gated: DevicePtr = 0
+    #: f32 [tokens, Dims.proj_f32_width]: a biased projection's float32 sums (bias_f32)
+    proj_f32: DevicePtr = 0
 
 
 @dataclass(slots=True)
@@ -305,7 +324,8 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     model with bf16 projections of the classic layout (q heads head_dim apart, the whole
     head rotating in every layer, plain norm weights, no biases) and bf16 KV caches."""
     d = dims
-    if (tensor_parallel or d.gated_attn or d.norm_offset or d.linear is not None or d.padded
+    if (tensor_parallel or d.gated_attn or d.norm_offset or d.norm_one_round
+            or d.linear is not None or d.padded
             or (d.rotary_dim or d.head_dim) != d.head_dim
             or decode_persistent.check_shapes(d.hidden, d.heads, d.kv_heads, d.head_dim,
                                               d.inter)):
@@ -316,7 +336,8 @@ def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel:
     for lw in layers:
         mlp = lw.mlp
         if (not isinstance(mlp, DenseMlp) or lw.linear is not None or lw.kv_scales
-                or lw.qkv_bias or lw.cos_sin or lw.whole_qk_norm or lw.window):
+                or lw.qkv_bias or lw.cos_sin or lw.whole_qk_norm or lw.window or lw.o_bias
+                or lw.sinks):
             return None
         projs = (lw.qkv, lw.o, mlp.gate_up, mlp.down)
         if not all(isinstance(w, Bf16Linear) and (w.n, w.k) == shape
@@ -360,9 +381,12 @@ class DenseDecoderModel:
         #: the longest sliding window of a layer (0: none slides); a model with one decodes
         #: on the long attention kernel, the one that slides
         self.windowed = max((lw.window for lw in layers), default=0)
-        #: every decode launch takes the long kernel: a binding window, or padded heads
-        #: (dims.padded: the one decode kernel that writes their compact rows)
-        self.long_only = bool(self.windowed) or dims.padded
+        #: a layer attends with sinks (gpt-oss): prefill, the long kernel and the combine take
+        #: them
+        self.sinks = any(lw.sinks for lw in layers)
+        #: every decode launch takes the long kernel: a binding window, padded heads
+        #: (dims.padded: the one decode kernel that writes their compact rows) or sinks
+        self.long_only = bool(self.windowed) or dims.padded or self.sinks
 
     def _rope_fused(self, plan: AttentionPlan) -> bool:
         """Whether a decode step's bf16-cache attention takes decode_attention_rope (q/k
@@ -372,7 +396,8 @@ class DenseDecoderModel:
                 and attention.rope_fusable(kc, d.heads, d.kv_heads, d.attn_dim, d.q_pitch,
                                            d.rotary_dim or d.head_dim, d.norm_offset,
                                            self.max_blocks * self.block_size, plan.num_seqs,
-                                           plan.step_keys, self.windowed, d.head_dim))
+                                           plan.step_keys, self.windowed, d.head_dim,
+                                           self.sinks))
 
     def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
         """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
@@ -380,8 +405,8 @@ class DenseDecoderModel:
         once for all its rows) after qk_norm_rope_kv: bf16 caches, not the rope-fused route,
         and `attention_verify.uses_verify` for the fewest sequences the rows can be. Its
         rows are then not bit for bit the plain decode kernel's (the runner's invariant_rows
-        is 0). Never for a model whose windows bind or whose heads are padded (`long_only`):
-        its rows attend one a sequence on the long kernel."""
+        is 0). Never for a model whose windows bind, whose heads are padded or which has
+        attention sinks (`long_only`): its rows attend one a sequence on the long kernel."""
         d = self.dims
         plan = AttentionPlan(decode=True, num_seqs=rows, step_keys=step_keys)
         return (not any(lw.kv_scales for lw in self.layers) and not self._rope_fused(plan)
@@ -444,7 +469,8 @@ class DenseDecoderModel:
             else:
                 # the block's router launch may do the pending add + norm before it
                 router_norm = None
-                if res.pending and not res.out_norm and lw.mlp.router_takes_norm(kc, t):
+                if (res.pending and not res.out_norm and not d.norm_one_round
+                        and lw.mlp.router_takes_norm(kc, t)):
                     router_norm = moe_ops.RouterNorm(b.resid, b.delta, lw.post_norm, d.eps,
                                                      d.norm_offset)
                     res.pending = False
@@ -487,9 +513,10 @@ class DenseDecoderModel:
             res.out_norm = 0
         elif res.pending:
             norm.add_rmsnorm(self.kc, s, b.resid, b.delta, w, b.normed, t, d.hidden, d.eps,
-                             d.norm_offset)
+                             d.norm_offset, d.norm_one_round)
         else:
-            norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset)
+            norm.rmsnorm(self.kc, s, b.resid, w, b.normed, t, d.hidden, d.eps, d.norm_offset,
+                         d.norm_one_round)
         res.pending = False
 
     def _norm_linear(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr,
@@ -528,11 +555,15 @@ class DenseDecoderModel:
         q/k norms: every attention route after it reads those rows."""
         assert lw.qkv is not None
         d = self.dims
-        if res is None:
+        if lw.qkv_bias and d.bias_f32:  # the bias joins the float32 sums (gpt-oss)
+            if res is not None:
+                self._norm(s, b, res, lw.in_norm, t)
+            self._biased_linear(s, b, lw.qkv, lw.qkv_bias, b.normed, b.qkv, t)
+        elif res is None:
             lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
         else:
             self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
-        if lw.qkv_bias:
+        if lw.qkv_bias and not d.bias_f32:
             bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, d.qkv_width)
         if lw.whole_qk_norm is not None:  # in place, q's part of each row then k's
             assert not d.gated_attn  # q heads back to back: q is the row's first q_width
@@ -563,7 +594,7 @@ class DenseDecoderModel:
                 b.attn_counters, b.attn, plan.num_seqs, d.heads, d.kv_heads, d.attn_dim,
                 self.block_size, self.max_blocks, plan.num_splits, self.scale, d.eps,
                 max_splits=plan.split_capacity, long=False if plan.row_invariant else None,
-                window=lw.window, proj_dim=d.head_dim)
+                window=lw.window, proj_dim=d.head_dim, sinks=lw.sinks)
             self._output_projection(s, b, lw, t, res)
             return
         # decode rows: split-K, the last split of each row merges (one launch); a prefill-
@@ -607,15 +638,26 @@ class DenseDecoderModel:
                                            self.block_size, self.max_blocks, plan.num_splits,
                                            self.scale, max_splits=plan.split_capacity,
                                            long=False if plan.row_invariant else None,
-                                           window=lw.window, proj_dim=d.head_dim)
+                                           window=lw.window, proj_dim=d.head_dim,
+                                           sinks=lw.sinks)
         if rows < plan.num_seqs:  # per-sequence inputs of the chunks after the decode rows
             attention.prefill_attention(kc, s, b.q, lw.k_cache, lw.v_cache,
                                         b.block_tables + 4 * rows * self.max_blocks,
                                         b.cu_q + 4 * rows, b.kv_lens + 4 * rows, b.attn,
                                         plan.num_seqs - rows, d.heads, d.kv_heads, d.attn_dim,
                                         self.block_size, self.max_blocks, self.scale,
-                                        plan.max_q_len, window=lw.window, proj_dim=d.head_dim)
+                                        plan.max_q_len, window=lw.window, proj_dim=d.head_dim,
+                                        sinks=lw.sinks)
         self._output_projection(s, b, lw, t, res)
+
+    def _biased_linear(self, s: Stream, b: StepBuffers, w: LinearWeight, w_bias: DevicePtr,
+                       x: DevicePtr, out: DevicePtr, t: int) -> None:
+        """out = bf16(x @ w.T + bias), the bias added to the float32 sums and rounded once
+        (Dims.bias_f32): the unrounded product into the step's proj_f32, then the bias."""
+        if not isinstance(w, Bf16Linear):
+            raise ValueError("a projection whose bias joins its float32 sums must be bf16")
+        matmul.linear_f32_unrounded(self.kc, s, x, w.ptr, b.proj_f32, t, w.n, w.k)
+        bias.bias_add_f32(self.kc, s, b.proj_f32, w_bias, out, t, w.n)
 
     def _attention_quantized(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                              plan: AttentionPlan) -> None:
@@ -648,8 +690,8 @@ class DenseDecoderModel:
 
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                            res: Residual | None = None) -> None:
-        """delta = o_proj(attn) (summed over the ranks when tensor-parallel; `res` marks it
-        pending). Gated full
+        """delta = o_proj(attn) (plus its bias where the layer has one; summed over the ranks
+        when tensor-parallel; `res` marks it pending). Gated full
         attention (hybrid families) first multiplies attn by its sigmoid output gate, whose
         head h follows its query in the qkv row: inside the bf16 o_proj GEMV's x load where
         `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place."""
@@ -665,6 +707,8 @@ class DenseDecoderModel:
         if gate is not None:
             assert isinstance(o, Bf16Linear)
             matmul.gemv_attn_gate(kc, s, b.attn, gate, o.ptr, b.delta, o.n, o.k)
+        elif lw.o_bias:  # the bias joins the float32 sums (gpt-oss: Dims.bias_f32)
+            self._biased_linear(s, b, o, lw.o_bias, b.attn, b.delta, t)
         else:
             o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials

@@ -28,6 +28,13 @@ path, the fused router's unrounded mode on the decode path), and its shared expe
 ungated (no gate weight, no gate logit: `shared_add` with a null gate on the separate path,
 the shared slots weighted 1 on the decode path; both bf16(routed + shared)).
 
+gpt-oss (`MoeConfig.router_bias`, `expert_bias`, `swiglu_limit`) takes the separate launches at
+every step: its router is a Linear with a bias (the float32 sums of
+`matmul.linear_f32_unrounded`, then `topk` with the bias, bf16(sum + bias), as transformers'
+bf16 Linear rounds once), which the fused decode router does not take; its experts run with
+`ops.moe.ExpertEpilogue` (per-expert gate/up and down biases, the clamped GLU) on the expert
+entries that apply it.
+
 Two products have a narrow output the tensor-core GEMM cannot take (its n must be a multiple
 of 16): the shared-expert gate (n = 1) reads a weight buffer padded with zero rows to
 `GATE_PAD_ROWS` and the shared-add kernel reads column 0 at that stride; a router whose
@@ -37,7 +44,7 @@ with the GEMV in chunks of GEMV_MAX_M rows when a step has more rows than that.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
 from ..core.config import ModelConfig, MoeConfig
@@ -142,11 +149,14 @@ class MoeMlp:
     shared: SharedExpert | None = None
     #: expert parallelism (expert_parallel.py): this rank's block of experts; None: all
     ep: "ExpertShard | None" = None
+    #: gpt-oss's expert biases and clamped GLU (ops.moe.ExpertEpilogue); none by default
+    epilogue: moe_ops.ExpertEpilogue = moe_ops.NO_EPILOGUE
 
-    @staticmethod
-    def _fused_decode(kc: KernelCache, t: int) -> bool:
-        """Whether a step of `t` rows takes the three-launch decode path (`_decode`)."""
-        return moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode
+    def _fused_decode(self, kc: KernelCache, t: int) -> bool:
+        """Whether a step of `t` rows takes the three-launch decode path (`_decode`): not
+        with a router logit bias (gpt-oss), which only `topk` takes."""
+        return (moe_ops.uses_decode_kernels(t) and kc.routes.moe_fused_decode
+                and not self.routing.logit_bias)
 
     def router_takes_norm(self, kc: KernelCache, t: int) -> bool:
         """Whether `forward` may be given the residual add + RMSNorm before the block
@@ -179,7 +189,8 @@ class MoeMlp:
         moe_ops.topk(kc, s, bf.logits, bf.topk_ids, bf.topk_weights, t, sh.experts, sh.top_k,
                      self.routing)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
-                        b.delta, t, self._local(kc, s, t, sh), bf.scratch)
+                        b.delta, t, self._local(kc, s, t, sh), bf.scratch,
+                        epilogue=self.epilogue)
         if self.shared is not None:
             se = self.shared
             swiglu(kc, s, b, se.gate_up, se.down, bf.shared_out, t, sh.hidden, se.inter)
@@ -265,6 +276,26 @@ def routing_for(moe: MoeConfig, score_bias: DevicePtr) -> moe_ops.Routing:
                            unrounded=moe.router_f32)
 
 
+def with_router_bias(routing: moe_ops.Routing, router_bias: DevicePtr) -> moe_ops.Routing:
+    """`routing` for a router with a bias (gpt-oss: bf16 [experts], 0: none): it reads the
+    float32 sums and adds the bias in `topk` (Routing.logit_bias)."""
+    if not router_bias:
+        return routing
+    return replace(routing, unrounded=True, logit_bias=router_bias)
+
+
+def epilogue_of(moe: MoeConfig, ptr: Mapping[str, DevicePtr],
+                layer: int) -> moe_ops.ExpertEpilogue:
+    """Layer `layer`'s expert epilogue (gpt-oss: the loader's `experts_gate_up_bias` and
+    `experts_down_bias` buffers, the clamped GLU); none for the other families."""
+    if not (moe.expert_bias or moe.swiglu_limit):
+        return moe_ops.NO_EPILOGUE
+    b = f"l{layer}."
+    return moe_ops.ExpertEpilogue(ptr.get(b + "experts_gate_up_bias", 0),
+                                  ptr.get(b + "experts_down_bias", 0), moe.swiglu_alpha,
+                                  moe.swiglu_limit)
+
+
 def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
               bufs: MoeBuffers | None, ep: "ExpertShard | None" = None) -> MlpBlock:
     """Layer `layer`'s MLP block over the uploaded weight buffers `ptr` (WeightPlan names);
@@ -283,6 +314,7 @@ def build_mlp(cfg: ModelConfig, layer: int, ptr: Mapping[str, DevicePtr],
                               shared_gate_of(moe, ptr, layer), moe.shared_intermediate_size)
     elif moe.shared_intermediate_size:  # another rank runs the shared expert
         shape = shape.routed_only
-    return MoeMlp(shape, routing_for(moe, ptr.get(b + "score_bias", 0)),
-                  ptr[b + "router"], ptr[b + "experts_gate_up"], ptr[b + "experts_down"], bufs,
-                  shared, ep)
+    routing = with_router_bias(routing_for(moe, ptr.get(b + "score_bias", 0)),
+                               ptr.get(b + "router_bias", 0))
+    return MoeMlp(shape, routing, ptr[b + "router"], ptr[b + "experts_gate_up"],
+                  ptr[b + "experts_down"], bufs, shared, ep, epilogue_of(moe, ptr, layer))

@@ -56,6 +56,12 @@ def check_tensor_parallel(cfg: ModelConfig, world: int, experts_sharded: bool = 
         raise UnsupportedModelError(
             f"tensor parallelism supports dense attention models; {cfg.model_type} has "
             "linear-attention layers")
+    if cfg.bias_in_f32:
+        raise UnsupportedModelError(
+            f"tensor parallelism splits attention projections; {cfg.model_type} adds their "
+            "biases to the float32 sums, which the bf16 all-reduce of partial products cannot "
+            "carry, and its experts are not split across ranks yet: serve it on one GPU per "
+            "replica")
     if cfg.moe is not None and not experts_sharded:
         raise UnsupportedModelError(
             f"tensor parallelism supports dense models; {cfg.model_type} is a mixture of "

@@ -208,6 +208,8 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     # split tickets per (row, head slice) of decode attention: at most one per q head
     arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
+    if dims.proj_f32_width:  # a biased projection's float32 sums (Dims.bias_f32)
+        arena.reserve("proj_f32", DType.FP32, (t, dims.proj_f32_width))
     if dims.linear is not None:
         la = dims.linear
         for name, width in (("lin_proj", proj_width(la)), ("lin_conv", la.conv_dim),
@@ -264,7 +266,7 @@ class ModelRunner:
                              "Gated-DeltaNet decode kernel (token by token, per-token state "
                              "slots), which these head shapes or ATLAS_GDN_FUSED=0 rule out")
         lin = (("lin_proj", "lin_conv", "lin_core", "lin_gated") if self.has_recurrent_state
-               else ())
+               else ()) + (("proj_f32",) if "proj_f32" in arena else ())
         self.bufs = StepBuffers(
             ids=i32 + 4 * lay.ids, positions=i32 + 4 * lay.positions, slots=i32 + 4 * lay.slots,
             cu_q=i32 + 4 * lay.cu_q, kv_lens=i32 + 4 * lay.kv_lens,

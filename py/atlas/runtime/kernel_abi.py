@@ -55,6 +55,14 @@ ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",
                       "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET_EARLY = S("rmsnorm", "add_rmsnorm_offset_early_bf16",
                              "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# the plain weight times the f32 normalized row, one rounding: out = bf16(w * (r * rsqrt(
+# mean(r^2) + eps))) (gpt-oss's GptOssRMSNorm); RMSNORM, ADD_RMSNORM and its early twin's shape
+RMSNORM_ONEROUND = S("rmsnorm", "rmsnorm_oneround_bf16",
+                     "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM_ONEROUND = S("rmsnorm", "add_rmsnorm_oneround_bf16",
+                         "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM_ONEROUND_EARLY = S("rmsnorm", "add_rmsnorm_oneround_early_bf16",
+                               "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 # Gated-DeltaNet output norm (gated_rmsnorm.cu): per (token, head) row of `dim`,
 # out = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(f32 z)); x and out are
 # [tokens, heads * dim], z's (t, h) row starts at z + t * z_pitch + h * dim (elements).
@@ -69,6 +77,10 @@ SILU_MUL_EARLY = S("silu_mul", "silu_mul_early_bf16", "gate_up:ptr out:ptr rows:
 GELU_TANH_MUL = S("silu_mul", "gelu_tanh_mul_bf16", "gate_up:ptr out:ptr rows:u32 inter:u32")
 # x [rows, n] += bias [n] in place, in f32 with one bf16 rounding (bias_add.cu)
 BIAS_ADD = S("bias_add", "bias_add_bf16", "x:ptr bias:ptr rows:u32 n:u32")
+# out bf16 [rows, n] = bf16(x[r, c] + bias[c]): the float32 sums of a projection x f32 [rows, n]
+# (GEMV/GEMM_F32_UNROUNDED's) plus its bf16 bias, rounded once, as transformers' bf16 Linear
+# with a bias rounds (gpt-oss, whose attention projections are sensitive to a second rounding)
+BIAS_ADD_F32 = S("bias_add", "bias_add_f32_bf16", "x:ptr bias:ptr out:ptr rows:u32 n:u32")
 EMBEDDING = S("embedding", "embedding_bf16", "ids:ptr table:ptr out:ptr n:u32 dim:u32 vocab:u32")
 # the same rows times `scale`, one bf16 rounding (Gemma's embedding * bf16(sqrt(hidden)))
 EMBEDDING_SCALED = S("embedding", "embedding_scaled_bf16",
@@ -455,14 +467,19 @@ GDN_DECODE = S(
 # window: the layer's sliding window (a query at position p sees keys p - window + 1 .. p;
 # 0: every key up to p), here and on every entry point below that takes one; proj_dim: the
 # attention rows written to out are [tokens, hq * proj_dim] (a padded head's first proj_dim
-# elements; the module docstring), here and on every entry point below that takes one
+# elements; the module docstring), here and on every entry point below that takes one;
+# sinks: bf16 [hq] attention sinks (gpt-oss), one more logit per q head in every query's
+# softmax denominator whose column is dropped: out = sum_i e^(s_i - m) v_i /
+# (sum_i e^(s_i - m) + e^(sinks[h] - m)), m any reference (scores and sink in the same units,
+# after the scale); a null pointer: no sink, the plain softmax (here and wherever it is taken)
 _PREFILL = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr cu_q:ptr kv_lens:ptr out:ptr "
             "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 scale:f32 "
             "window:u32 proj_dim:u32")
-PREFILL_ATTN = S("attention", "prefill_attn_bf16", _PREFILL)
+PREFILL_ATTN = S("attention", "prefill_attn_bf16", _PREFILL + " sinks:ptr")
 # the same on Hopper warpgroup MMA (kernels/hopper/common/attention_sm90.cu, sm_90a only):
 # head_dim 128 or 256, 128-query blocks, launched with dynamic shared memory
-# (ops/attention_sm90.py); probabilities enter PV as one bf16 each
+# (ops/attention_sm90.py); probabilities enter PV as one bf16 each; no sinks (a model with
+# them prefills on PREFILL_ATTN: ops.attention.prefill_attention)
 PREFILL_ATTN_SM90 = S("attention_sm90", "prefill_attn_sm90_bf16", _PREFILL)
 # the same at head_dim 128 with Q in registers (the A/B of ATLAS_PREFILL_ATTN_QREG)
 PREFILL_ATTN_SM90_QREG = S("attention_sm90", "prefill_attn_sm90_qreg_bf16", _PREFILL)
@@ -536,7 +553,7 @@ DECODE_ATTN_ROPE_CLUSTER_PULL = S("attention_twins", "decode_attn_rope_cluster_p
                                   _DECODE_ROPE)
 # merges the partials of DECODE_ATTN_LONG (decode_attn_bf16 merges its own in its last split)
 _COMBINE = ("part_o:ptr part_ml:ptr kv_lens:ptr out:ptr num_seqs:u32 hq:u32 head_dim:u32 "
-            "num_splits:u32 window:u32 proj_dim:u32")
+            "num_splits:u32 window:u32 proj_dim:u32 sinks:ptr")
 DECODE_ATTN_COMBINE = S("attention", "decode_attn_combine_bf16", _COMBINE)
 # the same values, letting the kernel after it launch before its PDL wait (ops/early_trigger.py)
 DECODE_ATTN_COMBINE_EARLY = S("attention", "decode_attn_combine_early_bf16", _COMBINE)
@@ -549,7 +566,8 @@ DECODE_ATTN_COMBINE_EARLY = S("attention", "decode_attn_combine_early_bf16", _CO
 # its last block (attention_long.cu SplitMerge) instead of DECODE_ATTN_COMBINE after it
 _DECODE_LONG = ("q:ptr k_cache:ptr v_cache:ptr block_tables:ptr kv_lens:ptr part_o:ptr "
                 "part_ml:ptr counters:ptr out:ptr num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 "
-                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 window:u32 proj_dim:u32")
+                "block_size:u32 max_blocks:u32 num_splits:u32 scale:f32 window:u32 proj_dim:u32 "
+                "sinks:ptr")
 DECODE_ATTN_LONG = S("attention_long", "decode_attn_long_bf16", _DECODE_LONG)
 DECODE_ATTN_LONG_D256 = S("attention_long", "decode_attn_long_d256_bf16", _DECODE_LONG)
 # (its phase-traced twin: trace_decode_attn.py --long, Qwen3.5's heads)
@@ -564,7 +582,7 @@ _DECODE_LONG_ROPE = (
     "qkv:ptr k_cache:ptr v_cache:ptr q_norm_w:ptr k_norm_w:ptr cos_sin:ptr positions:ptr "
     "slots:ptr block_tables:ptr kv_lens:ptr part_o:ptr part_ml:ptr counters:ptr out:ptr "
     "num_seqs:u32 hq:u32 hkv:u32 head_dim:u32 block_size:u32 max_blocks:u32 num_splits:u32 "
-    "scale:f32 eps:f32 window:u32 proj_dim:u32")
+    "scale:f32 eps:f32 window:u32 proj_dim:u32 sinks:ptr")
 # (waiting for the qkv projection on entry)
 DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf16",
                                _DECODE_LONG_ROPE)
@@ -695,6 +713,12 @@ SAMPLER_LOGPROBS = S("sampler", "logprobs_f32",
 MOE_TOPK_SOFTMAX = S("moe_router", "moe_topk_softmax_f32",
                      "logits:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
                      "top_k:u32 renormalize:u32 scale:f32")
+# the same over a router Linear with a bias (gpt-oss): the logits are float32 sums
+# (GEMV/GEMM_F32_UNROUNDED's) and the keys and the softmax's logits bf16(logit +
+# logit_bias[e]) (logit_bias bf16 [experts]), one rounding as transformers' bf16 Linear
+MOE_TOPK_SOFTMAX_BIAS = S("moe_router", "moe_topk_softmax_bias_f32",
+                          "logits:ptr topk_ids:ptr topk_weights:ptr tokens:u32 experts:u32 "
+                          "top_k:u32 renormalize:u32 scale:f32 logit_bias:ptr")
 # sigmoid scoring: experts are chosen by sigmoid(logit) + bias[e] (bias f32 [experts],
 # e_score_correction_bias; a null pointer means no bias), weighted by the unbiased sigmoid
 MOE_TOPK_SIGMOID = S("moe_router", "moe_topk_sigmoid_f32",
@@ -759,14 +783,20 @@ MOE_GATE_LOGITS = S("moe_router", "moe_gate_logits_bf16",
 # act past shared_inter is zero, which the down kernels rely on); act/ids/weights rows are
 # top_k + shared_slots long. 2 * tokens * hidden bytes of dynamic shared memory (x); grid
 # x: column groups of 8 in blocks of ops.moe.gate_up_groups_per_block.
-MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16",
-                     "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
-                     "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
-                     "shared_inter:u32")
+_MOE_GATE_UP = ("x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
+                "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 shared_inter:u32")
+MOE_GATE_UP_SILU = S("moe_decode", "moe_gate_up_silu_bf16", _MOE_GATE_UP)
+# The same with the expert epilogue (gpt-oss; ops.moe.ExpertEpilogue), on the routed slots:
+# expert_bias bf16 [experts, 2 inter] (or null) added to the bf16 gate and up products,
+# g = bf16(g + b), and with glu_limit > 0 the clamped GLU act = bf16(bf16(u' + 1) * bf16(g' *
+# bf16(sigmoid(bf16(glu_alpha g'))))), g' = bf16(min(g, limit)), u' = bf16(clamp(u, -limit,
+# limit)); the same grid, threads and shared memory
+_EPILOGUE = " expert_bias:ptr glu_alpha:f32 glu_limit:f32"
+MOE_GATE_UP_EPILOGUE = S("moe_decode", "moe_gate_up_epilogue_bf16", _MOE_GATE_UP + _EPILOGUE)
 # The same act from a GEMV-shaped launch (the default; ops.moe.gate_up_uses_gemv): grid
 # (ceil(inter / 2), tokens * slots), ops.moe.gate_up_gemv_threads(hidden) threads, no dynamic
 # shared memory; a block computes two columns of one expert for up to 4 pairs routed to it.
-# _single: tokens == 1 only (fewer registers).
+# _single: tokens == 1 only (fewer registers). No expert epilogue (ops.moe.gate_up_uses_gemv).
 MOE_GATE_UP_GEMV = S("moe_decode", "moe_gate_up_gemv_bf16",
                      "x:ptr w_gate_up:ptr topk_ids:ptr act:ptr tokens:u32 top_k:u32 hidden:u32 "
                      "inter:u32 experts:u32 shared_gate_up:ptr shared_slots:u32 "
@@ -788,17 +818,21 @@ MOE_GATE_UP_GEMV_TILES = S("moe_decode", "moe_gate_up_gemv_tiles_bf16",
 # with ops.moe.down_smem bytes of dynamic shared memory (the token's act rows). It reads
 # topk_ids / topk_weights before its PDL wait: their writer must be at least two launches
 # back, with a launch between that waits before it lets dependents start (moe_gate_up_silu)
-MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16",
-                 "act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
-                 "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
-                 "shared_down:ptr shared_slots:u32 shared_inter:u32")
+_MOE_DOWN = ("act:ptr w_down:ptr topk_ids:ptr topk_weights:ptr out:ptr tokens:u32 "
+             "top_k:u32 hidden:u32 inter:u32 experts:u32 rows_per_block:u32 "
+             "shared_down:ptr shared_slots:u32 shared_inter:u32")
+MOE_DOWN_SUM = S("moe_decode", "moe_down_sum_bf16", _MOE_DOWN)
+# the same with the down bias (gpt-oss; ops.moe.ExpertEpilogue): expert_bias bf16 [experts,
+# hidden] (or null), each routed slot's y = bf16(bf16(act . w_down) + expert_bias[e]) before
+# it is weighted
+MOE_DOWN_SUM_BIAS = S("moe_decode", "moe_down_sum_bias_bf16", _MOE_DOWN + " expert_bias:ptr")
 # The same down product as one GEMV-shaped launch (the default at batch 1;
 # ops.moe.down_uses_gemv): the same arguments with rows_per_block a multiple of
 # ops.moe.DOWN_GEMV_ROWS (ops.moe.down_gemv_rows: tiles of that many rows, one after the
 # other), grid (ceil(hidden / rows_per_block), tokens), 256 threads, no dynamic shared memory;
 # (top_k + shared_slots) x inter / 8 chunks a row, inter a multiple of 256. The routing is
 # read before the PDL wait, as MOE_DOWN_SUM's.
-MOE_DOWN_GEMV_SUM = replace(MOE_DOWN_SUM, func="moe_down_gemv_sum_bf16")
+MOE_DOWN_GEMV_SUM = S("moe_decode", "moe_down_gemv_sum_bf16", _MOE_DOWN)
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens] (0: an
@@ -854,13 +888,20 @@ MOE_ALIGN = S("moe_grouped", "moe_align_i32",
               "topk_ids:ptr sorted_slots:ptr tile_expert:ptr slots:u32 experts:u32 "
               "max_tiles:u32")
 # act bf16 [max_tiles * MOE_TILE_M, inter], row p for slot sorted_slots[p] (padding rows 0)
-MOE_GROUPED_GATE_UP = S("moe_grouped", "moe_grouped_gate_up_silu_bf16",
-                        "x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
+_MOE_GROUPED_GATE_UP = ("x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
                         "top_k:u32 hidden:u32 inter:u32 experts:u32 max_tiles:u32")
+MOE_GROUPED_GATE_UP = S("moe_grouped", "moe_grouped_gate_up_silu_bf16", _MOE_GROUPED_GATE_UP)
 # y bf16 [slots, hidden]: y[sorted_slots[p]] = bf16(act[p] . w_down[expert of p's tile])
-MOE_GROUPED_DOWN = S("moe_grouped", "moe_grouped_down_bf16",
-                     "act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
+_MOE_GROUPED_DOWN = ("act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
                      "inter:u32 experts:u32 max_tiles:u32")
+MOE_GROUPED_DOWN = S("moe_grouped", "moe_grouped_down_bf16", _MOE_GROUPED_DOWN)
+# the two with gpt-oss's expert epilogue (ops.moe.ExpertEpilogue): gate/up with
+# MOE_GATE_UP_EPILOGUE's (expert_bias, glu_alpha, glu_limit), down with the down bias,
+# y = bf16(y + expert_bias[e]) (bf16 [experts, hidden], or null)
+MOE_GROUPED_GATE_UP_EPILOGUE = S("moe_grouped", "moe_grouped_gate_up_epilogue_bf16",
+                                 _MOE_GROUPED_GATE_UP + _EPILOGUE)
+MOE_GROUPED_DOWN_BIAS = S("moe_grouped", "moe_grouped_down_bias_bf16",
+                          _MOE_GROUPED_DOWN + " expert_bias:ptr")
 # out bf16 [tokens, hidden] = bf16(sum_j topk_weights[t, j] * y[t * top_k + j]), j in order,
 # skipping ids outside [0, experts)
 MOE_COMBINE = S("moe_grouped", "moe_combine_bf16",
@@ -870,11 +911,12 @@ MOE_COMBINE = S("moe_grouped", "moe_combine_bf16",
 # sm_90a only; 64 x 256 tiles over the same align layout), launched with ops.moe.MOE_SM90_SMEM
 # bytes of dynamic shared memory
 MOE_GROUPED_GATE_UP_SM90 = S("moe_grouped_sm90", "moe_grouped_gate_up_silu_sm90_bf16",
-                             "x:ptr w_gate_up:ptr sorted_slots:ptr tile_expert:ptr act:ptr "
-                             "top_k:u32 hidden:u32 inter:u32 experts:u32 max_tiles:u32")
-MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16",
-                          "act:ptr w_down:ptr sorted_slots:ptr tile_expert:ptr y:ptr hidden:u32 "
-                          "inter:u32 experts:u32 max_tiles:u32")
+                             _MOE_GROUPED_GATE_UP)
+MOE_GROUPED_DOWN_SM90 = S("moe_grouped_sm90", "moe_grouped_down_sm90_bf16", _MOE_GROUPED_DOWN)
+MOE_GROUPED_GATE_UP_SM90_EPILOGUE = S(
+    "moe_grouped_sm90", "moe_grouped_gate_up_epilogue_sm90_bf16", _MOE_GROUPED_GATE_UP + _EPILOGUE)
+MOE_GROUPED_DOWN_SM90_BIAS = S("moe_grouped_sm90", "moe_grouped_down_bias_sm90_bf16",
+                               _MOE_GROUPED_DOWN + " expert_bias:ptr")
 
 # --- shared expert (kernels/<hw>/common/moe_shared.cu) --------------------------------------
 # out bf16 [tokens, hidden] = bf16(routed + bf16(bf16(sigmoid(gate[t * gate_stride])) * shared)):

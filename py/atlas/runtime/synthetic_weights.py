@@ -12,9 +12,9 @@ benchmark scripts); a model served from it answers gibberish by construction.
 The distribution is tools/make_fixtures.py's (which imports `init_std` from here, so the
 two cannot drift): linear weights N(0, 1 / fan_in), twice that std for the projections that
 write the residual stream, embeddings and LM head N(0, (1.6 / sqrt(hidden))^2), RMSNorm
-weights 1 + N(0, 0.1^2), q/k/v biases N(0, 0.1^2); float32 tensors (a router's score-
-correction bias) are zeros, as transformers initializes them. Each tensor's values are a
-pure function of (seed, name).
+weights 1 + N(0, 0.1^2), biases N(0, 0.1^2), attention sinks N(0, 1); float32 tensors (a
+router's score-correction bias) are zeros, as transformers initializes them. Each tensor's
+values are a pure function of (seed, name).
 A config.json with a `quantization_config` gets quantized weights instead (FP8 / NVFP4 codes
 and scales of the same standard deviations: runtime/synthetic_quant.py).
 """
@@ -41,9 +41,14 @@ RESIDUAL_WRITERS = ("o_proj.weight", "down_proj.weight", "experts.down_proj", ".
 EMBEDDING_NAMES = ("embed_tokens.weight", "lm_head.weight")
 NORM_STD = 0.1
 #: the Qwen2 family's q/k/v projection biases, N(0, 0.1^2): without them a tiny model's
-#: logits move visibly (cosine ~0.8), and larger ones (0.2+) make its greedy text repeat
-BIAS_NAMES = ("q_proj.bias", "k_proj.bias", "v_proj.bias")
+#: logits move visibly (cosine ~0.8), and larger ones (0.2+) make its greedy text repeat;
+#: gpt-oss's o_proj, router and per-expert biases ([experts, n]) draw the same
+BIAS_NAMES = ("q_proj.bias", "k_proj.bias", "v_proj.bias", "o_proj.bias", "router.bias",
+              "gate_up_proj_bias", "down_proj_bias")
 BIAS_STD = 0.1
+#: gpt-oss's per-head attention sinks (a logit beside the scores, whose std is near 1)
+SINK_NAMES = ("self_attn.sinks",)
+SINK_STD = 1.0
 #: a hybrid model's Gated-DeltaNet per-head scalars, (mean, std) of their normal draw: decay
 #: A = exp(A_log) around 0.1 (state kept over tens of tokens, like make_fixtures'
 #: hybrid_param) and dt_bias 1 + noise
@@ -57,12 +62,14 @@ def init_std(name: str, shape: Sequence[int], hidden: int) -> float | None:
 
     fan_in is the last dimension: [out, in] matrices and stacked experts [E, out, in] alike.
     """
+    if name.endswith(BIAS_NAMES):
+        return BIAS_STD
+    if name.endswith(SINK_NAMES):
+        return SINK_STD
     if len(shape) == 1:
-        if name.endswith(BIAS_NAMES):
-            return BIAS_STD
         if not name.endswith("norm.weight"):
             raise ValueError(f"unexpected 1-D parameter {name}: neither an RMSNorm weight nor "
-                             "a q/k/v bias")
+                             "a bias")
         return None
     if name.endswith(EMBEDDING_NAMES):
         return 1.6 / math.sqrt(hidden)
@@ -172,6 +179,17 @@ class SyntheticWeights:
             pools.free()
         return LoadReport({n: dst[n] for n in wanted}, {"synthetic": "device"}, done,
                           time.perf_counter() - t0)
+
+    def upload_as(self, backend: GpuBackend, name: str, shape: Sequence[int],
+                  dst: DevicePtr) -> None:
+        """Fill `dst` with bf16 values of tensor `name` drawn as if it had `shape`: a buffer
+        the loader converts on the host from a checkpoint (model/loaders/dense.HostTransform,
+        e.g. gpt-oss's [in, out] experts), made directly in the layout the kernels read, so
+        its fan-in is that layout's last axis."""
+        kc, stream = KernelCache(backend), backend.default_stream()
+        mean, std = self.normal_params(name, shape)
+        fill_normal(kc, stream, dst, math.prod(shape), tensor_key(self.seed, name), mean, std)
+        backend.synchronize(stream)
 
     def upload_slice(self, backend: GpuBackend, name: str, rows: slice, dst: DevicePtr,
                      cols: slice | None = None) -> None:

@@ -3,13 +3,18 @@ shape and dtype each must have, and where each lands in device memory.
 
 q/k/v projections are placed back to back in one fused [q|k|v] matrix and gate/up in one
 [gate|up] matrix, so a decode step runs one GEMV for each instead of three and two. The
-fusion costs nothing at load time: each tensor is uploaded straight to its offset.
+fusion costs nothing at load time: each tensor is uploaded straight to its offset. A layout
+the kernels cannot read as stored (gpt-oss's experts: [in, out] with gate and up columns
+interleaved, or MXFP4 blocks) is a `HostTransform`: converted on the host, expert by expert,
+then uploaded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...core.config import ModelConfig
 from ...core.dtype import DType
@@ -45,12 +50,35 @@ class TensorSlot:
         return self.dtype.nbytes(n)
 
 
+@dataclass(frozen=True, slots=True)
+class HostTransform:
+    """A device buffer made on the host from checkpoint tensors whose layout the kernels do
+    not read as stored: experts [first, first + count) of `sources` (name, dtype, shape;
+    each [experts, ...]) are read one expert at a time, `convert(*rows)` (numpy arrays, bf16
+    as uint16 bits, one expert's slice of each source, in order) returns that expert's part
+    of the buffer (bf16 bits of `part_shape`), and the parts are uploaded back to back. A
+    ValueError from `convert` names the tensor at load (model/load.py)."""
+
+    buffer: str
+    sources: tuple[tuple[str, DType, tuple[int, ...]], ...]
+    part_shape: tuple[int, ...]
+    convert: Callable[..., np.ndarray]
+    first: int = 0
+    count: int = 0
+
+    @property
+    def part_bytes(self) -> int:
+        return DType.BF16.nbytes(int(np.prod(self.part_shape)))
+
+
 @dataclass
 class WeightPlan:
-    """Device buffers (name -> bytes) and the tensors that fill them."""
+    """Device buffers (name -> bytes) and the tensors that fill them: straight copies
+    (`slots`) and host conversions (`transforms`)."""
 
     buffers: dict[str, int] = field(default_factory=dict)
     slots: list[TensorSlot] = field(default_factory=list)
+    transforms: list[HostTransform] = field(default_factory=list)
     #: the linear weights (bf16 or quantized: see linear_plan), the checkpoint's
     #: quantization and stored dtypes (tensor name -> safetensors dtype) they are planned by
     linears: dict[str, LinearPlan] = field(default_factory=dict)
@@ -71,8 +99,16 @@ class WeightPlan:
             offset += slot.nbytes
         self.buffers[buffer] = max(offset, min_bytes)
 
+    def add_transform(self, transform: HostTransform) -> None:
+        """Create `transform.buffer`, filled by the host conversion (count parts)."""
+        self.transforms.append(transform)
+        self.buffers[transform.buffer] = transform.count * transform.part_bytes
+
     def expected(self) -> dict[str, tuple[DType, tuple[int, ...]]]:
-        return {s.name: (s.dtype, s.shape) for s in self.slots}
+        out = {s.name: (s.dtype, s.shape) for s in self.slots}
+        out.update({name: (dtype, shape) for t in self.transforms
+                    for name, dtype, shape in t.sources})
+        return out
 
     def layout(self) -> tuple[dict[str, int], int]:
         """Byte offset of every buffer inside one allocation, and the allocation's size."""
@@ -85,10 +121,14 @@ class WeightPlan:
 
 class DenseDecoderLoader:
     """Llama-family decoder: embedding, N x (attention + SwiGLU MLP), final norm, LM head;
-    also Mistral (the same layers) and Qwen2 (plus q/k/v biases, `ModelConfig.qkv_bias`)."""
+    also Mistral (the same layers) and Qwen2 (plus q/k/v biases, `ModelConfig.qkv_bias`); an
+    o_proj bias (`ModelConfig.o_bias`) and per-head attention sinks
+    (`ModelConfig.attention_sinks`) where the family has them (gpt-oss)."""
 
     family = "llama"
     has_qk_norm = False
+    #: the family's loader decodes MXFP4 experts (CheckpointQuant.mxfp4_experts)
+    decodes_mxfp4 = False
     #: attention head dims the kernels are compiled for
     head_dims: tuple[int, ...] = SUPPORTED_HEAD_DIMS
     #: the MLP activations (config hidden_act) the family's kernels implement
@@ -103,9 +143,11 @@ class DenseDecoderLoader:
             raise UnsupportedModelError(
                 f"num_attention_heads={cfg.num_attention_heads} is not a multiple of "
                 f"num_key_value_heads={cfg.num_key_value_heads}")
+        # an o_proj bias is read where it joins the float32 sums (gpt-oss: model.py
+        # `_biased_linear`); no other family's is
         for flag, what in (("o_bias", "attention_bias=true (a bias on o_proj)"),
                            ("mlp_bias", "mlp_bias=true")):
-            if getattr(cfg, flag):
+            if getattr(cfg, flag) and not (flag == "o_bias" and cfg.bias_in_f32):
                 raise UnsupportedModelError(f"{what} is not supported for {cfg.model_type}")
         act = cfg.hidden_act
         if act not in self.activations:
@@ -122,6 +164,9 @@ class DenseDecoderLoader:
         tensor names) lets a loader pick between layouts the wild has for the same weights;
         with `quant`, its dtypes say which projections are stored quantized."""
         self.check_config(cfg)
+        if quant.mxfp4_experts and not self.decodes_mxfp4:
+            raise UnsupportedModelError(f"{cfg.source}: quant_method 'mxfp4' (MXFP4 experts) "
+                                        f"is not supported for {cfg.model_type}")
         h, d, vocab = cfg.hidden_size, cfg.head_dim, cfg.vocab_size
         q_rows, kv_rows = cfg.num_attention_heads * d, cfg.num_key_value_heads * d
         plan = WeightPlan(quant=quant, stored=stored_dtypes(names))
@@ -135,6 +180,10 @@ class DenseDecoderLoader:
                                             (p + "self_attn.k_proj.bias", (kv_rows,)),
                                             (p + "self_attn.v_proj.bias", (kv_rows,))])
             add_linear(plan, f"l{i}.o", [(p + "self_attn.o_proj.weight", h)], q_rows)
+            if cfg.o_bias:  # bf16, joining the product's float32 sums
+                plan.add(f"l{i}.o_bias", [(p + "self_attn.o_proj.bias", (h,))])
+            if cfg.attention_sinks:  # one bf16 logit a q head
+                plan.add(f"l{i}.sinks", [(p + "self_attn.sinks", (cfg.num_attention_heads,))])
             self.plan_mlp(plan, cfg, i, names)
             self.plan_norms(plan, p, i, h)
             if self.has_qk_norm or cfg.use_qk_norm:  # per head, or the whole projection

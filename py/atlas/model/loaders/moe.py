@@ -1,5 +1,5 @@
 """The weight plan of a mixture-of-experts decoder (Qwen3-MoE, Qwen2-MoE with shared experts,
-Mixtral, MiniMax-M2, GLM-4.5).
+Mixtral, MiniMax-M2, GLM-4.5, gpt-oss).
 
 Attention is the dense decoder's; a sparse layer's MLP becomes a router `[E, H]` plus the
 experts, packed into one contiguous buffer per projection so a kernel indexes any expert
@@ -22,6 +22,13 @@ codes and scales stacked like a fused q|k|v, every scale checked first); a share
 wide as an expert and stored alike is folded in as expert E (docs/quantization.md). The
 layout is chosen per layer from the names the checkpoint holds; an expert the config does
 not know is an error, not silently ignored.
+
+gpt-oss stores its experts the other way round, `gate_up_proj` [E, H, 2I] with the gate and
+up columns interleaved (gate j at column 2j, up j at 2j + 1) and `down_proj` [E, I, H], in
+bf16 or (the official release) as MXFP4 `*_blocks` / `*_scales` whose rows are the output
+features ([E, 2I, H] interleaved, [E, H, I]); both become the packed buffers above through
+host conversions (`dense.HostTransform`, one expert at a time), and so do its per-expert
+gate/up biases ([E, 2I], interleaved, into [gate | up] order).
 """
 
 from __future__ import annotations
@@ -29,10 +36,15 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...core.config import ModelConfig, MoeConfig
 from ...core.dtype import DType
+from ...core.head_dims import SINK_HEAD_DIMS
+from ...core.numerics import MXFP4_BLOCK, mxfp4_to_bf16_bits
 from ...runtime.weights import WeightError
-from .dense import DenseDecoderLoader, UnsupportedModelError, WeightPlan, add_swiglu
+from .dense import (DenseDecoderLoader, HostTransform, UnsupportedModelError, WeightPlan,
+                    add_swiglu)
 from .linear_plan import add_linear, stored_format
 
 #: rows of the shared-expert gate's device buffer: its one row, then zeros, so the
@@ -249,3 +261,75 @@ class Glm4MoeLoader(MoeDecoderLoader):
 
     def expert_names(self, layer: int, names: Container[str]) -> ExpertNames:
         return GLM_EXPERTS
+
+
+def gate_up_rows(interleaved: np.ndarray) -> np.ndarray:
+    """gpt-oss's gate/up rows (or bias entries) [2I, ...] with gate j at row 2j and up j at
+    2j + 1 -> the packed [gate rows | up rows] order the expert kernels read."""
+    return np.concatenate([interleaved[0::2], interleaved[1::2]])
+
+
+def _bf16_gate_up(w: np.ndarray) -> np.ndarray:
+    """One expert's bf16 `gate_up_proj` [H, 2I] (bits) -> its [2I, H] packed rows."""
+    return np.ascontiguousarray(gate_up_rows(w.T))
+
+
+def _bf16_down(w: np.ndarray) -> np.ndarray:
+    """One expert's bf16 `down_proj` [I, H] (bits) -> [H, I]."""
+    return np.ascontiguousarray(w.T)
+
+
+def _mxfp4_gate_up(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """One expert's MXFP4 gate/up ([2I, H / 32, 16] codes, [2I, H / 32] scales) -> bf16 bits
+    [2I, H] in packed order (the decode is exact: E2M1 times a power of two)."""
+    return gate_up_rows(mxfp4_to_bf16_bits(blocks, scales))
+
+
+class GptOssLoader(MoeDecoderLoader):
+    """OpenAI gpt-oss (gpt-oss-20b, gpt-oss-120b): attention with q/k/v and o_proj biases and
+    a learned sink per q head (`self_attn.sinks`), every layer routed through
+    `intermediate_size`-wide experts under `mlp.router` (a Linear with a bias), with gate/up
+    and down biases and the clamped SwiGLU (MoeConfig.swiglu_limit). Experts in the bf16
+    layout transformers writes, or the official release's MXFP4 blocks (quant_method
+    'mxfp4'), both converted on the host into the packed bf16 buffers (module docstring)."""
+
+    family = "gpt_oss"
+    decodes_mxfp4 = True
+    #: where the prefill kernel takes attention sinks
+    head_dims = SINK_HEAD_DIMS
+
+    def plan_mlp(self, plan: WeightPlan, cfg: ModelConfig, layer: int,
+                 names: Container[str]) -> None:
+        moe = _moe(cfg)
+        h, inter, e = cfg.hidden_size, moe.intermediate_size, moe.num_experts
+        b, p = f"l{layer}.", f"model.layers.{layer}.mlp."
+        plan.add(b + "router", [(p + "router.weight", (e, h))])
+        plan.add(b + "router_bias", [(p + "router.bias", (e,))])
+        q = p + "experts."
+        blocks = q + "gate_up_proj_blocks"
+        # the bf16 layout where the checkpoint has it (a synthetic store has every name),
+        # else the MXFP4 blocks where it has those or its config says so
+        if q + "gate_up_proj" not in names and (blocks in names or plan.quant.mxfp4_experts):
+            for width in (h, inter):
+                if width % MXFP4_BLOCK:
+                    raise UnsupportedModelError(
+                        f"{cfg.source}: MXFP4 experts need hidden_size and intermediate_size "
+                        f"multiples of {MXFP4_BLOCK}, got {width}")
+            gate_up = ((blocks, DType.U8, (e, 2 * inter, h // MXFP4_BLOCK, MXFP4_BLOCK // 2)),
+                       (q + "gate_up_proj_scales", DType.U8, (e, 2 * inter, h // MXFP4_BLOCK)))
+            down = ((q + "down_proj_blocks", DType.U8,
+                     (e, h, inter // MXFP4_BLOCK, MXFP4_BLOCK // 2)),
+                    (q + "down_proj_scales", DType.U8, (e, h, inter // MXFP4_BLOCK)))
+            convert = (_mxfp4_gate_up, mxfp4_to_bf16_bits)  # down: [H, I / 32, 16] -> [H, I]
+        else:
+            gate_up = ((q + "gate_up_proj", DType.BF16, (e, h, 2 * inter)),)
+            down = ((q + "down_proj", DType.BF16, (e, inter, h)),)
+            convert = (_bf16_gate_up, _bf16_down)
+        plan.add_transform(HostTransform(b + "experts_gate_up", gate_up, (2 * inter, h),
+                                         convert[0], count=e))
+        plan.add_transform(HostTransform(b + "experts_down", down, (h, inter), convert[1],
+                                         count=e))
+        plan.add_transform(HostTransform(
+            b + "experts_gate_up_bias", ((q + "gate_up_proj_bias", DType.BF16, (e, 2 * inter)),),
+            (2 * inter,), gate_up_rows, count=e))
+        plan.add(b + "experts_down_bias", [(q + "down_proj_bias", (e, h))])

@@ -11,6 +11,10 @@ the other rows stay poisoned (NaN), so a merge that read one of them would fail 
 A Geometry with proj_dim < head_dim is a padded head (ops.attention.padded_head_dim): its q
 and cache rows hold proj_dim random elements, then zeros, and out keeps each head's first
 proj_dim elements ([tokens, hq * proj_dim]), the softmax scale proj_dim^-0.5.
+
+`sinks=True` cases give every q head an attention sink (gpt-oss: bf16 [hq], `random_sinks`:
+a spread around the scores' scale plus one that dominates every denominator and one that
+adds nothing): each softmax denominator also sums e^(sink - m), the sink's column dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
@@ -112,21 +116,46 @@ def _token_kv(inputs: dict[str, np.ndarray], b: int, g: Geometry) -> tuple[np.nd
     return k, v
 
 
-def _softmax_rows(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _softmax_rows(s: np.ndarray, sink: float | None = None) -> np.ndarray:
+    """Softmax over the last axis; with `sink`, one more logit in each denominator whose
+    column is dropped (the probabilities then sum below 1)."""
+    m = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - m)
+    total = e.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        total = total + np.exp(sink - m)
+    return e / total
+
+
+def random_sinks(rng: np.random.Generator, hq: int) -> np.ndarray:
+    """bf16 bits of attention sinks [hq]: N(0, 2^2) (as large as the scores of `q` scaled by
+    2, so they move every output), head 0's 30 (it dominates: outputs near zero) and, with
+    more than one head, the last head's -30 (it adds nothing)."""
+    sinks = rng.standard_normal(hq) * 2.0
+    sinks[0] = 30.0
+    if hq > 1:
+        sinks[-1] = -30.0
+    return f32_to_bf16_bits(sinks.astype(np.float32))
+
+
+def _sink_of(x: dict[str, np.ndarray], h: int) -> float | None:
+    """Head h's sink of a case's inputs (None: the case has none)."""
+    return float(bf16_bits_to_f32(x["sinks"][h])) if "sinks" in x else None
 
 
 # ---- prefill ------------------------------------------------------------------------------
 def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                 kv_lens: list[int], window: int = 0) -> KernelCase:
+                 kv_lens: list[int], window: int = 0, sinks: bool = False) -> KernelCase:
     """Chunks of q_lens queries, the last of each sequence's kv_lens keys; `window` > 0: a
-    sliding window (a query at position p sees keys p - window + 1 .. p)."""
+    sliding window (a query at position p sees keys p - window + 1 .. p); `sinks`: attention
+    sinks (the module docstring)."""
     cu = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
     total = int(cu[-1])
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_heads(rng, (total, g.hq, g.head_dim), g, 2.0)
     inputs["cu_q"] = cu
+    if sinks:
+        inputs["sinks"] = random_sinks(rng, g.hq)
     num_seqs, max_blocks = len(q_lens), inputs["block_tables"].shape[1]
 
     # sm90=False: these are prefill_attn_bf16's cases (module attention); on an sm_90a set the
@@ -137,7 +166,7 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
             KernelCache(backend), stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
             g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=False,
-            window=window, proj_dim=g.proj)
+            window=window, proj_dim=g.proj, sinks=p.get("sinks", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -150,7 +179,8 @@ def prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[
             for h in range(g.hq):
                 kvh = h // (g.hq // g.hkv)
                 s = q[cu[b]:cu[b + 1], h] @ k[:, kvh].T * g.scale
-                out[cu[b]:cu[b + 1], h] = _softmax_rows(np.where(visible, s, -np.inf)) @ v[:, kvh]
+                probs = _softmax_rows(np.where(visible, s, -np.inf), _sink_of(x, h))
+                out[cu[b]:cu[b + 1], h] = probs @ v[:, kvh]
         return {"out": out[..., :g.proj]}
 
     spec = OutputSpec(DType.BF16, (total, g.hq, g.proj), ATTN_TOL)
@@ -195,6 +225,15 @@ def prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
                      [100, 1, 15], [150, 60, 15], window=20),
         prefill_case(rng, "prefill D128 pad80 gqa2 bs7", Geometry(2, 1, 128, 7, 80), [33, 9],
                      [40, 75]),
+        # attention sinks (gpt-oss: 64 q heads on 8 kv heads of D 64, every other layer
+        # sliding over 128 keys): full and sliding, first and chunked prefill, a one-token
+        # chunk; D 128 (the other head dim the kernel takes them at) on 7-token pages
+        prefill_case(rng, "prefill D64 gqa8 bs16 sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+                     [70, 1, 9], [70, 40, 200], sinks=True),
+        prefill_case(rng, "prefill D64 gqa8 bs16 window 128 sinks (gpt-oss)",
+                     Geometry(64, 8, 64, 16), [200, 1], [300, 150], window=128, sinks=True),
+        prefill_case(rng, "prefill D128 gqa2 bs7 sinks", Geometry(4, 2, 128, 7), [33, 9],
+                     [40, 75], sinks=True),
     ]
 
 
@@ -248,7 +287,7 @@ def traced_twins_apply() -> bool:
 def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                 num_splits: int, rule: Callable[[int, int], tuple[int, int]] | None = None,
                 traced: bool = False, twin: str = "", long: bool | None = None,
-                window: int = 0) -> KernelCase:
+                window: int = 0, sinks: bool = False) -> KernelCase:
     """One query per sequence on a num_splits grid, launched twice: the second launch finds
     the split tickets the first left (they must be zero again, and are checked to be).
     `long`: decode_attention's (True: the tensor-core kernel); `window` > 0: a sliding
@@ -256,7 +295,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     `rule`: (keys per partial, partials) of the kernel under test (default: what
     decode_attention launches under the environment's routes). `traced`: the clustered
     kernel's phase-traced twin (attention_twins.cu), which must compute the same; `twin`:
-    another twin of that module (DECODE_TWINS), the same too."""
+    another twin of that module (DECODE_TWINS), the same too. `sinks`: attention sinks (the
+    module docstring; the long kernel's), in out only: the partials stay the plain ones."""
     if rule is None:
         routes = KernelRoutes.from_env()
         rule = partial(attention.decode_partial_rule, routes=routes)
@@ -264,6 +304,8 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
     inputs = paged_cache(rng, kv_lens, g)
     inputs["q"] = random_heads(rng, (num_seqs, g.hq, g.head_dim), g, 2.0)
     inputs["counters"] = np.zeros((num_seqs, g.hq), np.int32)
+    if sinks:
+        inputs["sinks"] = random_sinks(rng, g.hq)
     max_blocks = inputs["block_tables"].shape[1]
     if traced:  # the stamps are clock readings: an input buffer, never compared
         grid = attention.decode_grid(num_splits, g.hq, g.hkv, num_seqs)
@@ -289,7 +331,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                                        num_seqs, g.hq, g.hkv, g.head_dim, g.block_size,
                                        max_blocks, num_splits, g.scale,
                                        trace=p.get("trace", 0), long=long, window=window,
-                                       proj_dim=g.proj)
+                                       proj_dim=g.proj, sinks=p.get("sinks", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         q = bf16_bits_to_f32(x["q"]).astype(np.float64)
@@ -303,7 +345,7 @@ def decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[
                 kvh = h // (g.hq // g.hkv)
                 s = k[:, kvh] @ q[b, h] * g.scale
                 if kv_lens[b]:
-                    out[b, h] = _softmax_rows(s) @ v[:, kvh]
+                    out[b, h] = _softmax_rows(s, _sink_of(x, h)) @ v[:, kvh]
                 for i in np.flatnonzero(active[b, h]):
                     lo, hi = i * chunks[b], min((i + 1) * chunks[b], seen[b])
                     m = s[lo:hi].max()

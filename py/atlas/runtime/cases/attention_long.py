@@ -37,16 +37,17 @@ from .attention_sm90 import probability_rounding_tol
 
 
 def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
-                     num_splits: int, twin: str = "", traced: bool = False, window: int = 0
-                     ) -> KernelCase:
+                     num_splits: int, twin: str = "", traced: bool = False, window: int = 0,
+                     sinks: bool = False) -> KernelCase:
     """cases/attention.decode_case launched with `long=True` (twice: the second launch
     finds the split counters the first left), the partials' and the output's tolerances
     widened by the bf16 probability rounding bound; `twin`: the routes of
     cases/attention.DECODE_TWINS[twin]; `traced`: the D-256 entry's phase-traced twin (its
     stamps an input buffer, never compared), which must compute the same; `window` > 0: a
-    sliding window (the partials the window's keys' splits)."""
+    sliding window (the partials the window's keys' splits); `sinks`: attention sinks (in
+    the output the kernel or the combine writes)."""
     case = decode_case(rng, name, g, kv_lens, num_splits, attention.decode_split_rule,
-                       window=window)
+                       window=window, sinks=sinks)
     num_seqs, max_blocks = len(kv_lens), case.inputs["block_tables"].shape[1]
     if traced:
         case.inputs["trace"] = np.zeros((num_splits * g.hkv * num_seqs, attention.TRACE_WORDS),
@@ -66,7 +67,8 @@ def long_decode_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                                        p["out"], num_seqs, g.hq, g.hkv, g.head_dim,
                                        g.block_size, max_blocks, num_splits, g.scale,
                                        long=True, trace=p["trace"] if traced else 0,
-                                       window=window, proj_dim=g.proj)
+                                       window=window, proj_dim=g.proj,
+                                       sinks=p.get("sinks", 0))
 
     return dataclasses.replace(case, module="attention_long", run=run, outputs=outputs,
                                reference_abs_tol=case.reference_abs_tol + p_tol)
@@ -269,6 +271,38 @@ LONG_ROPE_WINDOW_SHAPES = [
 ]
 
 
+#: (name, geometry, kv_lens, num_splits, twin, window): attention sinks (gpt-oss: 64 q heads
+#: on 8 kv heads of D 64, every other layer sliding over 128 keys) written by the kernel in
+#: one split, merged by the combine and by the last split; D 128 and D 256 merged by the
+#: combine
+LONG_SINK_SHAPES = [
+    ("long D64 gqa8 bs16 splits1 direct sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [1536, 70, 1, 0], 1, "", 0),
+    ("long D64 gqa8 bs16 splits4 window 128 sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [3000, 65, 129], 4, "", 128),
+    ("long D64 gqa8 bs16 splits16 merge sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [2048, 0, 300], 16, "long_merge", 0),
+    ("long D64 gqa8 bs16 splits8 merge window 128 sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [1000, 129], 8, "long_merge", 128),
+    ("long D128 gqa4 bs7 splits3 sinks", Geometry(8, 2, 128, 7), [999, 1], 3, "", 0),
+    ("long D256 gqa8 bs16 splits4 sinks", Geometry(16, 2, 256, 16), [2048, 300], 4, "", 0),
+]
+#: ... on the rope entries, as gpt-oss's decode steps launch them: batch 1 merging 30 splits
+#: on the early entry (sliding and full), a batch on the staged entry with a padding row
+LONG_ROPE_SINK_SHAPES = [
+    ("long_rope D64 gqa8 no-norm b1 splits30 merge early sinks (gpt-oss)",
+     Geometry(64, 8, 64, 16), [2500], 30,
+     {"normed": False, "twin": "long_early_merge", "sinks": True}),
+    ("long_rope D64 gqa8 no-norm b1 splits30 merge early window 128 sinks (gpt-oss)",
+     Geometry(64, 8, 64, 16), [2500], 30,
+     {"normed": False, "twin": "long_early_merge", "window": 128, "sinks": True}),
+    ("long_rope D64 gqa8 no-norm splits4 pad sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [2048, 129, 65, 300], 4, {"normed": False, "pad_last": True, "sinks": True}),
+    ("long_rope D64 gqa8 no-norm splits1 window 128 sinks (gpt-oss)", Geometry(64, 8, 64, 16),
+     [1536, 90, 1], 1, {"normed": False, "window": 128, "sinks": True}),
+]
+
+
 #: (name, geometry, kv_lens, num_splits) on the D-256 entry's phase-traced twin: Qwen3.5's
 #: batch 1 at 568 keys on 19 splits (its profile's grid; the combine after it)
 LONG_TRACED_SHAPES = [
@@ -284,8 +318,12 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                for shape in LONG_MERGE_SHAPES]
             + [long_decode_case(rng, name, g, lens, splits, twin=twin, window=window)
                for name, g, lens, splits, twin, window in LONG_WINDOW_SHAPES]
+            + [long_decode_case(rng, name, g, lens, splits, twin=twin, window=window,
+                                sinks=True)
+               for name, g, lens, splits, twin, window in LONG_SINK_SHAPES]
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
                                                  + LONG_ROPE_LATE_SHAPES
                                                  + LONG_ROPE_EARLY_SHAPES
-                                                 + LONG_ROPE_WINDOW_SHAPES)])
+                                                 + LONG_ROPE_WINDOW_SHAPES
+                                                 + LONG_ROPE_SINK_SHAPES)])

@@ -20,7 +20,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
 from .attention import (ATTN_TOL, Geometry, case_routes, pad_heads, paged_cache,
-                        traced_twins_apply)
+                        random_sinks, traced_twins_apply)
 from .gemv import random_bf16
 from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 
@@ -28,14 +28,16 @@ from .rope_kv import EPS, cos_sin_table, head_norm, rb, rotate
 def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: list[int],
                      num_splits: int, normed: bool = True, pad_last: bool = False,
                      graph: bool = False, traced: bool = False, twin: str = "",
-                     long: bool | None = None, window: int = 0) -> KernelCase:
+                     long: bool | None = None, window: int = 0,
+                     sinks: bool = False) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
     `twin`: another twin of that module (cases/attention.py DECODE_TWINS), the same too;
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
     num_splits splits, module attention_long); `window` > 0: a sliding window (the query
-    sees its sequence's last `window` keys, the appended one included)."""
+    sees its sequence's last `window` keys, the appended one included); `sinks`: attention
+    sinks (cases/attention.py; the long kernel's)."""
     num_seqs, d, pd = len(kv_lens), g.head_dim, g.proj
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
@@ -47,6 +49,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                   cos_sin=cos_sin_table(pd, max(kv_lens)), slots=slots,
                   positions=np.asarray(kv_lens, dtype=np.int32) - 1,
                   counters=np.zeros((num_seqs, g.hq), np.int32))
+    if sinks:
+        inputs["sinks"] = random_sinks(rng, g.hq)
     if normed:
         for w in ("q_norm_w", "k_norm_w"):
             inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, pd).astype(np.float32))
@@ -67,7 +71,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 p["slots"], p["block_tables"], p["kv_lens"], p["part_o"], p["part_ml"],
                 p["counters"], p["out"], num_seqs, g.hq, g.hkv, d, g.block_size, max_blocks,
                 num_splits, g.scale, EPS, trace=p.get("trace", 0), long=long, window=window,
-                proj_dim=pd)
+                proj_dim=pd, sinks=p.get("sinks", 0))
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
@@ -98,7 +102,10 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 kvh = h // (g.hq // g.hkv)
                 s = keys[:, kvh] @ q[b, h] * g.scale
                 e = np.exp(s - s.max())
-                out[b, h] = e @ vals[:, kvh] / e.sum()
+                total = e.sum()
+                if sinks:
+                    total += np.exp(float(bf16_bits_to_f32(x["sinks"][h])) - s.max())
+                out[b, h] = e @ vals[:, kvh] / total
         return {"out": out[..., :pd], "k_cache": kc, "v_cache": vc,
                 "counters": np.zeros((num_seqs, g.hq))}
 

@@ -6,7 +6,11 @@ tests compare two formulations and the GPU check compares the kernels with both.
 exact ties in router scores (every expert tied, ties at the k-th place), experts with zero
 tokens, every token routed to one expert, top_k == experts, ids outside [0, experts) (expert
 parallelism's "not mine"), and the Qwen3-30B-A3B / Qwen3.5-35B-A3B shapes that a size leaf
-compiles in as constants (cases named "... leaf ...").
+compiles in as constants (cases named "... leaf ..."). gpt-oss's router bias (moe_topk_softmax_
+bias_f32: float32 logits plus a bf16 bias, rounded once) and expert epilogue (the epilogue
+twins of the decode and grouped entries: gate/up and down biases, the clamped GLU with both
+clamps binding on a share of the values) run the same oracles with those steps added
+(`Epilogue`, cases named "... gpt-oss ...").
 """
 
 from __future__ import annotations
@@ -63,21 +67,53 @@ def oracle_router(logits: np.ndarray, top_k: int, sigmoid: bool, bias: np.ndarra
     return {"topk_ids": ids, "topk_weights": weights}
 
 
-def oracle_slot(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(act [inter], y [hidden]) of one slot: x [hidden] through one expert, in float64."""
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """gpt-oss's expert epilogue of a case (ops.moe.ExpertEpilogue): biases present or not,
+    the clamped GLU's alpha and limit (limit 0: the plain SwiGLU)."""
+
+    biases: bool = True
+    alpha: float = 1.702
+    limit: float = 7.0
+
+
+def oracle_glu(g: np.ndarray, u: np.ndarray, alpha: float, limit: float) -> np.ndarray:
+    """gpt-oss's clamped GLU of bf16-valued g, u in float64 with transformers' bf16 steps:
+    min / clamp, then bf16(bf16(u + 1) * bf16(g * bf16(sigmoid(bf16(alpha g)))))."""
+    g = _bf16(np.minimum(g, limit))
+    u = _bf16(np.clip(u, -limit, limit))
+    t = _bf16(g * float(np.float32(alpha)))
+    sig = _bf16(1.0 / (1.0 + np.exp(-t)))
+    return _bf16(_bf16(u + 1.0) * _bf16(g * sig))
+
+
+def oracle_slot(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray,
+                epi: Epilogue | None = None, b_gate_up: np.ndarray | None = None,
+                b_down: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(act [inter], y [hidden]) of one slot: x [hidden] through one expert, in float64;
+    with `epi`, its biases (b_gate_up [2 inter], b_down [hidden]) and GLU."""
     inter = w_down.shape[1]
     g = _bf16(w_gate_up[:inter] @ x).astype(np.float32)
     u = _bf16(w_gate_up[inter:] @ x)
-    with np.errstate(over="ignore"):
-        silu = _bf16(g / (np.float32(1) + np.exp(-g)))
-    act = _bf16(silu * u)
-    return act, _bf16(w_down @ act)
+    if b_gate_up is not None:
+        g = _bf16(g + b_gate_up[:inter]).astype(np.float32)
+        u = _bf16(u + b_gate_up[inter:])
+    if epi is not None and epi.limit > 0:
+        act = oracle_glu(g.astype(np.float64), u, epi.alpha, epi.limit)
+    else:
+        with np.errstate(over="ignore"):
+            silu = _bf16(g / (np.float32(1) + np.exp(-g)))
+        act = _bf16(silu * u)
+    y = _bf16(w_down @ act)
+    return act, y if b_down is None else _bf16(y + b_down)
 
 
 def oracle_experts(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray, ids: np.ndarray,
-                   weights: np.ndarray) -> dict[str, np.ndarray]:
-    """act [tokens, top_k, inter], y [tokens, top_k, hidden] and out [tokens, hidden]."""
+                   weights: np.ndarray, epi: Epilogue | None = None,
+                   b_gate_up: np.ndarray | None = None, b_down: np.ndarray | None = None
+                   ) -> dict[str, np.ndarray]:
+    """act [tokens, top_k, inter], y [tokens, top_k, hidden] and out [tokens, hidden]; with
+    `epi`, the expert epilogue (biases b_gate_up [E, 2 inter], b_down [E, hidden])."""
     experts, hidden, inter = w_down.shape
     tokens, top_k = ids.shape
     act = np.zeros((tokens, top_k, inter))
@@ -87,7 +123,10 @@ def oracle_experts(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray, ids
         for j in range(top_k):
             e = int(ids[t, j])
             if 0 <= e < experts:
-                act[t, j], y[t, j] = oracle_slot(x[t], w_gate_up[e], w_down[e])
+                act[t, j], y[t, j] = oracle_slot(
+                    x[t], w_gate_up[e], w_down[e], epi,
+                    None if b_gate_up is None else b_gate_up[e],
+                    None if b_down is None else b_down[e])
                 out[t] += float(weights[t, j]) * y[t, j]
     return {"act": act, "y": y, "out": out}
 
@@ -184,6 +223,44 @@ def router_case(name: str, logits: np.ndarray, top_k: int, sigmoid: bool = False
         return oracle_router(x["logits"], top_k, sigmoid, x.get("bias"), renormalize, scale)
 
     return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
+
+
+def router_bias_case(name: str, logits: np.ndarray, bias: np.ndarray, top_k: int) -> KernelCase:
+    """gpt-oss's router: float32 logits (the unrounded GEMV's sums) plus its bf16 bias, each
+    sum rounded once to bf16 in float32 arithmetic, then softmax top-k renormalized."""
+    tokens, experts = logits.shape
+    inputs = {"logits": logits.astype(np.float32), "logit_bias": bias}
+    outputs = {"topk_ids": OutputSpec(DType.I32, (tokens, top_k)),
+               "topk_weights": OutputSpec(DType.FP32, (tokens, top_k))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        routing = moe.Routing("softmax", True, 1.0, unrounded=True, logit_bias=p["logit_bias"])
+        moe.topk(KernelCache(backend), stream, p["logits"], p["topk_ids"], p["topk_weights"],
+                 tokens, experts, top_k, routing)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        summed = x["logits"].astype(np.float32) + bf16_bits_to_f32(x["logit_bias"])[None, :]
+        return oracle_router(_bf16(summed), top_k, False, None, True, 1.0)
+
+    return KernelCase(name, "moe_router", inputs, outputs, run, oracle)
+
+
+def _router_bias_cases(rng: np.random.Generator) -> list[KernelCase]:
+    """gpt-oss-20b's and -120b's routers (32 and 128 experts, top-4) over float32 logits,
+    and one whose sums straddle few bf16 values (ties after the rounding, to the lower id)."""
+    def f32_logits(tokens: int, experts: int) -> np.ndarray:
+        return (rng.standard_normal((tokens, experts)) * 3).astype(np.float32)
+
+    def bias(experts: int) -> np.ndarray:
+        return random_bf16(rng, (experts,), 0.5)
+
+    near = (1.0 + rng.uniform(-1, 1, (6, 32)) * 2.0 ** -8).astype(np.float32)
+    return [router_bias_case("moe_topk softmax logit bias t7 e32 k4 (gpt-oss-20b)",
+                             f32_logits(7, 32), bias(32), 4),
+            router_bias_case("moe_topk softmax logit bias t3 e128 k4 (gpt-oss-120b)",
+                             f32_logits(3, 128), bias(128), 4),
+            router_bias_case("moe_topk softmax logit bias ties e32 k4", near,
+                             np.zeros(32, np.uint16), 4)]
 
 
 def _bf16_logits(rng: np.random.Generator, tokens: int, experts: int, scale: float = 3.0
@@ -461,7 +538,7 @@ def router_cases(rng: np.random.Generator) -> list[KernelCase]:
     tied[0] = -200.0
     cases.append(router_case("moe_topk sigmoid ties + underflow e48 k6", tied, 6, True,
                              np.repeat(np.array([0.0, 0.25], np.float32), 24), True))
-    return cases + _gate_cases(rng)
+    return cases + _gate_cases(rng) + _router_bias_cases(rng)
 
 
 # ---- decode experts -----------------------------------------------------------------------
@@ -867,19 +944,25 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
 
 # ---- grouped path -------------------------------------------------------------------------
 def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray,
-                  sm90: bool = False) -> KernelCase:
+                  sm90: bool = False, epi: Epilogue | None = None,
+                  x_scale: float = 1.0) -> KernelCase:
     """ops.moe.experts end to end (decode kernels or align + grouped GEMMs + combine, by the
     token count), with every intermediate buffer checked where it is defined; `sm90` runs the
-    grouped GEMMs on the wgmma kernels (module moe_grouped_sm90), else on mma.sync."""
+    grouped GEMMs on the wgmma kernels (module moe_grouped_sm90), else on mma.sync. `epi`:
+    gpt-oss's expert epilogue (the entries' epilogue twins), x scaled by `x_scale` so the
+    clamped GLU's limits bind on a share of the gate and up values."""
     tokens = len(ids)
     slots = tokens * shape.top_k
     layout = moe.scratch_layout(shape, tokens)
     grouped = not moe.uses_decode_kernels(tokens)
     tiles = moe.max_tiles(slots, shape.experts)
     w_gu, w_d = expert_weights(rng, shape)
-    inputs = {"x": random_bf16(rng, (tokens, shape.hidden)), "w_gate_up": w_gu, "w_down": w_d,
-              "topk_ids": ids.astype(np.int32),
+    inputs = {"x": random_bf16(rng, (tokens, shape.hidden), x_scale), "w_gate_up": w_gu,
+              "w_down": w_d, "topk_ids": ids.astype(np.int32),
               "topk_weights": _routing_weights(rng, tokens, shape.top_k)}
+    if epi is not None and epi.biases:
+        inputs["gate_up_bias"] = random_bf16(rng, (shape.experts, 2 * shape.inter), 0.5)
+        inputs["down_bias"] = random_bf16(rng, (shape.experts, shape.hidden), 0.5)
     outputs = {"out": OutputSpec(DType.BF16, (tokens, shape.hidden)),
                "act": OutputSpec(DType.BF16, (layout.act // 2 // shape.inter, shape.inter))}
     masks: dict[str, np.ndarray] = {}
@@ -896,12 +979,17 @@ def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids:
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         scratch = moe.MoeScratch(p["act"], p.get("y", 0), p.get("sorted_slots", 0),
                                  p.get("tile_expert", 0), max_tokens=tokens)
+        epilogue = (moe.NO_EPILOGUE if epi is None else moe.ExpertEpilogue(
+            p.get("gate_up_bias", 0), p.get("down_bias", 0), epi.alpha, epi.limit))
         moe.experts(KernelCache(backend), stream, p["x"], p["w_gate_up"], p["w_down"],
-                    p["topk_ids"], p["topk_weights"], p["out"], tokens, shape, scratch, sm90)
+                    p["topk_ids"], p["topk_weights"], p["out"], tokens, shape, scratch, sm90,
+                    epilogue=epilogue)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         r = oracle_experts(_f64(x["x"]), _f64(x["w_gate_up"]), _f64(x["w_down"]),
-                           x["topk_ids"], x["topk_weights"])
+                           x["topk_ids"], x["topk_weights"], epi,
+                           _f64(x["gate_up_bias"]) if "gate_up_bias" in x else None,
+                           _f64(x["down_bias"]) if "down_bias" in x else None)
         out = {"out": r["out"], "y": r["y"].reshape(slots, shape.hidden),
                "sorted_slots": sorted_slots, "tile_expert": tile_expert}
         act_slots = r["act"].reshape(slots, shape.inter)
@@ -978,7 +1066,40 @@ def _grouped_pipelines(rng: np.random.Generator, sm90: bool) -> list[KernelCase]
             pipeline_case(rng, f"moe_experts leaf {tag} t16 h2048 i768 k8", leaf,
                           random_ids(rng, 16, 8, 8), sm90),
             pipeline_case(rng, f"moe_experts {tag} t512 e128 k8 (a prefill chunk)", wide, chunk,
-                          sm90)]
+                          sm90)] + epilogue_pipelines(rng, tag, sm90, grouped=True)
+
+
+#: gpt-oss's tiny fixture's per-expert shape (hidden 128, inter 32, top-4 of 8), and
+#: gpt-oss-20b's (hidden 2880 = 360 chunks, inter 2880) with 2 of its experts
+GPT_OSS_TINY = moe.MoeShape(experts=8, top_k=4, hidden=128, inter=32)
+GPT_OSS_20B = moe.MoeShape(experts=2, top_k=2, hidden=2880, inter=2880)
+
+
+def epilogue_pipelines(rng: np.random.Generator, tag: str, sm90: bool, grouped: bool
+                       ) -> list[KernelCase]:
+    """ops.moe.experts with gpt-oss's expert epilogue: the published GLU (limit 7, x scaled
+    so that both clamps bind), the tiny fixture's (limit 2), the biases without the GLU and
+    the GLU without the biases, an id of another rank; prefill chunks (`grouped`) or decode
+    batches (the epilogue twins of moe_gate_up_silu / moe_down_sum)."""
+    published, tiny = Epilogue(), Epilogue(limit=2.0)
+    n = (lambda t: t + 9) if grouped else (lambda t: t)  # tokens past DECODE_MAX_TOKENS
+    bad = random_ids(rng, n(3), 8, 4)
+    bad[1, 2] = -1
+    return [pipeline_case(rng, f"moe_experts {tag} gpt-oss t{n(3)} e8 k4 h128 i32 limit 7",
+                          GPT_OSS_TINY, random_ids(rng, n(3), 8, 4), sm90, published, 6.0),
+            pipeline_case(rng, f"moe_experts {tag} gpt-oss t{n(1)} e8 k4 h128 i32 limit 2",
+                          GPT_OSS_TINY, random_ids(rng, n(1), 8, 4), sm90, tiny, 2.0),
+            pipeline_case(rng, f"moe_experts {tag} gpt-oss t{n(8)} biases silu",
+                          GPT_OSS_TINY, random_ids(rng, n(8), 8, 4), sm90,
+                          Epilogue(limit=0.0)),
+            pipeline_case(rng, f"moe_experts {tag} gpt-oss t{n(2)} glu no biases",
+                          GPT_OSS_TINY, random_ids(rng, n(2), 8, 4), sm90,
+                          Epilogue(biases=False), 6.0),
+            pipeline_case(rng, f"moe_experts {tag} gpt-oss t{n(3)} invalid id", GPT_OSS_TINY,
+                          bad, sm90, published, 6.0),
+            pipeline_case(rng, f"moe_experts leaf {tag} gpt-oss t{n(1)} h2880 i2880 k2 "
+                          "(gpt-oss-20b)", GPT_OSS_20B, random_ids(rng, n(1), 2, 2), sm90,
+                          published, 6.0)]
 
 
 @kernel_cases("moe_grouped")
@@ -988,6 +1109,7 @@ def grouped_cases(rng: np.random.Generator) -> list[KernelCase]:
     bad[::3, 1] = -1
     return _grouped_pipelines(rng, sm90=False) + [
         pipeline_case(rng, "moe_experts decode t6 e16 k4", small, random_ids(rng, 6, 16, 4)),
+        *epilogue_pipelines(rng, "decode", False, grouped=False),
         combine_case(rng, "moe_combine t9 k4 h264 invalid ids", moe.MoeShape(16, 4, 264, 16),
                      bad)]
 

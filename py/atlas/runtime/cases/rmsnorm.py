@@ -1,5 +1,5 @@
-"""Check cases for rmsnorm_bf16 / add_rmsnorm_bf16 (and Gemma 3's norm_add_rmsnorm_offset):
-model widths, odd widths, one vector."""
+"""Check cases for rmsnorm_bf16 / add_rmsnorm_bf16 (and Gemma 3's norm_add_rmsnorm_offset,
+gpt-oss's one-rounding entries): model widths, odd widths, one vector."""
 
 from __future__ import annotations
 
@@ -33,8 +33,13 @@ def offset_normed_f64(r: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return r / np.sqrt((r * r).mean(axis=-1, keepdims=True) + eps) * (1.0 + w)
 
 
-def _make_oracle(offset: bool):
-    norm = offset_normed_f64 if offset else normed_f64
+def one_round_normed_f64(r: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """float64 w * r / sqrt(mean(r^2) + eps): gpt-oss's one-rounding form, unrounded."""
+    return w * (r / np.sqrt((r * r).mean(axis=-1, keepdims=True) + eps))
+
+
+def _make_oracle(offset: bool, one_round: bool = False):
+    norm = one_round_normed_f64 if one_round else offset_normed_f64 if offset else normed_f64
 
     def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
@@ -53,8 +58,9 @@ def _make_oracle(offset: bool):
 
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
           offset: bool = False, early: bool | None = None,
-          norm_delta: bool = False) -> KernelCase:
-    """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights)."""
+          norm_delta: bool = False, one_round: bool = False) -> KernelCase:
+    """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights);
+    `one_round`: the *_oneround_* entries (gpt-oss)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -74,9 +80,10 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
                                   p["out"], rows, dim, EPS)
         elif fused:
             norm.add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w"], p["out"], rows, dim,
-                             EPS, offset)
+                             EPS, offset, one_round)
         else:
-            norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS, offset)
+            norm.rmsnorm(kc, stream, p["x"], p["w"], p["out"], rows, dim, EPS, offset,
+                         one_round)
 
     outputs = {"out": OutputSpec(DType.BF16, (rows, dim))}
     if fused:  # bf16(r + d) is fully determined: no tolerance (but a normalized delta is
@@ -85,9 +92,10 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         outputs["residual"] = OutputSpec(DType.BF16, (rows, dim),
                                          tol=(2.0 ** -6, 2.0 ** -8) if norm_delta else (0.0, 0.0))
     kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
-            + ("_offset" if offset else "") + ("_early" if early else ""))
+            + ("_offset" if offset else "") + ("_oneround" if one_round else "")
+            + ("_early" if early else ""))
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
-                      _make_oracle(offset))
+                      _make_oracle(offset, one_round))
 
 
 def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int) -> KernelCase:
@@ -116,6 +124,9 @@ PITCHED_SHAPES = [(1, 6144, 8192), (4, 1024, 8192), (300, 6144, 8192), (3, 200, 
 
 #: the (1 + w) variants: Qwen3.5 hidden 2048 / 4096 rows in decode and prefill, odd widths
 OFFSET_SHAPES = [(1, 2048), (3, 72), (300, 2048), (2, 8200)]
+#: the one-rounding variants: gpt-oss's hidden 2880 (360 vectors) in decode and prefill, the
+#: tiny fixture's 128, an odd width
+ONE_ROUND_SHAPES = [(1, 2880), (8, 2880), (300, 2880), (3, 128), (2, 8200)]
 
 
 @kernel_cases("rmsnorm")
@@ -129,4 +140,7 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             # Gemma 3's residual step (its widths: 1B 1,152, 4B 2,560)
             + [_case(rng, rows, dim, True, True, norm_delta=True)
                for rows, dim in ((1, 1152), (3, 2560), (300, 1152), (2, 8200))]
-            + [_pitched_case(rng, rows, dim, pitch) for rows, dim, pitch in PITCHED_SHAPES])
+            + [_pitched_case(rng, rows, dim, pitch) for rows, dim, pitch in PITCHED_SHAPES]
+            + [_case(rng, rows, dim, fused, one_round=True) for rows, dim in ONE_ROUND_SHAPES
+               for fused in (False, True)]
+            + [_case(rng, 1, 2880, True, early=True, one_round=True)])

@@ -15,12 +15,15 @@ A head dim the kernels are not compiled for (Phi-3-mini's 96) attends padded
 (`padded_head_dim`: at D = 128, its cache and q rows the head's elements then zeros), the
 projections staying compact: every launch here takes `proj_dim` (default head_dim), the head's
 length in the qkv rows read and the attention rows written ([tokens, hq * proj_dim]).
-Padded heads decode on the long kernel only (`long_only`), as sliding windows do.
+Padded heads decode on the long kernel only (`long_only`), as sliding windows do, and so do
+attention sinks (gpt-oss: `sinks`, bf16 [hq], one more logit a q head in every softmax
+denominator, its column dropped; 0: none), which prefill, the long kernel and the combine
+take.
 """
 
 from __future__ import annotations
 
-from ...core.head_dims import HEAD_DIMS, padded_head_dim
+from ...core.head_dims import HEAD_DIMS, SINK_HEAD_DIMS, padded_head_dim
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_CLUSTER_PULL, DECODE_ATTN_CLUSTER_SPLIT_MAJOR,
@@ -166,19 +169,23 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
                       max_q_len: int, sm90: bool | None = None, window: int = 0,
-                      proj_dim: int | None = None) -> None:
+                      proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """Causal attention of packed query chunks (cu_q) against each sequence's cached keys;
     with a sliding `window` > 0 a query at position p sees keys p - window + 1 .. p only.
     q is [tokens, hq, head_dim], out [tokens, hq * proj_dim] (a padded head's first
-    proj_dim elements; default head_dim).
+    proj_dim elements; default head_dim); `sinks` (bf16 [hq], 0: none) the attention sinks
+    (the module docstring).
 
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
     it, while cu_q and kv_lens may change between replays within that bound). The Hopper
-    wgmma kernel runs where `attention_sm90.uses_sm90` says so; `sm90` forces (True) or
-    avoids (False) it.
+    wgmma kernel runs where `attention_sm90.uses_sm90` says so and no `sinks` are given
+    (it takes none); `sm90` forces (True) or avoids (False) it.
     """
     _check_heads(hq, hkv, head_dim, block_size)
     proj_dim = proj_dim_of(head_dim, proj_dim)
+    if sinks and head_dim not in SINK_HEAD_DIMS:
+        raise ValueError(f"prefill_attention: attention sinks at head_dim {head_dim} (the "
+                         f"kernel takes them at {SINK_HEAD_DIMS})")
     if num_seqs < 1 or max_q_len < 1 or max_blocks < 1:
         raise ValueError(f"prefill_attention: need num_seqs, max_q_len, max_blocks >= 1, got "
                          f"{num_seqs}, {max_q_len}, {max_blocks}")
@@ -187,15 +194,17 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
         raise ValueError(f"prefill_attention: max_q_len={max_q_len} exceeds the grid's y limit "
                          f"({65535 * PREFILL_QUERY_TILE} queries per launch)")
     if sm90 is None:
-        sm90 = uses_sm90(kc, head_dim)
+        sm90 = uses_sm90(kc, head_dim) and not sinks
     if sm90:
+        if sinks:
+            raise ValueError("prefill_attention: the wgmma kernel takes no attention sinks")
         prefill_attention_sm90(kc, stream, q, k_cache, v_cache, block_tables, cu_q, kv_lens,
                                out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
                                scale, max_q_len, window, proj_dim)
         return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
-                         max_blocks, scale, window, proj_dim)
+                         max_blocks, scale, window, proj_dim, sinks)
 
 
 def _check_decode(kernel: str, hq: int, hkv: int, head_dim: int, block_size: int,
@@ -219,10 +228,10 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                      block_size: int, max_blocks: int, num_splits: int, scale: float,
                      long: bool | None = None, trace: DevicePtr = 0,
                      max_splits: int = 0, window: int = 0,
-                     proj_dim: int | None = None) -> None:
+                     proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """One query per sequence, split-K; with a sliding `window` > 0 over its last `window`
-    keys only, and with proj_dim < head_dim (out [num_seqs, hq * proj_dim]: a padded head's
-    first proj_dim elements), on the long kernel (`long_only`).
+    keys only, with proj_dim < head_dim (out [num_seqs, hq * proj_dim]: a padded head's
+    first proj_dim elements) and with attention `sinks`, on the long kernel (`long_only`).
 
     part_o is f32 [num_seqs, hq, num_splits, head_dim], part_ml f32 [num_seqs, hq,
     num_splits, 2]: scratch for the partials. num_splits is fixed per captured graph (the
@@ -248,14 +257,14 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
                   max_blocks, part_o, part_ml, counters, out)
     proj_dim = proj_dim_of(head_dim, proj_dim)
     if long is None:
-        long = (long_only(kc, "decode_attention", window, head_dim, proj_dim) or
+        long = (long_only(kc, "decode_attention", window, head_dim, proj_dim, sinks) or
                 uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs))
         if long:
             num_splits = long_launch_splits(kc, num_seqs, hkv, head_dim,
                                             max_blocks * block_size, num_splits, max_splits)
-    if (window or proj_dim != head_dim) and not long:
+    if (window or proj_dim != head_dim or sinks) and not long:
         raise ValueError("decode_attention: a sliding window or a padded head runs on the "
-                         "long kernel only")
+                         "long kernel only (attention sinks too)")
     clustered = not long and decode_clustered(num_splits, kc.routes)
     if trace and not long and (not clustered or kc.routes.decode_attn_split_major
                                or not kc.routes.decode_attn_b1_chain):
@@ -272,46 +281,52 @@ def decode_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: Dev
         return
     decode_attention_long(kc, stream, q, k_cache, v_cache, block_tables, kv_lens, part_o,
                           part_ml, counters, out, num_seqs, hq, hkv, head_dim, block_size,
-                          max_blocks, num_splits, scale, trace, window, proj_dim)
+                          max_blocks, num_splits, scale, trace, window, proj_dim, sinks)
     _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-             num_splits, rope=False, window=window, proj_dim=proj_dim)
+             num_splits, rope=False, window=window, proj_dim=proj_dim, sinks=sinks)
 
 
 def _combine(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
              kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
              head_dim: int, num_splits: int, rope: bool, window: int = 0,
-             proj_dim: int | None = None) -> None:
+             proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """The merge after the long kernel's partials: none after one split (the kernel wrote
     out) or where the kernel merged them (`attention_long.merges_splits`), else one block
     per (q head, sequence), attention.cu's merge with a group of one head."""
     if num_splits == 1 or merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope):
         return
     combine_partials(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, head_dim,
-                     num_splits, window, proj_dim)
+                     num_splits, window, proj_dim, sinks)
 
 
 def combine_partials(kc: KernelCache, stream: Stream, part_o: DevicePtr, part_ml: DevicePtr,
                      kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, head_dim: int,
-                     num_splits: int, window: int = 0, proj_dim: int | None = None) -> None:
+                     num_splits: int, window: int = 0, proj_dim: int | None = None,
+                     sinks: DevicePtr = 0) -> None:
     """out = the merge of num_splits split partials: one block per (q head, sequence),
     attention.cu's merge with a group of one head (its early twin in batched steps,
     ops/early_trigger.py); `window` the partials' (their splits cover the window's keys);
-    out [num_seqs, hq * proj_dim] (default head_dim: a padded head's first elements)."""
+    out [num_seqs, hq * proj_dim] (default head_dim: a padded head's first elements); the
+    attention `sinks` (bf16 [hq], 0: none) join the merged denominator."""
     sig = (DECODE_ATTN_COMBINE_EARLY if triggers_early(kc, "combine", num_seqs)
            else DECODE_ATTN_COMBINE)
     kc.get(sig)(stream, (1, hq, num_seqs), ATTN_THREADS, 0, part_o, part_ml, kv_lens, out,
-                num_seqs, hq, head_dim, num_splits, window, proj_dim_of(head_dim, proj_dim))
+                num_seqs, hq, head_dim, num_splits, window, proj_dim_of(head_dim, proj_dim),
+                sinks)
 
 
-def long_only(kc: KernelCache, op: str, window: int, head_dim: int, proj_dim: int) -> bool:
-    """Whether a decode launch must take the long kernel, the one decode kernel that slides
-    and writes padded heads' compact rows: it slides (window > 0) or its heads are padded
-    (proj_dim < head_dim). Raises where that kernel cannot launch (`attention_long.slides`;
-    the model refuses such configurations at load: model/windows.py, model/load.py)."""
-    if not window and proj_dim == head_dim:
+def long_only(kc: KernelCache, op: str, window: int, head_dim: int, proj_dim: int,
+              sinks: DevicePtr = 0) -> bool:
+    """Whether a decode launch must take the long kernel, the one decode kernel that slides,
+    writes padded heads' compact rows and takes attention sinks: it slides (window > 0), its
+    heads are padded (proj_dim < head_dim) or it has sinks. Raises where that kernel cannot
+    launch (`attention_long.slides`; the model refuses such configurations at load:
+    model/windows.py, model/load.py)."""
+    if not window and proj_dim == head_dim and not sinks:
         return False
     if not slides(kc, head_dim):
-        what = "sliding-window" if window else f"padded-head (proj_dim {proj_dim})"
+        what = ("sliding-window" if window else "attention-sink" if sinks
+                else f"padded-head (proj_dim {proj_dim})")
         raise ValueError(f"{op}: {what} decode needs the long attention kernel "
                          f"(attention_long, head_dim in {LONG_HEAD_DIMS}, "
                          "ATLAS_DECODE_ATTN_LONG on)")
@@ -320,19 +335,20 @@ def long_only(kc: KernelCache, op: str, window: int, head_dim: int, proj_dim: in
 
 def rope_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
                  rotary_dim: int, norm_offset: bool, max_keys: int, num_seqs: int,
-                 step_keys: int = 1, window: int = 0, proj_dim: int | None = None) -> bool:
+                 step_keys: int = 1, window: int = 0, proj_dim: int | None = None,
+                 sinks: bool = False) -> bool:
     """Whether `decode_attention_rope` replaces qk_norm_rope_kv + decode_attention for a
     step of num_seqs rows appending up to step_keys keys a sequence: the classic qkv layout
     (q heads proj_dim apart, the whole head rotating, plain norm weights); where the launch
     takes the tensor-core kernel (`attention_long.uses_long`: long contexts, large batches)
     also one key a sequence (its rope-fused entry appends each row's own key only) and a
-    head dim it is compiled for (LONG_ROPE_HEAD_DIMS); a sliding `window` and a padded head
-    (proj_dim < head_dim) take that kernel at every launch."""
+    head dim it is compiled for (LONG_ROPE_HEAD_DIMS); a sliding `window`, a padded head
+    (proj_dim < head_dim) and attention `sinks` take that kernel at every launch."""
     proj_dim = head_dim if proj_dim is None else proj_dim
     if not (q_pitch == proj_dim and rotary_dim == proj_dim and not norm_offset
             and hkv >= 1 and hq % hkv == 0):
         return False
-    if (window or proj_dim != head_dim
+    if (window or proj_dim != head_dim or sinks
             or uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs)):
         return step_keys == 1 and head_dim in LONG_ROPE_HEAD_DIMS
     return True
@@ -356,7 +372,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                           max_blocks: int, num_splits: int, scale: float, eps: float,
                           trace: DevicePtr = 0, long: bool | None = None,
                           max_splits: int = 0, window: int = 0,
-                          proj_dim: int | None = None) -> None:
+                          proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """`rope.qk_norm_rope_kv` of one token per row (qkv [num_seqs, (hq + 2 hkv) proj_dim],
     classic layout: full rotation, plain or no q/k norm weights; a padded head's proj_dim <
     head_dim on the long kernel, as `decode_attention`'s) and `decode_attention` in
@@ -383,8 +399,8 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
     kernel: one row per sequence, see rope_fusable; it waits for the qkv projection on
     entry) on
     `attention_long.long_launch_splits` splits (as decode_attention: max_splits; several
-    merged as decode_attention's). A sliding `window` > 0 takes that kernel at every launch
-    (as decode_attention's).
+    merged as decode_attention's). A sliding `window` > 0 and attention `sinks` take that
+    kernel at every launch (as decode_attention's).
     """
     _check_decode("decode_attention_rope", hq, hkv, head_dim, block_size, num_seqs, num_splits,
                   max_blocks, part_o, part_ml, counters, out)
@@ -399,7 +415,7 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                              "aligned")
     proj_dim = proj_dim_of(head_dim, proj_dim)
     if long is None:
-        long = (long_only(kc, "decode_attention_rope", window, head_dim, proj_dim) or (
+        long = (long_only(kc, "decode_attention_rope", window, head_dim, proj_dim, sinks) or (
             not trace and head_dim in LONG_ROPE_HEAD_DIMS
             and uses_long(kc, hq, hkv, head_dim, max_blocks * block_size, num_seqs)))
         if long:
@@ -410,13 +426,13 @@ def decode_attention_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr, k_cac
                                    cos_sin, positions, slots, block_tables, kv_lens, part_o,
                                    part_ml, counters, out, num_seqs, hq, hkv, head_dim,
                                    block_size, max_blocks, num_splits, scale, eps, trace,
-                                   window, proj_dim)
+                                   window, proj_dim, sinks)
         _combine(kc, stream, part_o, part_ml, kv_lens, out, num_seqs, hq, hkv, head_dim,
-                 num_splits, rope=True, window=window, proj_dim=proj_dim)
+                 num_splits, rope=True, window=window, proj_dim=proj_dim, sinks=sinks)
         return
-    if window or proj_dim != head_dim:
+    if window or proj_dim != head_dim or sinks:
         raise ValueError("decode_attention_rope: a sliding window or a padded head runs on "
-                         "the long kernel only")
+                         "the long kernel only (attention sinks too)")
     clustered = decode_clustered(num_splits, kc.routes)
     if trace and (not kc.routes.decode_attn_latency or kc.routes.decode_attn_split_major
                   or not kc.routes.decode_attn_b1_chain):

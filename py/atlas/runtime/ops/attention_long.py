@@ -256,7 +256,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
                           out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                           block_size: int, max_blocks: int, num_splits: int,
                           scale: float, trace: DevicePtr = 0, window: int = 0,
-                          proj_dim: int | None = None) -> None:
+                          proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """The split-K partials of decode_attention on the long kernel and, where
     `merges_splits`, their merge into out by the kernel's last split (counters: u32
     [num_seqs, hkv] at least, zero, left zero), or with num_splits 1 the output itself (the
@@ -264,7 +264,8 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     splits that does not merge). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
     the D-256 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long). `window`:
     the layer's sliding window (ops.attention.decode_attention; 0: none); `proj_dim` (default
-    head_dim): out is [num_seqs, hq * proj_dim], a padded head's first elements."""
+    head_dim): out is [num_seqs, hq * proj_dim], a padded head's first elements; `sinks`
+    (bf16 [hq], 0: none): the attention sinks, in its written output and its merge."""
     if head_dim not in LONG_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long: head_dim={head_dim} (needs one of "
                          f"{LONG_HEAD_DIMS}) and group {hq // hkv} (needs <= {LONG_MAX_GROUP})")
@@ -281,7 +282,7 @@ def decode_attention_long(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache
     launch(stream, (num_splits, hkv, num_seqs), LONG_THREADS, long_smem_bytes(head_dim), q,
            k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, tickets, out, num_seqs, hq,
            hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
-           proj_dim_of(head_dim, proj_dim), *extra)
+           proj_dim_of(head_dim, proj_dim), sinks, *extra)
 
 
 def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
@@ -292,7 +293,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                                out: DevicePtr, num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
                                eps: float, trace: DevicePtr = 0, window: int = 0,
-                               proj_dim: int | None = None) -> None:
+                               proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
     """decode_attention_long with rope.qk_norm_rope_kv done by its blocks: one token per
     sequence (qkv [num_seqs, (hq + 2 hkv) P], the classic layout, P = `proj_dim`, default
     head_dim: a padded head's length, out [num_seqs, hq * P]), the step's k and v
@@ -305,7 +306,8 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     entry (the same outputs). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed): the
     phase-traced twin of what the routes run, the early entry's at one sequence (its
     late-trigger twin's under routes.decode_attn_long_late_trigger), the staged entry's for
-    batches (tools/gpu/trace_decode_attn.py --long). `window` as decode_attention_long's."""
+    batches (tools/gpu/trace_decode_attn.py --long). `window` and `sinks` as
+    decode_attention_long's."""
     if head_dim not in LONG_ROPE_HEAD_DIMS or hq // hkv > LONG_MAX_GROUP:
         raise ValueError(f"decode_attention_long_rope: head_dim={head_dim} (needs one of "
                          f"{LONG_ROPE_HEAD_DIMS}) and group {hq // hkv} (needs <= "
@@ -329,4 +331,4 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
            qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, window,
-           proj_dim_of(head_dim, proj_dim), *extra)
+           proj_dim_of(head_dim, proj_dim), sinks, *extra)

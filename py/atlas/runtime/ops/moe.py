@@ -53,6 +53,14 @@ shared expert (GLM-4.5: `SharedExpertWeights.gate` 0) has no gate row: the route
 slots weight 1, so the down launch forms bf16(routed sum) + bf16(shared product), what
 moe_shared_add_bf16 with a null gate computes.
 
+gpt-oss's experts (`ExpertEpilogue`: per-expert biases on the gate/up and down products, the
+clamped GLU) take the epilogue twins of the column-loop gate/up kernel
+(moe_gate_up_epilogue_bf16), the row-group down kernel (moe_down_sum_bias_bf16) and the
+grouped GEMMs (both kinds: *_epilogue_*, *_bias_*), entries of their own so the plain ones keep
+their code; the GEMV-shaped decode entries have no twin and are not taken
+(`gate_up_uses_gemv`, `down_uses_gemv`), nor is the fused router, which has no logit bias
+(model/moe.py).
+
 More tokens take the grouped path: moe_align_i32 sorts the slots t * top_k + j by expert
 into MOE_TILE_M-row tiles on the device, the grouped GEMM
 computes the gate/up product with SwiGLU in its epilogue (act in sorted order), the grouped
@@ -72,17 +80,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..gpu import DevicePtr, KernelLaunch, KernelSig, Stream
-from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
+from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_EPILOGUE, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
                           MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM, MOE_DOWN_SUM_BIAS,
                           MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
-                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
-                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
+                          MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_BIAS, MOE_GROUPED_DOWN_SM90,
+                          MOE_GROUPED_DOWN_SM90_BIAS, MOE_GROUPED_GATE_UP,
+                          MOE_GROUPED_GATE_UP_EPILOGUE, MOE_GROUPED_GATE_UP_SM90,
+                          MOE_GROUPED_GATE_UP_SM90_EPILOGUE, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX,
+                          MOE_TOPK_SOFTMAX_BIAS)
 from . import KernelCache
 from ._preconditions import require_aligned, require_multiple
 from .matmul import gemv_threads
@@ -239,13 +250,16 @@ class Routing:
     the sigmoid); `renormalize` is norm_topk_prob; `scale` the routed_scaling_factor; `bias`
     the device address of e_score_correction_bias, f32 [experts] (0: none; sigmoid only);
     `unrounded`: the router's logits are its float32 sums, not bf16-rounded (a float32 router,
-    MoeConfig.router_f32: what the fused decode router and the router GEMV then write)."""
+    MoeConfig.router_f32: what the fused decode router and the router GEMV then write);
+    `logit_bias`: the router Linear's bias, bf16 [experts] (gpt-oss; 0: none; softmax over
+    unrounded sums only): the logits become bf16(sum + bias) in `topk`."""
 
     scoring: str = "softmax"
     renormalize: bool = True
     scale: float = 1.0
     bias: DevicePtr = 0
     unrounded: bool = False
+    logit_bias: DevicePtr = 0
 
     def __post_init__(self) -> None:
         if self.scoring not in ("softmax", "sigmoid"):
@@ -253,6 +267,34 @@ class Routing:
                              f"{self.scoring!r}")
         if self.bias and self.scoring != "sigmoid":
             raise ValueError("moe routing: a score-correction bias needs sigmoid scoring")
+        if self.logit_bias and not (self.scoring == "softmax" and self.unrounded):
+            raise ValueError("moe routing: a router logit bias needs softmax scoring over the "
+                             "unrounded float32 logits")
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertEpilogue:
+    """What gpt-oss's experts add around the SwiGLU expert products (MoeConfig.expert_bias,
+    swiglu_limit): `gate_up_bias` bf16 [experts, 2 inter] (each expert's gate entries, then
+    its up entries, as its weight rows) added to the bf16 gate/up products, `down_bias` bf16
+    [experts, hidden] added to its bf16 down product (0: none), and with `limit` > 0 the
+    clamped GLU (kernel_abi MOE_GATE_UP_EPILOGUE's comment; `alpha` its sigmoid gain)."""
+
+    gate_up_bias: DevicePtr = 0
+    down_bias: DevicePtr = 0
+    alpha: float = 0.0
+    limit: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.gate_up_bias or self.down_bias or self.limit)
+
+    def gate_up_args(self) -> tuple[DevicePtr, float, float]:
+        """(expert_bias, glu_alpha, glu_limit) of the gate/up entries."""
+        return self.gate_up_bias, float(self.alpha), float(self.limit)
+
+
+#: the plain expert FFN (no biases, SwiGLU)
+NO_EPILOGUE = ExpertEpilogue()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +370,10 @@ def topk(kc: KernelCache, stream: Stream, logits: DevicePtr, topk_ids: DevicePtr
     grid = -(-tokens // ROUTER_TOKENS_PER_BLOCK)
     block = 32 * ROUTER_TOKENS_PER_BLOCK
     renorm, scale = int(routing.renormalize), float(routing.scale)
-    if routing.scoring == "softmax":
+    if routing.logit_bias:  # a router Linear's bias (gpt-oss): Routing checked softmax
+        kc.get(MOE_TOPK_SOFTMAX_BIAS)(stream, grid, block, 0, logits, topk_ids, topk_weights,
+                                      tokens, experts, top_k, renorm, scale, routing.logit_bias)
+    elif routing.scoring == "softmax":
         kc.get(MOE_TOPK_SOFTMAX)(stream, grid, block, 0, logits, topk_ids, topk_weights,
                                  tokens, experts, top_k, renorm, scale)
     else:
@@ -396,8 +441,12 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     with a shared expert, shared_logits f32 [tokens] = its gate logit and its slots get the
     weight bf16(sigmoid(logit)), or 1 where shared.gate is 0 (ungated: no logit). counter:
     one u32, zero. `norm`: x is first formed (and written) as add_rmsnorm of norm.residual
-    and norm.delta (`router_takes_norm`)."""
+    and norm.delta (`router_takes_norm`). No router logit bias (`Routing.logit_bias`: the
+    separate router_logits + `topk` launches take it)."""
     shape.validate()
+    if routing.logit_bias:
+        raise ValueError("moe_gate_topk: the fused router takes no logit bias (gpt-oss's "
+                         "router runs as router logits + topk)")
     shared_gate, n_shared, _ = _shared_args(shape, shared, "gate")
     if n_shared:
         require_aligned("moe_gate_topk", "shared_logits", shared_logits, 4)
@@ -490,10 +539,12 @@ def _check_weights(name: str, *ptrs: DevicePtr) -> None:
 def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                    topk_ids: DevicePtr, act: DevicePtr, tokens: int, shape: MoeShape,
                    shared: SharedExpertWeights | None = None,
-                   route: LogitRoute | None = None) -> None:
+                   route: LogitRoute | None = None,
+                   epilogue: ExpertEpilogue = NO_EPILOGUE) -> None:
     """act [tokens, slots, inter] = swiglu of each selected expert's gate/up products (and
     of the shared expert's column chunks); with `route` (where `routes_in_experts`) the
-    experts are the top-k of route.logits, topk_ids unused."""
+    experts are the top-k of route.logits, topk_ids unused; an `epilogue` (gpt-oss) runs on
+    the column-loop kernel's twin, the one gate/up decode entry that takes it."""
     _check_weights("moe_gate_up_silu", x, w_gate_up)
     if not 1 <= tokens <= DECODE_MAX_TOKENS:  # the kernel keeps every pair's id in shared memory
         raise ValueError(f"moe_gate_up_silu: {tokens} tokens; the decode kernel takes "
@@ -504,7 +555,10 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     pairs = tokens * shape.slots
     if route is not None:
         _require_routes_in_experts(kc, tokens, shape)
-    if gate_up_uses_gemv(kc, tokens):
+        if epilogue:
+            raise ValueError("moe_gate_up: routing inside the expert launches takes no expert "
+                             "epilogue")
+    if gate_up_uses_gemv(kc, tokens, epilogue):
         threads = gate_up_gemv_threads(kc, shape.hidden)
         cols = -(-shape.inter // GATE_UP_GEMV_COLS)
         if route is not None:
@@ -525,6 +579,11 @@ def decode_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: Dev
     groups = -(-shape.inter // DECODE_ROWS_PER_BLOCK)
     per_block = gate_up_groups_per_block(tokens, shape.slots, shape.inter, kc.facts.sm_count)
     smem = gate_up_smem(tokens, shape.hidden)
+    if epilogue:
+        kc.get_with_shared(MOE_GATE_UP_EPILOGUE, smem)(
+            stream, (-(-groups // per_block), pairs, 1), DECODE_THREADS, smem, *args,
+            *epilogue.gate_up_args())
+        return
     kc.get_with_shared(MOE_GATE_UP_SILU, smem)(
         stream, (-(-groups // per_block), pairs, 1), DECODE_THREADS, smem, *args)
 
@@ -655,21 +714,25 @@ def down_smem(slots: int, inter: int) -> int:
     return nbytes
 
 
-def gate_up_uses_gemv(kc: KernelCache, tokens: int) -> bool:
+def gate_up_uses_gemv(kc: KernelCache, tokens: int,
+                      epilogue: ExpertEpilogue = NO_EPILOGUE) -> bool:
     """Whether a decode gate/up launch of `tokens` takes the GEMV-shaped kernel: switched on
-    (ATLAS_MOE_GATE_UP_GEMV) and at most ATLAS_MOE_GATE_UP_GEMV_MAX_M tokens (default 1)."""
+    (ATLAS_MOE_GATE_UP_GEMV), at most ATLAS_MOE_GATE_UP_GEMV_MAX_M tokens (default 1), and
+    no expert epilogue (its entries have none: gpt-oss runs on the column-loop kernel)."""
     r = kc.routes
-    return r.moe_gate_up_gemv and tokens <= r.moe_gate_up_gemv_max_m
+    return r.moe_gate_up_gemv and tokens <= r.moe_gate_up_gemv_max_m and not epilogue
 
 
-def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
+def down_uses_gemv(kc: KernelCache, tokens: int, shape: MoeShape,
+                   epilogue: ExpertEpilogue = NO_EPILOGUE) -> bool:
     """Whether a decode down launch of `tokens` takes the GEMV-shaped kernels: switched on
-    (ATLAS_MOE_DOWN_GEMV), at most ATLAS_MOE_DOWN_GEMV_MAX_M tokens (default 1), and a shape
+    (ATLAS_MOE_DOWN_GEMV), at most ATLAS_MOE_DOWN_GEMV_MAX_M tokens (default 1), a shape
     whose 32-chunk warp spans each lie in one slot (inter a multiple of 256) with at most
-    DOWN_GEMV_MAX_GROUPS of them a row."""
+    DOWN_GEMV_MAX_GROUPS of them a row, and no down bias (gpt-oss: the row-group kernel)."""
     r = kc.routes
     return (r.moe_down_gemv and tokens <= r.moe_down_gemv_max_m and shape.inter % 256 == 0
-            and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS)
+            and shape.slots * shape.inter // 256 <= DOWN_GEMV_MAX_GROUPS
+            and not epilogue.down_bias)
 
 
 def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> int:
@@ -686,11 +749,11 @@ def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> i
 
 
 def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
-                 sigs: tuple[KernelSig, KernelSig]
+                 sigs: tuple[KernelSig, KernelSig], epilogue: ExpertEpilogue = NO_EPILOGUE
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
     GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
-    if down_uses_gemv(kc, tokens, shape):
+    if down_uses_gemv(kc, tokens, shape, epilogue):
         rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
                               kc.routes.moe_down_gemv_tiles)
         return kc.get(sigs[1]), (-(-shape.hidden // rows), tokens, 1), rows, 0
@@ -713,9 +776,11 @@ def _down_route_launch(kc: KernelCache, tokens: int, shape: MoeShape, sig: Kerne
 def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                 topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr, tokens: int,
                 shape: MoeShape, shared: SharedExpertWeights | None = None,
-                route: LogitRoute | None = None) -> None:
+                route: LogitRoute | None = None,
+                epilogue: ExpertEpilogue = NO_EPILOGUE) -> None:
     """out [tokens, hidden] = the weighted sum over k of each expert's down product (plus
-    the gated shared expert's); with `route`, over the routing of route.logits."""
+    the gated shared expert's); with `route`, over the routing of route.logits; the
+    `epilogue`'s down bias on the row-group kernel's twin (the entry that takes it)."""
     _check_weights("moe_down_sum", act, w_down)
     sh_ptr, n_shared, sh_inter = _shared_args(shape, shared, "down")
     if route is not None:
@@ -724,11 +789,13 @@ def decode_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DeviceP
                route.routing.bias, out, tokens, shape.top_k, shape.hidden, shape.inter,
                shape.experts, rows, sh_ptr, n_shared, sh_inter, *route.args())
         return
-    launch, grid, rows, smem = _down_launch(kc, tokens, shape,
-                                            (MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM))
+    biased = bool(epilogue.down_bias)  # then down_uses_gemv is False: the row-group twin
+    launch, grid, rows, smem = _down_launch(
+        kc, tokens, shape, (MOE_DOWN_SUM_BIAS if biased else MOE_DOWN_SUM, MOE_DOWN_GEMV_SUM),
+        epilogue)
     launch(stream, grid, DECODE_THREADS, smem, act, w_down, topk_ids, topk_weights, out, tokens,
            shape.top_k, shape.hidden, shape.inter, shape.experts, rows, sh_ptr, n_shared,
-           sh_inter)
+           sh_inter, *((epilogue.down_bias,) if biased else ()))
 
 
 # ---- experts: grouped ---------------------------------------------------------------------
@@ -765,25 +832,34 @@ def _grouped_launch(kc: KernelCache, sm90: bool | None, sigs: tuple[KernelSig, K
 
 def grouped_gate_up(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                     sorted_slots: DevicePtr, tile_expert: DevicePtr, act: DevicePtr,
-                    shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
-    """act [tiles * MOE_TILE_M, inter] (sorted order) = swiglu(x[slot // top_k] gate/up).
-    `sm90` forces (True) or avoids (False) the wgmma kernel; None: `grouped_uses_sm90`."""
+                    shape: MoeShape, tiles: int, sm90: bool | None = None,
+                    epilogue: ExpertEpilogue = NO_EPILOGUE) -> None:
+    """act [tiles * MOE_TILE_M, inter] (sorted order) = swiglu(x[slot // top_k] gate/up)
+    (with the `epilogue`'s gate/up bias and GLU). `sm90` forces (True) or avoids (False) the
+    wgmma kernel; None: `grouped_uses_sm90`."""
     _check_weights("moe_grouped_gate_up", x, w_gate_up, act)
-    launch, cols, threads, smem = _grouped_launch(
-        kc, sm90, (MOE_GROUPED_GATE_UP, MOE_GROUPED_GATE_UP_SM90), 2 * shape.inter)
+    sigs = ((MOE_GROUPED_GATE_UP_EPILOGUE, MOE_GROUPED_GATE_UP_SM90_EPILOGUE) if epilogue
+            else (MOE_GROUPED_GATE_UP, MOE_GROUPED_GATE_UP_SM90))
+    launch, cols, threads, smem = _grouped_launch(kc, sm90, sigs, 2 * shape.inter)
     launch(stream, (cols, tiles, 1), threads, smem, x, w_gate_up, sorted_slots, tile_expert,
-           act, shape.top_k, shape.hidden, shape.inter, shape.experts, tiles)
+           act, shape.top_k, shape.hidden, shape.inter, shape.experts, tiles,
+           *(epilogue.gate_up_args() if epilogue else ()))
 
 
 def grouped_down(kc: KernelCache, stream: Stream, act: DevicePtr, w_down: DevicePtr,
                  sorted_slots: DevicePtr, tile_expert: DevicePtr, y: DevicePtr,
-                 shape: MoeShape, tiles: int, sm90: bool | None = None) -> None:
-    """y [slots, hidden]: each routed slot's bf16 down product, written un-permuted."""
+                 shape: MoeShape, tiles: int, sm90: bool | None = None,
+                 epilogue: ExpertEpilogue = NO_EPILOGUE) -> None:
+    """y [slots, hidden]: each routed slot's bf16 down product (plus the `epilogue`'s down
+    bias, in bf16), written un-permuted."""
     _check_weights("moe_grouped_down", act, w_down)
-    launch, cols, threads, smem = _grouped_launch(
-        kc, sm90, (MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90), shape.hidden)
+    biased = bool(epilogue.down_bias)
+    sigs = ((MOE_GROUPED_DOWN_BIAS, MOE_GROUPED_DOWN_SM90_BIAS) if biased
+            else (MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90))
+    launch, cols, threads, smem = _grouped_launch(kc, sm90, sigs, shape.hidden)
     launch(stream, (cols, tiles, 1), threads, smem, act, w_down, sorted_slots, tile_expert, y,
-           shape.hidden, shape.inter, shape.experts, tiles)
+           shape.hidden, shape.inter, shape.experts, tiles,
+           *((epilogue.down_bias,) if biased else ()))
 
 
 def combine(kc: KernelCache, stream: Stream, y: DevicePtr, topk_ids: DevicePtr,
@@ -805,13 +881,15 @@ def uses_decode_kernels(tokens: int) -> bool:
 def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
             w_down: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr, out: DevicePtr,
             tokens: int, shape: MoeShape, scratch: MoeScratch, sm90: bool | None = None,
-            shared: SharedExpertWeights | None = None, route: LogitRoute | None = None) -> None:
+            shared: SharedExpertWeights | None = None, route: LogitRoute | None = None,
+            epilogue: ExpertEpilogue = NO_EPILOGUE) -> None:
     """out [tokens, hidden] = the routed experts' weighted sum (see the module docstring);
     `sm90` as for `grouped_gate_up`. Decode batches only: with `shared` (and
     shape.shared_inter) the gated shared expert is added in the same launches (topk_ids/weights
     rows of shape.slots, as gate_topk writes them); with `route` (batch 1 where
     `routes_in_experts`) both launches route from route.logits (`gate_logits`'), not from
-    topk_ids / topk_weights."""
+    topk_ids / topk_weights. `epilogue`: gpt-oss's expert biases and clamped GLU, on the
+    entries that take them (the module docstring)."""
     shape.validate()
     if not tokens:
         return
@@ -820,9 +898,9 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
                          f"{scratch.max_tokens}")
     if uses_decode_kernels(tokens):
         decode_gate_up(kc, stream, x, w_gate_up, topk_ids, scratch.act, tokens, shape, shared,
-                       route)
+                       route, epilogue)
         decode_down(kc, stream, scratch.act, w_down, topk_ids, topk_weights, out, tokens,
-                    shape, shared, route)
+                    shape, shared, route, epilogue)
         return
     if route is not None:
         raise ValueError(f"moe experts: routing inside the expert launches is batch 1 only, "
@@ -838,7 +916,7 @@ def experts(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate_up: DevicePtr,
     align(kc, stream, topk_ids, scratch.sorted_slots, scratch.tile_expert, slots,
           shape.experts, tiles)
     grouped_gate_up(kc, stream, x, w_gate_up, scratch.sorted_slots, scratch.tile_expert,
-                    scratch.act, shape, tiles, sm90)
+                    scratch.act, shape, tiles, sm90, epilogue)
     grouped_down(kc, stream, scratch.act, w_down, scratch.sorted_slots, scratch.tile_expert,
-                 scratch.y, shape, tiles, sm90)
+                 scratch.y, shape, tiles, sm90, epilogue)
     combine(kc, stream, scratch.y, topk_ids, topk_weights, out, tokens, shape)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_PITCHED)
+                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_ONEROUND,
+                          ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
+                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
 from ._preconditions import require_aligned, require_multiple, warp_threads
@@ -33,6 +34,8 @@ RMSNORM_LATENCY_ROWS = 256
 #: add_rmsnorm's entry points by (offset weights, early trigger)
 _ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
                 (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}
+#: ... and with the one-rounding weights (gpt-oss), by early trigger
+_ADD_RMSNORM_ONEROUND = {False: ADD_RMSNORM_ONEROUND, True: ADD_RMSNORM_ONEROUND_EARLY}
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
@@ -51,13 +54,15 @@ def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
 
 
 def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: DevicePtr,
-            rows: int, dim: int, eps: float, offset: bool = False) -> None:
+            rows: int, dim: int, eps: float, offset: bool = False,
+            one_round: bool = False) -> None:
     """out[rows, dim] = RMSNorm(x) * w, all bf16 (* (1 + w) with `offset`, zero-centred
-    weights as Qwen3.5 stores them)."""
+    weights as Qwen3.5 stores them; with `one_round` w times the float32 normalized row,
+    rounded once, as gpt-oss's norm)."""
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
+    sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
     if rows:
-        kc.get(RMSNORM_OFFSET if offset else RMSNORM)(stream, rows, rmsnorm_threads(dim, rows),
-                                                      0, x, w, out, rows, dim, eps)
+        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
@@ -88,10 +93,12 @@ def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta
 
 def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
                 w: DevicePtr, out: DevicePtr, rows: int, dim: int, eps: float,
-                offset: bool = False) -> None:
-    """residual += delta (bf16, in place); out = RMSNorm(residual) * w (or * (1 + w))."""
+                offset: bool = False, one_round: bool = False) -> None:
+    """residual += delta (bf16, in place); out = RMSNorm(residual) * w (or * (1 + w); or,
+    `one_round`, w times the float32 normalized row rounded once)."""
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
         early = triggers_early(kc, "norm", rows)
-        kc.get(_ADD_RMSNORM[offset, early])(stream, rows, rmsnorm_threads(dim, rows), 0,
-                                            residual, delta, w, out, rows, dim, eps)
+        sig = _ADD_RMSNORM_ONEROUND[early] if one_round else _ADD_RMSNORM[offset, early]
+        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
+                    dim, eps)

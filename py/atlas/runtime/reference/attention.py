@@ -39,6 +39,11 @@ Specification (all arithmetic float32 on bf16-widened inputs):
   rows [hq * proj_dim] (a padded head, ops.attention.padded_head_dim: the rest are zeros'
   products); the rope-fused entries read qkv rows of proj_dim-long heads rotating whole
   (qk_norm_rope_kv_partial_bf16's padded form).
+* sinks (the same entries; bf16 [hq], 0: none): head h's softmax denominator also sums
+  exp(sinks[h] - max), the sink's own column dropped (gpt-oss): O = (P @ V) / (l + exp(sink
+  - max)). The partials stay the plain ones (m, l, o / l); the sink joins where they are
+  merged (the combine, the long kernel's merge) or written whole (its one split:
+  o * l / (l + exp(sink - m))), and a sequence without keys still gets zeros.
 """
 
 from __future__ import annotations
@@ -123,12 +128,21 @@ def window_start(kv_len: int, window: int) -> int:
     return max(0, kv_len - window) if window else 0
 
 
+def sink_logits(mem: HostMemory, sinks: int, hq: int) -> np.ndarray | None:
+    """float64 [hq] attention sinks from their bf16 at `sinks` (None where the pointer is
+    null: no sink)."""
+    if not sinks:
+        return None
+    return bf16_bits_to_f32(mem.view(sinks, np.uint16, hq)).astype(np.float64)
+
+
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray,
-                     scale: float, window: int = 0) -> np.ndarray:
+                     scale: float, window: int = 0,
+                     sinks: np.ndarray | None = None) -> np.ndarray:
     """Prefill attention of one sequence: q [T, hq, D], k/v [hkv, L, D], query t at absolute
     position positions[t] seeing keys up to it (and, with a sliding window, from
-    positions[t] - window + 1 on), computed in float64. Returns float32 [T, hq, D] (before
-    output rounding)."""
+    positions[t] - window + 1 on), computed in float64; `sinks` [hq] join each head's
+    denominator. Returns float32 [T, hq, D] (before output rounding)."""
     t_all, hq, d = q.shape
     hkv = k.shape[0]
     g = hq // hkv
@@ -145,8 +159,11 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
         if window:
             hidden |= key_pos[None, :] <= positions[t0:t0 + t, None] - window
         s[:, :, hidden] = -np.inf
-        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        m = s.max(axis=-1, keepdims=True)
+        p = np.exp(s - m)
         l = p.sum(axis=-1, keepdims=True)
+        if sinks is not None:                                           # [hq] -> [hkv, G, 1, 1]
+            l = l + np.exp(sinks.reshape(hkv, g, 1, 1) - m)
         o = np.matmul(p, v[:, None]) / l                                # [hkv, G, t, D]
         out[t0:t0 + t] = o.transpose(2, 0, 1, 3).reshape(t, hq, d)
     return out
@@ -159,24 +176,27 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.
 def prefill_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: int,
                       v_cache: int, block_tables: int, cu_q: int, kv_lens: int, out: int,
                       num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int,
-                      max_blocks: int, scale: float, window: int, proj_dim: int) -> None:
+                      max_blocks: int, scale: float, window: int, proj_dim: int,
+                      sinks: int = 0) -> None:
+    """(The Hopper wgmma entries take no sinks: `sinks` keeps its default.)"""
     prefill_over_gathered(
         mem, q, cu_q, block_tables, kv_lens, out, num_seqs, hq, head_dim, max_blocks, scale,
         lambda table, kv_len: (
             gather_kv(mem, k_cache, table, kv_len, hkv, block_size, head_dim),
             gather_kv(mem, v_cache, table, kv_len, hkv, block_size, head_dim)), window,
-        proj_dim)
+        proj_dim, sink_logits(mem, sinks, hq))
 
 
 def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int, kv_lens: int,
                           out: int, num_seqs: int, hq: int, head_dim: int, max_blocks: int,
                           scale: float,
                           gather: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
-                          window: int = 0, proj_dim: int | None = None) -> None:
+                          window: int = 0, proj_dim: int | None = None,
+                          sinks: np.ndarray | None = None) -> None:
     """Causal prefill attention of every sequence's chunk over its cached keys, which
     `gather(block_table_row, kv_len)` returns as float32 (k, v) [hkv, kv_len, D]: the one
     loop of the bf16 and the quantized-cache references. out keeps each head's first
-    proj_dim (default D) elements."""
+    proj_dim (default D) elements; `sinks` [hq] (None: none) as causal_attention's."""
     p = head_dim if proj_dim is None else proj_dim
     cu = mem.view(cu_q, np.int32, num_seqs + 1).astype(np.int64)
     tables, lens = _tables(mem, block_tables, kv_lens, num_seqs, max_blocks)
@@ -194,7 +214,7 @@ def prefill_over_gathered(mem: HostMemory, q: int, cu_q: int, block_tables: int,
         k, v = gather(tables[b], kv_len)
         positions = np.arange(kv_len - (hi - lo), kv_len)
         o[lo:hi] = f32_to_bf16_bits(causal_attention(qf[lo:hi], k, v, positions, scale,
-                                                     window)[..., :p])
+                                                     window, sinks)[..., :p])
 
 
 def split_partials(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
@@ -265,12 +285,13 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                           part_ml: int, counters: int, out: int, num_seqs: int, hq: int,
                           hkv: int, head_dim: int, block_size: int, max_blocks: int,
                           num_splits: int, scale: float, window: int, proj_dim: int,
-                          merge_rule: SplitRule = decode_split_rule) -> None:
+                          sinks: int, merge_rule: SplitRule = decode_split_rule) -> None:
     """The long kernel's whole output: the active splits' partials, and given counters
     their merge into out (the last split's, SplitMerge, over `merge_rule`'s splits; counters
     are left as they are, zero), or with one split the normalized output instead (that one
-    partial; zeros for a sequence without keys: what the combine would write) and no
-    partials. Under a sliding window the splits cover the window's keys only."""
+    partial, its denominator with the sink; zeros for a sequence without keys: what the
+    combine would write) and no partials. Under a sliding window the splits cover the
+    window's keys only."""
     if num_splits > 1:
         rule = merge_rule if counters else decode_split_rule
         decode_partials_bf16(mem, q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml,
@@ -278,15 +299,26 @@ def decode_attn_long_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_ca
                              scale, rule, window)
         if counters:
             decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs,
-                                     hq, head_dim, num_splits, window, proj_dim, rule=rule)
+                                     hq, head_dim, num_splits, window, proj_dim, sinks,
+                                     rule=rule)
         return
+    sink = sink_logits(mem, sinks, hq)
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
-    for b, (po, _) in enumerate(_sequence_partials(
+    for b, (po, ml) in enumerate(_sequence_partials(
             mem, q, k_cache, v_cache, block_tables, kv_lens, num_seqs, hq, hkv, head_dim,
             block_size, max_blocks, 1, scale, window=window)):
         if po.shape[1]:
-            o[b] = po[:, 0]
+            o[b] = po[:, 0] * sink_share(ml[:, 0].astype(np.float64), sink)[:, None]
     write_heads(mem, out, o, proj_dim)
+
+
+def sink_share(ml: np.ndarray, sink: np.ndarray | None) -> np.ndarray:
+    """l / (l + exp(sink - m)) per head of (m, l) [hq, 2]: what a softmax-normalized output
+    is scaled by when the sink joins its denominator (1 without a sink)."""
+    if sink is None:
+        return np.ones(ml.shape[0])
+    m, l = ml[:, 0], ml[:, 1]
+    return l / (l + np.exp(sink - m))
 
 
 def write_heads(mem: HostMemory, out: int, o: np.ndarray, proj_dim: int) -> None:
@@ -306,7 +338,7 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
                                part_o: int, part_ml: int, counters: int, out: int,
                                num_seqs: int, hq: int, hkv: int, head_dim: int,
                                block_size: int, max_blocks: int, num_splits: int, scale: float,
-                               eps: float, window: int, proj_dim: int,
+                               eps: float, window: int, proj_dim: int, sinks: int,
                                merge_rule: SplitRule = decode_split_rule) -> None:
     """qk_norm_rope_kv (q into scratch, k and v into the caches at the slots; heads of
     proj_dim elements rotating whole, padded to head_dim), then the long kernel over the
@@ -319,7 +351,7 @@ def decode_attn_long_rope_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qkv: in
     decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
                           block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
                           hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
-                          proj_dim, merge_rule)
+                          proj_dim, sinks, merge_rule)
 
 
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE)  # its PDL trigger moved: the same bits
@@ -336,14 +368,16 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
                              part_ml: int, kv_lens: int, out: int, num_seqs: int, hq: int,
                              head_dim: int, num_splits: int, window: int, proj_dim: int,
-                             rule: SplitRule = decode_split_rule) -> None:
+                             sinks: int, rule: SplitRule = decode_split_rule) -> None:
     """The merge of each sequence's active splits, as many as `rule` gives the keys its
-    query sees (the window's under a sliding window), each head's first proj_dim elements."""
+    query sees (the window's under a sliding window), each head's first proj_dim elements;
+    the sinks join the merged denominator."""
     po = mem.view(part_o, np.float32, num_seqs * hq * num_splits * head_dim).reshape(
         num_seqs, hq, num_splits, head_dim)
     pml = mem.view(part_ml, np.float32, num_seqs * hq * num_splits * 2).reshape(
         num_seqs, hq, num_splits, 2)
     lens = mem.view(kv_lens, np.int32, num_seqs)
+    sink = sink_logits(mem, sinks, hq)
     o = np.zeros((num_seqs, hq, head_dim), dtype=np.float32)
     for b in range(num_seqs):
         kv_len = int(lens[b])
@@ -351,8 +385,12 @@ def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: i
         if active == 0:
             continue                                                    # no keys: zeros
         m, l = pml[b, :, :active, 0], pml[b, :, :active, 1]
-        w = l * np.exp(m - m.max(axis=-1, keepdims=True))               # [hq, active]
-        o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / w.sum(axis=-1)[:, None]
+        top = m.max(axis=-1, keepdims=True)
+        w = l * np.exp(m - top)                                         # [hq, active]
+        denominator = w.sum(axis=-1)
+        if sink is not None:
+            denominator = denominator + np.exp(sink - top[:, 0])
+        o[b] = np.einsum("hs,hsd->hd", w, po[b, :, :active]) / denominator[:, None]
     write_heads(mem, out, o, proj_dim)
 
 
@@ -368,7 +406,7 @@ def decode_attn_bf16(mem: HostMemory, grid: Dim3, block: Dim3, q: int, k_cache: 
                          num_seqs, hq, hkv, head_dim, block_size, max_blocks, num_splits,
                          scale, rule)
     decode_attn_combine_bf16(mem, grid, block, part_o, part_ml, kv_lens, out, num_seqs, hq,
-                             head_dim, num_splits, 0, head_dim, rule=rule)
+                             head_dim, num_splits, 0, head_dim, 0, rule=rule)
 
 
 
@@ -445,7 +483,7 @@ def decode_attn_verify_cluster_bf16(mem: HostMemory, grid: Dim3, block: Dim3, qk
     decode_attn_long_rope_bf16(mem, grid, block, qkv, k_cache, v_cache, q_norm_w, k_norm_w,
                                cos_sin, positions, slots, block_tables, kv_lens, 0, 0, 0, out,
                                num_rows, hq, hkv, head_dim, block_size, max_blocks, 1, scale,
-                               eps, 0, head_dim)
+                               eps, 0, head_dim, 0)
 
 
 # the A/B twins of the loop's prefetch: the same specifications

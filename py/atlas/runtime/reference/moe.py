@@ -21,6 +21,13 @@ module is its executable form. In short:
   output is bf16(sum_j weight_j * y_j), summed exactly (float64; the kernels use float32 in
   slot order). The decode kernels and the grouped path compute the same values, so a token
   gives the same result in a batch of 1 and of 100 here.
+* The expert epilogue (gpt-oss; the entries taking expert_bias / glu_alpha / glu_limit): a
+  per-expert bias added to each bf16 product in bf16, g = bf16(g + b_gate), u = bf16(u +
+  b_up), y = bf16(y + b_down) (transformers' grouped experts add the bias after the product),
+  and where glu_limit > 0 the clamped GLU in transformers' bf16 steps (`clamped_glu`). A
+  shared expert's slots keep the plain SwiGLU.
+* Router logit bias (moe_topk_softmax_f32's logit_bias, gpt-oss's router): the float32
+  logits plus the bf16 bias, rounded once to bf16, are the keys and the softmax's logits.
 * An expert id outside [0, experts) contributes nothing (zeros in act, skipped in sums, not
   placed by the align kernel): routing never produces one, expert parallelism may.
 """
@@ -32,6 +39,9 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
+                          MOE_DOWN_SUM_BIAS, MOE_GATE_UP_EPILOGUE,
+                          MOE_GROUPED_DOWN_BIAS, MOE_GROUPED_DOWN_SM90_BIAS,
+                          MOE_GROUPED_GATE_UP_EPILOGUE, MOE_GROUPED_GATE_UP_SM90_EPILOGUE,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
                           MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
@@ -41,7 +51,8 @@ from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GAT
                           MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
-                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX)
+                          MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX,
+                          MOE_TOPK_SOFTMAX_BIAS)
 from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
 from . import HostMemory, reference, widened_f64
 from .rmsnorm import add_rmsnorm_bf16, add_rmsnorm_offset_bf16
@@ -64,9 +75,13 @@ def finish_weights(chosen: np.ndarray, renormalize: bool, scale: float) -> np.nd
     return (chosen * np.float64(np.float32(scale))).astype(np.float32)
 
 
-def topk_softmax(logits: np.ndarray, top_k: int, renormalize: bool, scale: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, weights) of softmax routing from float32 logits [tokens, experts]."""
+def topk_softmax(logits: np.ndarray, top_k: int, renormalize: bool, scale: float,
+                 logit_bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of softmax routing from float32 logits [tokens, experts]; with a
+    `logit_bias` (float32 [experts], bf16 values) the logits are bf16(logits + bias) first
+    (a router Linear with a bias: one rounding of the float32 sum)."""
+    if logit_bias is not None:
+        logits = _bf16(logits.astype(np.float32) + logit_bias[None, :]).astype(np.float32)
     ids = select_topk(logits, top_k)
     x = logits.astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -92,11 +107,15 @@ def topk_sigmoid(logits: np.ndarray, bias: np.ndarray | None, top_k: int, renorm
 
 
 @reference(MOE_TOPK_SOFTMAX)
+@reference(MOE_TOPK_SOFTMAX_BIAS)
 def moe_topk_softmax_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, topk_ids: int,
                          topk_weights: int, tokens: int, experts: int, top_k: int,
-                         renormalize: int, scale: float) -> None:
+                         renormalize: int, scale: float, logit_bias: int = 0) -> None:
+    """(Only moe_topk_softmax_bias_f32 takes logit_bias: the plain entry keeps its default.)"""
     x = mem.view(logits, np.float32, tokens * experts).reshape(tokens, experts)
-    ids, w = topk_softmax(x, top_k, bool(renormalize), scale)
+    bias = (bf16_bits_to_f32(mem.view(logit_bias, np.uint16, experts)) if logit_bias
+            else None)
+    ids, w = topk_softmax(x, top_k, bool(renormalize), scale, bias)
     mem.view(topk_ids, np.int32, tokens * top_k)[:] = ids.reshape(-1)
     mem.view(topk_weights, np.float32, tokens * top_k)[:] = w.reshape(-1)
 
@@ -272,15 +291,50 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return bf16_bits_to_f32(f32_to_bf16_bits(x.astype(np.float32))).astype(np.float64)
 
 
-def swiglu_rows(x: np.ndarray, w_gate_up: np.ndarray) -> np.ndarray:
+def swiglu_rows(x: np.ndarray, w_gate_up: np.ndarray, epilogue: "Epilogue | None" = None,
+                expert: int = 0) -> np.ndarray:
     """bf16-valued float64 act [rows, inter] of float64 x [rows, hidden] through one
-    expert's gate/up weights [2 inter, hidden]."""
+    expert's gate/up weights [2 inter, hidden]; with `epilogue`, expert `expert`'s gate/up
+    bias and its GLU."""
     inter = w_gate_up.shape[0] // 2
     gu = _bf16(x @ w_gate_up.T)
-    g, u = gu[:, :inter].astype(np.float32), gu[:, inter:]
+    if epilogue is not None and epilogue.gate_up_bias is not None:
+        gu = _bf16(gu + epilogue.gate_up_bias[expert][None, :])
+    g, u = gu[:, :inter], gu[:, inter:]
+    if epilogue is not None and epilogue.limit > 0:
+        return clamped_glu(g, u, epilogue.alpha, epilogue.limit)
+    g = g.astype(np.float32)
     with np.errstate(over="ignore"):  # exp(-g) -> inf gives silu = -0, as on the GPU
         silu = _bf16(g / (np.float32(1.0) + np.exp(-g)))
     return _bf16(silu * u)
+
+
+def clamped_glu(g: np.ndarray, u: np.ndarray, alpha: float, limit: float) -> np.ndarray:
+    """gpt-oss's GLU of bf16-valued g and u, in transformers' bf16 steps: g = min(g, limit),
+    u = clamp(u, -limit, limit), act = bf16(bf16(u + 1) * bf16(g * bf16(sigmoid(bf16(g *
+    alpha))))) (alpha and limit as float32), float32 arithmetic between the roundings."""
+    lim, a = np.float32(limit), np.float32(alpha)
+    g = _bf16(np.minimum(g.astype(np.float32), lim)).astype(np.float32)
+    u = _bf16(np.clip(u.astype(np.float32), -lim, lim)).astype(np.float32)
+    t = _bf16(g * a).astype(np.float32)
+    with np.errstate(over="ignore"):
+        sig = _bf16(np.float32(1.0) / (np.float32(1.0) + np.exp(-t))).astype(np.float32)
+    glu = _bf16(g * sig).astype(np.float32)
+    return _bf16(_bf16(u + np.float32(1.0)).astype(np.float32) * glu)
+
+
+class Epilogue:
+    """The expert epilogue's values (ops.moe.ExpertEpilogue's pointers read): gate_up_bias
+    float64 [experts, 2 inter] or None, down_bias [experts, hidden] or None, alpha, limit."""
+
+    def __init__(self, mem: HostMemory, experts: int, hidden: int, inter: int,
+                 gate_up_bias: int = 0, down_bias: int = 0, alpha: float = 0.0,
+                 limit: float = 0.0) -> None:
+        self.gate_up_bias = (widened_f64(mem, gate_up_bias, experts * 2 * inter)
+                             .reshape(experts, 2 * inter) if gate_up_bias else None)
+        self.down_bias = (widened_f64(mem, down_bias, experts * hidden)
+                          .reshape(experts, hidden) if down_bias else None)
+        self.alpha, self.limit = float(alpha), float(limit)
 
 
 def _valid(ids: np.ndarray, experts: int) -> np.ndarray:
@@ -298,22 +352,27 @@ class ExpertWeights:
                      .reshape(experts, hidden, inter) if w_down else None)
 
 
-def expert_act(x: np.ndarray, ids: np.ndarray, w_gate_up: np.ndarray, inter: int
-               ) -> np.ndarray:
+def expert_act(x: np.ndarray, ids: np.ndarray, w_gate_up: np.ndarray, inter: int,
+               epilogue: Epilogue | None = None) -> np.ndarray:
     """act [slots, inter] for slot rows x [slots, hidden] routed to ids [slots]."""
     act = np.zeros((len(ids), inter))
     for e in np.unique(ids[_valid(ids, len(w_gate_up))]):
         rows = np.nonzero(ids == e)[0]
-        act[rows] = swiglu_rows(x[rows], w_gate_up[e])
+        act[rows] = swiglu_rows(x[rows], w_gate_up[e], epilogue, int(e))
     return act
 
 
-def expert_down(act: np.ndarray, ids: np.ndarray, w_down: np.ndarray) -> np.ndarray:
-    """bf16-valued y [slots, hidden] = act @ w_down[id].T per slot (zeros for invalid ids)."""
+def expert_down(act: np.ndarray, ids: np.ndarray, w_down: np.ndarray,
+                epilogue: Epilogue | None = None) -> np.ndarray:
+    """bf16-valued y [slots, hidden] = act @ w_down[id].T per slot (zeros for invalid ids),
+    plus the epilogue's down bias (bf16(y + b)) where it has one."""
     y = np.zeros((len(ids), w_down.shape[1]))
+    bias = epilogue.down_bias if epilogue is not None else None
     for e in np.unique(ids[_valid(ids, len(w_down))]):
         rows = np.nonzero(ids == e)[0]
         y[rows] = _bf16(act[rows] @ w_down[e].T)
+        if bias is not None:
+            y[rows] = _bf16(y[rows] + bias[e][None, :])
     return y
 
 
@@ -331,28 +390,33 @@ def _act_in(mem: HostMemory, ptr: int, rows: int, inter: int) -> np.ndarray:
 
 
 @reference(MOE_GATE_UP_SILU)
+@reference(MOE_GATE_UP_EPILOGUE)
 @reference(MOE_GATE_UP_GEMV)
 @reference(MOE_GATE_UP_GEMV_SINGLE)
 def moe_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w_gate_up: int,
                           topk_ids: int, act: int, tokens: int, top_k: int, hidden: int,
                           inter: int, experts: int, shared_gate_up: int, shared_slots: int,
-                          shared_inter: int) -> None:
+                          shared_inter: int, expert_bias: int = 0, glu_alpha: float = 0.0,
+                          glu_limit: float = 0.0) -> None:
+    """(Only moe_gate_up_epilogue_bf16 takes the epilogue: the others keep its defaults.)"""
     ids = mem.view(topk_ids, np.int32, tokens * (top_k + shared_slots)).reshape(tokens, -1)
     _gate_up(mem, x, w_gate_up, ids, act, tokens, top_k, hidden, inter, experts,
-             shared_gate_up, shared_slots, shared_inter)
+             shared_gate_up, shared_slots, shared_inter,
+             Epilogue(mem, experts, hidden, inter, expert_bias, 0, glu_alpha, glu_limit))
 
 
 def _gate_up(mem: HostMemory, x: int, w_gate_up: int, ids: np.ndarray, act: int, tokens: int,
              top_k: int, hidden: int, inter: int, experts: int, shared_gate_up: int,
-             shared_slots: int, shared_inter: int) -> None:
+             shared_slots: int, shared_inter: int, epilogue: Epilogue | None = None) -> None:
     """act [tokens, slots, inter] of the decode gate/up kernels for the routed ids
-    [tokens, >= top_k] (their first top_k columns) and the shared expert's slots."""
+    [tokens, >= top_k] (their first top_k columns, with the `epilogue`) and the shared
+    expert's slots."""
     w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
     xs = _act_in(mem, x, tokens, hidden)
     slots = top_k + shared_slots
     out = np.zeros((tokens, slots, inter))
     out[:, :top_k] = expert_act(np.repeat(xs, top_k, axis=0), ids[:, :top_k].reshape(-1),
-                                w.gate_up, inter).reshape(tokens, top_k, inter)
+                                w.gate_up, inter, epilogue).reshape(tokens, top_k, inter)
     if shared_slots:  # the shared expert's columns, in chunks of inter, zero past its width
         wsh = widened_f64(mem, shared_gate_up, 2 * shared_inter * hidden).reshape(
             2 * shared_inter, hidden)
@@ -407,7 +471,7 @@ def _routing_in(mem: HostMemory, topk_ids: int, topk_weights: int, tokens: int, 
 
 def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: np.ndarray,
               tokens: int, top_k: int, hidden: int, inter: int, experts: int, shared_down: int,
-              shared_slots: int, shared_inter: int) -> np.ndarray:
+              shared_slots: int, shared_inter: int, down_bias: int = 0) -> np.ndarray:
     """bf16 bits [tokens, hidden] of the decode down kernels' weighted sum over the routing
     (ids, weights [tokens, slots]): the routed slots', then with a shared expert bf16(that) +
     bf16(gate weight * bf16(shared product)) (transformers' `expert_output + sigmoid(gate) *
@@ -415,7 +479,8 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
     w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
     slots = top_k + shared_slots
     a = _act_in(mem, act, tokens * slots, inter).reshape(tokens, slots, inter)
-    y = expert_down(a[:, :top_k].reshape(-1, inter), ids[:, :top_k].reshape(-1), w.down)
+    y = expert_down(a[:, :top_k].reshape(-1, inter), ids[:, :top_k].reshape(-1), w.down,
+                    Epilogue(mem, experts, hidden, inter, 0, down_bias))
     routed = weighted_sum(y.reshape(tokens, top_k, hidden), ids[:, :top_k],
                           weights[:, :top_k], experts)
     if not shared_slots:
@@ -427,15 +492,18 @@ def _down_sum(mem: HostMemory, act: int, w_down: int, ids: np.ndarray, weights: 
 
 
 @reference(MOE_DOWN_SUM)
+@reference(MOE_DOWN_SUM_BIAS)
 @reference(MOE_DOWN_GEMV_SUM)
 def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                       topk_ids: int, topk_weights: int, out: int, tokens: int, top_k: int,
                       hidden: int, inter: int, experts: int, rows_per_block: int,
-                      shared_down: int, shared_slots: int, shared_inter: int) -> None:
+                      shared_down: int, shared_slots: int, shared_inter: int,
+                      expert_bias: int = 0) -> None:
+    """(Only moe_down_sum_bias_bf16 takes the down bias: the others keep its default.)"""
     ids, weights = _routing_in(mem, topk_ids, topk_weights, tokens, top_k + shared_slots)
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
         mem, act, w_down, ids, weights, tokens, top_k, hidden, inter, experts, shared_down,
-        shared_slots, shared_inter).reshape(-1)
+        shared_slots, shared_inter, expert_bias).reshape(-1)
 
 
 @reference(MOE_DOWN_GEMV_ROUTE_SUM)
@@ -500,10 +568,14 @@ def _sorted_ids(mem: HostMemory, sorted_slots: int, tile_expert: int, tiles: int
 
 @reference(MOE_GROUPED_GATE_UP)
 @reference(MOE_GROUPED_GATE_UP_SM90)
+@reference(MOE_GROUPED_GATE_UP_EPILOGUE)
+@reference(MOE_GROUPED_GATE_UP_SM90_EPILOGUE)
 def moe_grouped_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
                                   w_gate_up: int, sorted_slots: int, tile_expert: int, act: int,
                                   top_k: int, hidden: int, inter: int, experts: int,
-                                  max_tiles_: int) -> None:
+                                  max_tiles_: int, expert_bias: int = 0, glu_alpha: float = 0.0,
+                                  glu_limit: float = 0.0) -> None:
+    """(Only the *_epilogue_* entries take the epilogue: the others keep its defaults.)"""
     slots, slot_experts = _sorted_ids(mem, sorted_slots, tile_expert, max_tiles_)
     rows = max_tiles_ * MOE_TILE_M
     out = np.zeros((rows, inter))
@@ -511,23 +583,29 @@ def moe_grouped_gate_up_silu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: i
     if live.any():
         w = ExpertWeights(mem, w_gate_up, 0, experts, hidden, inter)
         xs = _act_in(mem, x, int(slots.max()) // top_k + 1, hidden)
-        out[live] = expert_act(xs[slots[live] // top_k], slot_experts[live], w.gate_up, inter)
+        out[live] = expert_act(xs[slots[live] // top_k], slot_experts[live], w.gate_up, inter,
+                               Epilogue(mem, experts, hidden, inter, expert_bias, 0, glu_alpha,
+                                        glu_limit))
     mem.view(act, np.uint16, rows * inter)[:] = f32_to_bf16_bits(out.astype(np.float32)
                                                                 ).reshape(-1)
 
 
 @reference(MOE_GROUPED_DOWN)
 @reference(MOE_GROUPED_DOWN_SM90)
+@reference(MOE_GROUPED_DOWN_BIAS)
+@reference(MOE_GROUPED_DOWN_SM90_BIAS)
 def moe_grouped_down_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down: int,
                           sorted_slots: int, tile_expert: int, y: int, hidden: int, inter: int,
-                          experts: int, max_tiles_: int) -> None:
+                          experts: int, max_tiles_: int, expert_bias: int = 0) -> None:
+    """(Only the *_bias_* entries take the down bias: the others keep its default.)"""
     slots, slot_experts = _sorted_ids(mem, sorted_slots, tile_expert, max_tiles_)
     live = slots >= 0
     if not live.any():
         return
     w = ExpertWeights(mem, 0, w_down, experts, hidden, inter)
     a = _act_in(mem, act, max_tiles_ * MOE_TILE_M, inter)
-    out = expert_down(a[live], slot_experts[live], w.down)
+    out = expert_down(a[live], slot_experts[live], w.down,
+                      Epilogue(mem, experts, hidden, inter, 0, expert_bias))
     n_slots = int(slots.max()) + 1
     view = mem.view(y, np.uint16, n_slots * hidden).reshape(n_slots, hidden)
     view[slots[live]] = f32_to_bf16_bits(out.astype(np.float32))

@@ -1,11 +1,12 @@
-"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 / rmsnorm_pitched_bf16
-(kernels/*/common/rmsnorm.cu).
+"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 / rmsnorm_pitched_bf16 and their offset and
+one-rounding forms (kernels/*/common/rmsnorm.cu).
 
 Specification, in transformers' bf16 numerics (LlamaRMSNorm, Qwen3RMSNorm):
     residual = bf16(residual + delta)                    (add_rmsnorm only, in place)
     out      = bf16(w * bf16(r * rsqrt(mean(r^2) + eps)))
 with the mean taken in float32 over the bf16 row. The CUDA kernel sums squares in a
-different order, so the two agree to float32 rounding, not always bit for bit.
+different order, so the two agree to float32 rounding, not always bit for bit. The
+*_oneround_* entries (gpt-oss) round once: out = bf16(w * (r * rsqrt(mean(r^2) + eps))).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_PITCHED)
+                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_ONEROUND,
+                          ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
+                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
 from . import HostMemory, reference
 
 
@@ -30,6 +32,15 @@ def rms_norm_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     inv_rms = (np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))).astype(np.float32)
     normed = round_bf16(x * inv_rms[..., None])
     return f32_to_bf16_bits(np.asarray(w, dtype=np.float32) * normed)
+
+
+def rms_norm_one_round_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """GptOssRMSNorm: bf16(w * (x * rsqrt(mean(x^2) + eps))), all float32, one rounding;
+    bf16 bits."""
+    x = np.asarray(x, dtype=np.float32)
+    mean_sq = np.einsum("...i,...i->...", x, x, dtype=np.float32) / np.float32(x.shape[-1])
+    inv_rms = (np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))).astype(np.float32)
+    return f32_to_bf16_bits(np.asarray(w, dtype=np.float32) * (x * inv_rms[..., None]))
 
 
 def rms_norm_offset_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -103,6 +114,27 @@ def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: 
     resid[:] = summed
     wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
     _rows(mem, out, rows, dim)[:] = rms_norm_offset_bf16(bf16_bits_to_f32(summed), wf, eps)
+
+
+@reference(RMSNORM_ONEROUND)
+def rmsnorm_oneround_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int,
+                          rows: int, dim: int, eps: float) -> None:
+    xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_one_round_bf16(xf, wf, eps)
+
+
+@reference(ADD_RMSNORM_ONEROUND)
+@reference(ADD_RMSNORM_ONEROUND_EARLY)
+def add_rmsnorm_oneround_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int,
+                              delta: int, w: int, out: int, rows: int, dim: int,
+                              eps: float) -> None:
+    resid = _rows(mem, residual, rows, dim)
+    summed = f32_to_bf16_bits(bf16_bits_to_f32(resid)
+                              + bf16_bits_to_f32(_rows(mem, delta, rows, dim)))
+    resid[:] = summed
+    wf = bf16_bits_to_f32(mem.view(w, np.uint16, dim))
+    _rows(mem, out, rows, dim)[:] = rms_norm_one_round_bf16(bf16_bits_to_f32(summed), wf, eps)
 
 
 @reference(NORM_ADD_RMSNORM_OFFSET)

@@ -1,0 +1,1 @@
+../../hopper/common/moe_epilogue.cuh
