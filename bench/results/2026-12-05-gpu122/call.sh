@@ -21,6 +21,11 @@
 # Session 36 added: the decode GEMM's GeGLU epilogue (Gemma 3's batched gate_up: `-k geglu`, and every case of
 # the two decode GEMM modules as the regression check of the Glu selector) in `checks`, and its A/B at Gemma-3-4B
 # batch 64 x 1,536 (ATLAS_DECODE_GEMM_SWIGLU=0 restores gate_up + gelu_tanh_mul) in `steps`.
+# Also session 36: gpt-oss (e2e7df53): attention sinks on prefill_attn_bf16, every decode_attn_long entry and the
+# combine (-m attention -m attention_long), the MoE expert epilogue (biases, clamped SwiGLU: -m moe_decode
+# -m moe_grouped -m moe_grouped_sm90), the router's logit bias (-m moe_router), the one-rounding RMSNorm
+# (-m rmsnorm) and bias_add_f32_bf16 (-m bias_add); tiny-gpt-oss and gpt-oss-20b-4l (published per-layer shapes,
+# made on the device) against transformers in `parity`.
 # Three device calls, each under the 10-minute limit: `call.sh checks` (1), `call.sh parity` (2-3), then
 # `call.sh steps` (4).
 # Repo root, carry [".device", ".whl"]; .device/head_src.tgz is `git archive HEAD py tools kernels` of the call.
@@ -30,8 +35,8 @@ source tools/gpu/call_head.sh
 if [ "$PART" = checks ]; then
 TAILN=3 t 270 checks python3 tools/gpu/check_kernels.py -m attention -m attention_sm90 -m attention_long \
   -m rope_kv -m silu_mul -m embedding -m rmsnorm -m sampler --out $R/checks.json
-TAILN=3 t 120 checks_moe python3 tools/gpu/check_kernels.py -m moe_router -m moe_decode -m moe_shared \
-  --out $R/checks_moe.json
+TAILN=3 t 180 checks_moe python3 tools/gpu/check_kernels.py -m moe_router -m moe_decode -m moe_shared \
+  -m moe_grouped -m moe_grouped_sm90 -m bias_add --out $R/checks_moe.json
 TAILN=3 t 120 checks_glu python3 tools/gpu/check_kernels.py -k "gemv geglu" -k "gemv swiglu" \
   -k "f32 unrounded" --out $R/checks_glu.json
 TAILN=3 t 150 checks_dgemm python3 tools/gpu/check_kernels.py -m gemm_decode_sm90 -m gemm_decode_tma \
@@ -39,11 +44,11 @@ TAILN=3 t 150 checks_dgemm python3 tools/gpu/check_kernels.py -m gemm_decode_sm9
 fi
 if [ "$PART" = parity ]; then
 for f in tiny-mistral-swa tiny-qwen2-swa tiny-gemma3 tiny-mistral tiny-glm4-moe tiny-phi3-longrope \
-         tiny-phi3-d96 tiny-qwen3-moe; do
+         tiny-phi3-d96 tiny-qwen3-moe tiny-gpt-oss; do
   TAILN=3 t 90 "tiny_$f" python3 tools/gpu/model_parity.py --backend cuda --model tests/fixtures/$f \
     --out $R/parity_$f.json
 done
-for c in gemma-3-1b-4l mistral-7b-v0.1-4l minimax-m2-2l; do
+for c in gemma-3-1b-4l mistral-7b-v0.1-4l minimax-m2-2l gpt-oss-20b-4l; do
   TAILN=2 t 150 "mk_$c" python3 tools/make_fixtures.py --config $c --device cuda --out $C/$c
   TAILN=6 t 120 "par_$c" python3 tools/gpu/model_parity.py --backend cuda --model $C/$c --tail \
     --out $R/parity_$c.json
