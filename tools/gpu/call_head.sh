@@ -55,7 +55,8 @@ root = Path(sys.argv[1])
 for name in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "llama-3.2-1b", "llama-3.2-3b",
              "llama-3.1-8b", "qwen3-30b-a3b", "qwen3_5-35b-a3b", "qwen2.5-0.5b", "qwen2.5-1.5b",
              "qwen2.5-7b", "mistral-7b-v0.3", "mixtral-8x7b", "minimax-m2-8l", "gemma-3-1b",
-             "gemma-3-4b", "mistral-7b-v0.1", "phi-4-mini", "phi-3-mini-4k", "phi-3.5-mini"):
+             "gemma-3-4b", "mistral-7b-v0.1", "phi-4-mini", "phi-3-mini-4k", "phi-3.5-mini",
+             "gpt-oss-20b"):
     synthetic_model_dir(name, root)
 # glm-4.5-air in FP8 is 108 GB of weights (106B parameters): an H200 only (141 GB)
 for quant, names in (("fp8-block", ("qwen3-8b", "qwen3_5-35b-a3b", "glm-4.5-air")),

@@ -62,11 +62,12 @@ b1 q06 qwen3-0.6b 512; b1 q30 qwen3-30b-a3b 512; b1 q8 qwen3-8b 512
 b1 g1 gemma-3-1b 512; b1 g4 gemma-3-4b 512
 b1 m01_8k mistral-7b-v0.1 8000; b1 m03_8k mistral-7b-v0.3 8000; b1 phi4m phi-4-mini 512
 b1 phi35 phi-3.5-mini 512
+b1 goss gpt-oss-20b 512  # correct-first: separate MoE launches, the long decode kernel, biases as launches
 g64() { PLIM=150 prof "$1" "$2" --model $G/gemma-3-4b --batch 64 --context 1536; }
 g64 g4_b64_geglu "X=1"; g64 g4_b64_unfused "ATLAS_DECODE_GEMM_SWIGLU=0"; g64 g4_b64_geglu2 "X=1"
 step() { hdr "$1" | head -1 | grep -oE 'replay\) [0-9.]+' | cut -d' ' -f2; }
 echo "== GPU ms a step (graph replay), batch 1; then Gemma-3-4B b64 x 1536 GeGLU epilogue / unfused / epilogue"
-for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m phi35 g4_b64_geglu g4_b64_unfused g4_b64_geglu2; do
+for m in q06 q30 q8 g1 g4 m01_8k m03_8k phi4m phi35 goss g4_b64_geglu g4_b64_unfused g4_b64_geglu2; do
   echo "$m $(step $m)"; done
 fi
 echo "ALL DONE"
