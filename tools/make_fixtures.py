@@ -954,7 +954,8 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
     """How far transformers is from itself on the golden prompt, to read parity against:
 
     ``sdpa_logits`` / ``sdpa_greedy``  the same bf16 weights through SDPA attention instead
-                                     of eager (fp32 scores vs bf16-rounded scores)
+                                     of eager (fp32 scores vs bf16-rounded scores); absent
+                                     where transformers has no SDPA path for the model
     ``f32_logits``                   the same weights in float32 (eager): the closest thing
                                      to exact, so each bf16 engine's distance from it can be
                                      compared with the others'
@@ -964,16 +965,20 @@ def reference_controls(model: torch.nn.Module, golden: dict[str, np.ndarray]) ->
     """
     ids = [int(x) for x in golden["input_ids"]]
     count = min(CONTROL_POSITIONS, len(ids))
-    eager = tail_logits(model, ids, count)
-    model.set_attn_implementation("sdpa")
-    sdpa = tail_logits(model, ids, count)
-    greedy, _, _ = greedy_tokens(model, ids, len(golden["greedy"]), torch.from_numpy(sdpa))
-    model.set_attn_implementation("eager")
+    out: dict[str, Any] = {"eager_tail_logits": tail_logits(model, ids, count)}
+    try:
+        model.set_attn_implementation("sdpa")
+    except ValueError as e:  # gpt-oss (its sinks): eager only, so no SDPA control
+        print(f"  no SDPA control: {e}")
+    else:
+        sdpa = tail_logits(model, ids, count)
+        greedy, _, _ = greedy_tokens(model, ids, len(golden["greedy"]), torch.from_numpy(sdpa))
+        model.set_attn_implementation("eager")
+        out.update(sdpa_logits=sdpa[-1:], sdpa_greedy=np.array(greedy, dtype=np.int64),
+                   sdpa_tail_logits=sdpa)
     model.float()
     f32 = tail_logits(model, ids, count)
-    return {"sdpa_logits": sdpa[-1:], "sdpa_greedy": np.array(greedy, dtype=np.int64),
-            "f32_logits": f32[-1:], "eager_tail_logits": eager, "sdpa_tail_logits": sdpa,
-            "f32_tail_logits": f32}
+    return {**out, "f32_logits": f32[-1:], "f32_tail_logits": f32}
 
 
 # --------------------------------------------------------------------------------------

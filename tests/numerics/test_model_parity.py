@@ -158,6 +158,19 @@ def test_reference_distances_reads_the_transformers_controls():
                                             "sdpa_vs_eager": 1}
 
 
+def test_reference_distances_without_an_sdpa_control():
+    """gpt-oss's goldens have no SDPA control (transformers refuses SDPA with sinks): the
+    float32 distances and the eager prefix still come back, no SDPA entries."""
+    from atlas.engine.parity import reference_distances
+
+    f32 = np.array([[1.0, 2.0, 3.0, 4.0]], np.float32)
+    golden = {"logits": f32 + [[0.0, 0.0, 0.0, 0.5]], "f32_logits": f32,
+              "greedy": np.array([5, 6, 7])}
+    r = reference_distances(golden, f32[0] - [0.25, 0.0, 0.0, 0.0], [5, 6, 8])
+    assert r["max_abs_err_vs_f32"] == pytest.approx({"atlas": 0.25, "transformers_eager": 0.5})
+    assert r["greedy_identical_prefix"] == {"atlas_vs_eager": 2}
+
+
 def test_tail_distribution_lines_up_the_prompt_positions():
     """The tiny MoE fixture's golden has every prompt position: its last 8 stand in for the
     eager tail, a rescale of them for SDPA (cosine 1), a perturbation for float32. Atlas's

@@ -57,6 +57,42 @@ def test_bf16_outputs_may_differ_by_two_ulps_not_three(ck) -> None:
     assert "1/3 differ" in problems and err == pytest.approx(3 * 2**-7)
 
 
+def test_reference_slack_widens_only_its_elements(ck) -> None:
+    """A per-element slack (a gate sum near a bf16 tie: glu_flip_slack) lets that element
+    move by it; its neighbours keep the two-ulp bound, also under a compare mask."""
+    case = _case(DType.BF16, (3,))
+    case.reference_slack = {"out": np.array([0.0, 0.25, 0.0])}
+    ref = _bf16([1.0, 1.0, 1.0])
+    _, problems = ck.compare_to_reference(case, {"out": _bf16([1.0, 1.25, 1.0])}, {"out": ref})
+    assert not problems
+    _, problems = ck.compare_to_reference(case, {"out": _bf16([1.25, 1.0, 1.0])}, {"out": ref})
+    assert "1/3 differ" in problems
+    case.compare_mask = {"out": np.array([False, True, True])}
+    _, problems = ck.compare_to_reference(case, {"out": _bf16([9.0, 1.25, 1.0])}, {"out": ref})
+    assert not problems
+
+
+def test_glu_flip_slack_covers_exactly_the_sums_near_a_tie() -> None:
+    """A gate sum right at a bf16 rounding tie may round either way on the device: act's slack
+    there is the GLU's change over that ulp; a sum far from any tie gets none."""
+    from atlas.runtime.cases.gemv import geglu_oracle, glu_flip_slack
+
+    # x = [1, 1, 0...]: each sum is w's first two columns, exact in float64. Gate 0:
+    # -3 - 2^-7, the tie between bf16 -3 and -3 - 2^-6; gate 1: 1 + 2^-9, a quarter ulp from
+    # 1 (far from a tie); both ups 1
+    k = 8
+    x = np.zeros((1, k), np.float32)
+    x[0, :2] = 1.0
+    w = np.zeros((4, k), np.float32)
+    w[:, 0] = [-3.0, 1.0, 1.0, 1.0]
+    w[:, 1] = [-2**-7, 2**-9, 0.0, 0.0]
+    inputs = {"x": _bf16(x), "w": _bf16(w)}
+    slack = glu_flip_slack(inputs, geglu_oracle, k)
+    assert slack.shape == (1, 2)
+    assert slack[0, 1] == 0.0
+    assert slack[0, 0] > 0.0
+
+
 def test_nan_and_integer_mismatches_fail(ck) -> None:
     case = _case(DType.BF16, (2,))
     _, problems = ck.compare_to_reference(case, {"out": np.array([0x7FC0, 0], np.uint16)},

@@ -32,7 +32,7 @@ def _print_tail(tail: dict) -> None:
     print(f"    last {tail['positions']} positions, 1 - cosine "
           f"(min / p10 / median / p90 / max, argmax agreement):")
     for name in ("atlas", "transformers_sdpa", "transformers_eager"):
-        for ref, d in tail[name].items():
+        for ref, d in tail.get(name, {}).items():
             print(f"      {name:<19} {ref:<9} {d['min']:.2e} / {d['p10']:.2e} / "
                   f"{d['median']:.2e} / {d['p90']:.2e} / {d['max']:.2e}  "
                   f"argmax {d['argmax_agree']:.2f}")

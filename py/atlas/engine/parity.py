@@ -92,20 +92,19 @@ def reference_distances(golden: dict[str, np.ndarray], got_last: np.ndarray,
         return {}
     f32 = golden["f32_logits"].reshape(-1)
     eager = np.asarray(golden["logits"]).reshape(-1, f32.size)[-1]
-    sdpa = golden["sdpa_logits"].reshape(-1)
     want = [int(x) for x in golden["greedy"]]
-    sdpa_greedy = [int(x) for x in golden["sdpa_greedy"]]
+    engines = {"atlas": np.asarray(got_last, np.float64), "transformers_eager": eager}
+    prefix = {"atlas_vs_eager": _common_prefix(got_greedy, want)}
+    if "sdpa_logits" in golden:  # absent where transformers has no SDPA path (gpt-oss)
+        engines["transformers_sdpa"] = golden["sdpa_logits"].reshape(-1)
+        sdpa_greedy = [int(x) for x in golden["sdpa_greedy"]]
+        prefix["atlas_vs_sdpa"] = _common_prefix(got_greedy, sdpa_greedy)
+        prefix["sdpa_vs_eager"] = _common_prefix(sdpa_greedy, want)
     return {
-        "cosine_vs_f32": {"atlas": _cos(got_last, f32), "transformers_eager": _cos(eager, f32),
-                          "transformers_sdpa": _cos(sdpa, f32)},
-        "max_abs_err_vs_f32": {
-            "atlas": float(np.abs(np.asarray(got_last, np.float64) - f32).max()),
-            "transformers_eager": float(np.abs(eager.astype(np.float64) - f32).max()),
-            "transformers_sdpa": float(np.abs(sdpa.astype(np.float64) - f32).max())},
-        "greedy_identical_prefix": {
-            "atlas_vs_eager": _common_prefix(got_greedy, want),
-            "atlas_vs_sdpa": _common_prefix(got_greedy, sdpa_greedy),
-            "sdpa_vs_eager": _common_prefix(sdpa_greedy, want)},
+        "cosine_vs_f32": {k: _cos(x, f32) for k, x in engines.items()},
+        "max_abs_err_vs_f32": {k: float(np.abs(x.astype(np.float64) - f32).max())
+                               for k, x in engines.items()},
+        "greedy_identical_prefix": prefix,
     }
 
 
@@ -168,8 +167,10 @@ def tail_distribution(model_dir: Path, golden: dict[str, np.ndarray], backend: s
     runner = load_runner(model_dir, backend=backend, **kwargs)
     got = np.stack(list(prefill_then_force(runner, ids[:cut], ids[cut:])))
     out: dict[str, Any] = {"positions": len(eager)}
-    for name, x in (("atlas", got), ("transformers_sdpa", golden["sdpa_tail_logits"]),
-                    ("transformers_eager", eager)):
+    engines = [("atlas", got), ("transformers_eager", eager)]
+    if "sdpa_tail_logits" in golden:
+        engines.insert(1, ("transformers_sdpa", golden["sdpa_tail_logits"]))
+    for name, x in engines:
         out[name] = {"vs_f32": _spread(x, f32)}
         if name != "transformers_eager":
             out[name]["vs_eager"] = _spread(x, eager)

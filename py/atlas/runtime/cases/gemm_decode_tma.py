@@ -20,6 +20,7 @@ cp.async kernel's gated entry is checked against its plain product then the acti
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Iterable
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ..ops.matmul_decode import Glu
 from ..ops.routes import DECODE_GEMM_SPLITS, KernelRoutes
 from .gemm_decode_sm90 import (GEMM_DECODE_GEGLU_SHAPES, GEMM_DECODE_SHAPES,
                                GEMM_DECODE_SWIGLU_SHAPES, GEMM_DECODE_WIDE_SHAPES, GLU_ORACLE)
-from .gemv import TENSOR_CORE_K_TOL, linear_oracle, random_bf16
+from .gemv import TENSOR_CORE_K_TOL, glu_flip_slack, linear_oracle, random_bf16
 
 #: the cp.async kernel's output beside the TMA kernel's
 CPASYNC = "_cpasync"
@@ -125,6 +126,15 @@ def gated_oracle(x: dict[str, np.ndarray], glu: Glu) -> np.ndarray:
     return GLU_ORACLE[glu](f32_to_bf16_bits(y.astype(np.float32))) if glu else y
 
 
+def gated_slack(inputs: dict[str, np.ndarray], glu: Glu, k: int, outputs: Iterable[str]
+                ) -> dict[str, np.ndarray]:
+    """Each gated output's reference slack (gemv.glu_flip_slack); none for a plain product."""
+    if not glu:
+        return {}
+    slack = glu_flip_slack(inputs, GLU_ORACLE[glu], k)
+    return {out: slack for out in outputs}
+
+
 def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
                          split: int | None, wide: bool = False,
                          glu: Glu = Glu.NONE) -> KernelCase:
@@ -155,6 +165,7 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
     return KernelCase(f"gemm_decode_tma {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {out: spec for out, _ in runs}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      reference_slack=gated_slack(inputs, glu, k, (out for out, _ in runs)),
                       same_bits=((name, name + CPASYNC),) if len(runs) == 2 else ())
 
 
@@ -193,6 +204,7 @@ def gemm_decode_tma_persistent_case(rng: np.random.Generator, m: int, n: int, k:
     return KernelCase(f"gemm_decode_tma persistent {label} {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {name: spec, name + ONE_TILE: spec}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      reference_slack=gated_slack(inputs, glu, k, (name, name + ONE_TILE)),
                       same_bits=((name, name + ONE_TILE),))
 
 

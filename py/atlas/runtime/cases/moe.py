@@ -972,8 +972,9 @@ def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids:
         outputs["y"] = OutputSpec(DType.BF16, (slots, shape.hidden))
         outputs["sorted_slots"] = OutputSpec(DType.I32, (tiles * moe.MOE_TILE_M,))
         outputs["tile_expert"] = OutputSpec(DType.I32, (tiles,))
-        used = np.repeat(tile_expert >= 0, moe.MOE_TILE_M)  # rows of unused tiles: unwritten
-        masks["act"] = np.repeat(used[:, None], shape.inter, axis=1)
+        # act rows of slots only: a tile's padding rows hold the GLU of zero sums (of the
+        # biases, with gpt-oss's epilogue), which the down GEMM's padding rows drop
+        masks["act"] = np.repeat((sorted_slots >= 0)[:, None], shape.inter, axis=1)
         masks["y"] = np.repeat(valid[:, None], shape.hidden, axis=1)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:

@@ -94,8 +94,11 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
     kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
             + ("_offset" if offset else "") + ("_oneround" if one_round else "")
             + ("_early" if early else ""))
+    # the normalized delta's f32 sums run in another order than the host reference's: an ulp
+    # of it (2^-6, |d| < 4) can move the residual by that much where the sum cancels
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
-                      _make_oracle(offset, one_round))
+                      _make_oracle(offset, one_round),
+                      reference_abs_tol=2.0 ** -6 if norm_delta else 0.0)
 
 
 def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int) -> KernelCase:
