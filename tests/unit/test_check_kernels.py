@@ -75,7 +75,7 @@ def test_reference_slack_widens_only_its_elements(ck) -> None:
 def test_glu_flip_slack_covers_exactly_the_sums_near_a_tie() -> None:
     """A gate sum right at a bf16 rounding tie may round either way on the device: act's slack
     there is the GLU's change over that ulp; a sum far from any tie gets none."""
-    from atlas.runtime.cases.gemv import geglu_oracle, glu_flip_slack
+    from atlas.runtime.cases.gemv import bf16_values, geglu_oracle, glu_flip_slack
 
     # x = [1, 1, 0...]: each sum is w's first two columns, exact in float64. Gate 0:
     # -3 - 2^-7, the tie between bf16 -3 and -3 - 2^-6; gate 1: 1 + 2^-9, a quarter ulp from
@@ -86,8 +86,7 @@ def test_glu_flip_slack_covers_exactly_the_sums_near_a_tie() -> None:
     w = np.zeros((4, k), np.float32)
     w[:, 0] = [-3.0, 1.0, 1.0, 1.0]
     w[:, 1] = [-2**-7, 2**-9, 0.0, 0.0]
-    inputs = {"x": _bf16(x), "w": _bf16(w)}
-    slack = glu_flip_slack(inputs, geglu_oracle, k)
+    slack = glu_flip_slack(bf16_values(_bf16(x)), bf16_values(_bf16(w)), geglu_oracle)
     assert slack.shape == (1, 2)
     assert slack[0, 1] == 0.0
     assert slack[0, 0] > 0.0

@@ -30,7 +30,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul_decode
 from ..ops.matmul_decode import Glu
-from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, geglu_oracle, glu_flip_slack, linear_case,
+from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, geglu_oracle, bf16_values, glu_flip_slack, linear_case,
                    linear_oracle, random_bf16, swiglu_oracle)
 
 #: (m, n, k, out_f32, split): split None lets matmul_decode.decode_split choose
@@ -159,7 +159,7 @@ def gemm_decode_swiglu_case(rng: np.random.Generator, m: int, inter: int, k: int
         act = GLU_ORACLE[glu](gate_up)
         return {"act": act, "act" + UNFUSED: act} if twin else {"act": act}
 
-    slack = glu_flip_slack(inputs, GLU_ORACLE[glu], k)
+    slack = glu_flip_slack(bf16_values(inputs["x"]), bf16_values(inputs["w"]), GLU_ORACLE[glu])
     label = ("wide " if wide else "") + ("auto" if split is None else f"split{split}")
     return KernelCase(f"gemm_decode_sm90 {glu.name.lower()} {label} m{m} i{inter} k{k}",
                       "gemm_decode_sm90", inputs, outputs, run, oracle,

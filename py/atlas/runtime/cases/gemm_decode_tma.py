@@ -33,7 +33,7 @@ from ..ops.matmul_decode import Glu
 from ..ops.routes import DECODE_GEMM_SPLITS, KernelRoutes
 from .gemm_decode_sm90 import (GEMM_DECODE_GEGLU_SHAPES, GEMM_DECODE_SHAPES,
                                GEMM_DECODE_SWIGLU_SHAPES, GEMM_DECODE_WIDE_SHAPES, GLU_ORACLE)
-from .gemv import TENSOR_CORE_K_TOL, glu_flip_slack, linear_oracle, random_bf16
+from .gemv import TENSOR_CORE_K_TOL, bf16_values, glu_flip_slack, linear_oracle, random_bf16
 
 #: the cp.async kernel's output beside the TMA kernel's
 CPASYNC = "_cpasync"
@@ -131,7 +131,7 @@ def gated_slack(inputs: dict[str, np.ndarray], glu: Glu, k: int, outputs: Iterab
     """Each gated output's reference slack (gemv.glu_flip_slack); none for a plain product."""
     if not glu:
         return {}
-    slack = glu_flip_slack(inputs, GLU_ORACLE[glu], k)
+    slack = glu_flip_slack(bf16_values(inputs["x"]), bf16_values(inputs["w"]), GLU_ORACLE[glu])
     return {out: slack for out in outputs}
 
 

@@ -177,33 +177,38 @@ def geglu_oracle(gate_up: np.ndarray) -> np.ndarray:
     return round_bf16((gelu.astype(np.float64) * up).astype(np.float32)).astype(np.float64)
 
 
-def glu_flip_slack(inputs: dict[str, np.ndarray], glu_oracle: Callable[[np.ndarray], np.ndarray],
-                   k: int) -> np.ndarray:
-    """How far a gated decode GEMM's act [m, I] may be from the host reference's: the device's
-    f32 sums (tensor cores, split-K partials) run in another order than the host's, so a gate
-    or up sum within their rounding noise of a bf16 rounding tie may round to the other
-    neighbour; the GLU's slope then carries that ulp into act (several act ulps where the
-    SiLU's or tanh GELU's negative tail is small but steep). The noise is taken as
-    (k / 8) 2^-24 |x w|_2: an f32 rounding of a partial sum of |x w|_2's size every 8 terms of
-    K, all one way (a tensor core adds each k16 step's products to its accumulator truncating),
-    twice over. Per element: the change of act when each such sum takes its other neighbour."""
-    y = linear_oracle(inputs)["y"]
-    x = bf16_bits_to_f32(inputs["x"]).astype(np.float64)
-    w = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
-    noise = k / 8 * 2.0 ** -24 * np.sqrt((x * x) @ (w * w).T)
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """bf16 bits as float64 values (exact)."""
+    return bf16_bits_to_f32(bits).astype(np.float64)
+
+
+def glu_flip_slack(x: np.ndarray, w: np.ndarray, act_of: Callable[[np.ndarray], np.ndarray]
+                   ) -> np.ndarray:
+    """How far a gated product's act [m, I] may be from the host reference's. x [m, k] and the
+    [gate | up] weight w [2 I, k] hold bf16 values (float64); act_of maps the product's bf16
+    bits [m, 2 I] to act. The device's f32 sums (tensor cores, split-K partials) run in another
+    order than the host's, so a gate or up sum within their rounding noise of a bf16 rounding
+    tie may round to the other neighbour; the GLU's slope then carries that ulp into act
+    (several act ulps where the SiLU's or tanh GELU's negative tail is small but steep). The
+    noise is taken as (k / 8) 2^-24 |x w|_2: an f32 rounding of a partial sum of |x w|_2's
+    size every 8 terms of K, all one way (a tensor core adds each k16 step's products to its
+    accumulator truncating), twice over. Per element: the change of act when each such sum
+    takes its other neighbour."""
+    y = x @ w.T
+    noise = x.shape[1] / 8 * 2.0 ** -24 * np.sqrt((x * x) @ (w * w).T)
     bits = f32_to_bf16_bits(y.astype(np.float32))
     r = bf16_bits_to_f32(bits).astype(np.float64)
     toward = np.where(np.abs(y) > np.abs(r), 1, -1).astype(np.int32)
     alt_bits = (bits.astype(np.int32) + toward).astype(np.uint16)
     alt = bf16_bits_to_f32(alt_bits).astype(np.float64)
     near = (r != 0) & (np.abs(y - (r + alt) / 2) <= noise)
-    base = glu_oracle(bits)
+    base = act_of(bits)
     inter = y.shape[1] // 2
     slack = np.zeros_like(base)
     for half in (slice(0, inter), slice(inter, 2 * inter)):
         flipped = bits.copy()
         flipped[:, half] = np.where(near[:, half], alt_bits[:, half], bits[:, half])
-        slack += np.abs(glu_oracle(flipped) - base)
+        slack += np.abs(act_of(flipped) - base)
     return slack
 
 

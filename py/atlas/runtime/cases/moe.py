@@ -26,7 +26,7 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, bf16_ulp, kernel_cases
 from ..ops import KernelCache, moe
 from ..ops.routes import KernelRoutes
-from .gemv import random_bf16
+from .gemv import bf16_values as _f64, glu_flip_slack, random_bf16
 
 #: act comes from two bf16-rounded products: a float32 sum that lands on the other side of a
 #: rounding boundary than the exact one moves g or u by an ulp, and act by up to ~1% of its
@@ -92,20 +92,42 @@ def oracle_slot(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray,
                 b_down: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(act [inter], y [hidden]) of one slot: x [hidden] through one expert, in float64;
     with `epi`, its biases (b_gate_up [2 inter], b_down [hidden]) and GLU."""
-    inter = w_down.shape[1]
-    g = _bf16(w_gate_up[:inter] @ x).astype(np.float32)
-    u = _bf16(w_gate_up[inter:] @ x)
+    act = oracle_act(_bf16(w_gate_up @ x), epi, b_gate_up)
+    y = _bf16(w_down @ act)
+    return act, y if b_down is None else _bf16(y + b_down)
+
+
+def oracle_act(gate_up: np.ndarray, epi: Epilogue | None = None,
+               b_gate_up: np.ndarray | None = None) -> np.ndarray:
+    """act [..., inter] of bf16-rounded [gate | up] products [..., 2 inter]: the biases (rounded
+    once more) and the GLU of `epi`, else SwiGLU."""
+    inter = gate_up.shape[-1] // 2
+    g = gate_up[..., :inter].astype(np.float32)
+    u = gate_up[..., inter:]
     if b_gate_up is not None:
         g = _bf16(g + b_gate_up[:inter]).astype(np.float32)
         u = _bf16(u + b_gate_up[inter:])
     if epi is not None and epi.limit > 0:
-        act = oracle_glu(g.astype(np.float64), u, epi.alpha, epi.limit)
-    else:
-        with np.errstate(over="ignore"):
-            silu = _bf16(g / (np.float32(1) + np.exp(-g)))
-        act = _bf16(silu * u)
-    y = _bf16(w_down @ act)
-    return act, y if b_down is None else _bf16(y + b_down)
+        return oracle_glu(g.astype(np.float64), u, epi.alpha, epi.limit)
+    with np.errstate(over="ignore"):
+        silu = _bf16(g / (np.float32(1) + np.exp(-g)))
+    return _bf16(silu * u)
+
+
+def act_flip_slack(x: np.ndarray, w_gate_up: np.ndarray, ids: np.ndarray,
+                   epi: Epilogue | None, b_gate_up: np.ndarray | None) -> np.ndarray:
+    """act's per-slot slack [slots, inter] against the host reference (gemv.glu_flip_slack):
+    each expert's slots' gate/up sums near a bf16 tie, through the biases and GLU."""
+    tokens, top_k = ids.shape
+    inter = w_gate_up.shape[1] // 2
+    slack = np.zeros((tokens * top_k, inter))
+    flat = ids.reshape(-1)
+    for e in np.unique(flat[(flat >= 0) & (flat < len(w_gate_up))]):
+        slots = np.flatnonzero(flat == e)
+        bias = None if b_gate_up is None else b_gate_up[e]
+        slack[slots] = glu_flip_slack(x[slots // top_k], w_gate_up[e],
+                                      lambda bits: oracle_act(_f64(bits), epi, bias))
+    return slack
 
 
 def oracle_experts(x: np.ndarray, w_gate_up: np.ndarray, w_down: np.ndarray, ids: np.ndarray,
@@ -191,10 +213,6 @@ def shared_inputs(rng: np.random.Generator, shape: moe.MoeShape, ids: np.ndarray
 
 def _shared_ptrs(p: dict[str, DevicePtr]) -> moe.SharedExpertWeights | None:
     return moe.SharedExpertWeights(p["sh_gate_up"], p["sh_down"], 0) if "sh_down" in p else None
-
-
-def _f64(bits: np.ndarray) -> np.ndarray:
-    return bf16_bits_to_f32(bits).astype(np.float64)
 
 
 def _routing_weights(rng: np.random.Generator, tokens: int, top_k: int) -> np.ndarray:
@@ -1004,8 +1022,15 @@ def pipeline_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids:
         return out
 
     module = ("moe_grouped_sm90" if sm90 else "moe_grouped") if grouped else "moe_decode"
+    slack = act_flip_slack(_f64(inputs["x"]), _f64(w_gu), ids, epi,
+                           _f64(inputs["gate_up_bias"]) if "gate_up_bias" in inputs else None)
+    if grouped:
+        live = sorted_slots >= 0
+        rows = np.zeros((tiles * moe.MOE_TILE_M, shape.inter))
+        rows[live] = slack[sorted_slots[live]]
+        slack = rows
     return KernelCase(name, module, inputs, outputs, run, oracle, compare_mask=masks,
-                      reference_abs_tol=ACT_REFERENCE_TOL)
+                      reference_abs_tol=ACT_REFERENCE_TOL, reference_slack={"act": slack})
 
 
 def combine_case(rng: np.random.Generator, name: str, shape: moe.MoeShape, ids: np.ndarray
