@@ -15,9 +15,9 @@ RT=$PWD/.device/kernels_rt
 TAILN=3 t 200 checks python3 tools/gpu/check_kernels.py -m attention_long -m moe_grouped -m moe_grouped_sm90 \
   -m moe_decode --out $R/checks.json
 grep FAIL $L/checks.log | cut -c1-200 | head -20
-tr() { TAILN=14 t 60 "trace_$1" env ATLAS_KERNELS_DIR=$2 python3 tools/gpu/trace_decode_attn.py --long --trace-only \
+trc() { TAILN=14 t 60 "trace_$1" env ATLAS_KERNELS_DIR=$2 python3 tools/gpu/trace_decode_attn.py --long --trace-only \
   --keys 512 --heads qwen3-0.6b,qwen2.5-1.5b,qwen3-30b-a3b; }
-tr new $PWD/.device/kernels; tr rt $RT
+trc new $PWD/.device/kernels; trc rt $RT
 b1() { PLIM=90 prof "$1" "$2" --model $G/$3 --batch 1 --context 512; }
 for m in qwen3-0.6b:q06 qwen3-30b-a3b:q30 qwen3-8b:q8 qwen2.5-1.5b:q15; do
   n=${m%%:*}; s=${m##*:}
