@@ -67,12 +67,6 @@ constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// 1: the rope rows take a head's length at run time even where it is D (the form before
-// 2026-12-05's constant-length rows; gpu125's compile-time A/B)
-#ifndef ATLAS_LONG_ROPE_RUNTIME_LEN
-#define ATLAS_LONG_ROPE_RUNTIME_LEN 0
-#endif
-
 // The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
 // (decode_attn_long_rope_wait_bf16 and _staged_bf16, batched decode of one token per
 // sequence): the pointers of ops/rope.py's launch. Unused (null) by the plain entry points.
@@ -427,61 +421,45 @@ __device__ __forceinline__ void decode_attn_long(
       reinterpret_cast<uint4*>(stage_cs)[tid - 2 * T::kChunks] = consts;
     __syncthreads();
     const bool normed = rope.q_norm_w != nullptr;
-    // a head's length as a constant where it is D (no padding): the rows' loops then have
-    // fixed trip counts, as before proj_dim (gpu124: the runtime length cost 0.45 us here)
-    auto rope_rows = [&](const int P) {
-      for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
-        const bool is_k = it == group;
-        __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
-        const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed, P,
-                                                       P, lane);
-        atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, P, P, rope.eps,
-                                          lane);
-      }
-    };
-    if (proj_dim == D && !ATLAS_LONG_ROPE_RUNTIME_LEN)
-      rope_rows(D);
-    else
-      rope_rows(proj_dim);
+    for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      const bool is_k = it == group;
+      __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
+      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed,
+                                                     proj_dim, proj_dim, lane);
+      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, proj_dim, proj_dim,
+                                        rope.eps, lane);
+    }
     __syncthreads();  // Q and the stage are complete
     tr.mark(kTraceQReady);
   } else if constexpr (kRope) {
     // rope_core.cuh (qk_norm_rope_kv's bits): one warp per q head of the group into its Q
     // row (rows past G zero), then the split holding the step's key norms and rotates k and
     // copies v into the stage; a padded head's elements past proj_dim zero
+    const int P = proj_dim;
+    const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * P;
+    const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
+    const float* cosv = rope.cos_sin + static_cast<size_t>(position) * P;
     const bool normed = rope.q_norm_w != nullptr;
     const __nv_bfloat16 zero = __float2bfloat16_rn(0.f);
-    // P: a head's length, a constant where it is D (rope_rows above)
-    auto rope_rows = [&](const int P) {
-      const size_t pitch = static_cast<size_t>(hq + 2 * hkv) * P;
-      const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * pitch;
-      const float* cosv = rope.cos_sin + static_cast<size_t>(position) * P;
-      for (int it = warp; it < kMaxGroup + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
-        if (it < group) {
-          const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, P, P, lane);
-          atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * P,
-                                            sq + it * T::kQPitch, w, normed, false, cosv, P,
-                                            P, rope.eps, lane);
-          for (int i = P + lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
-        } else if (it < kMaxGroup) {
-          for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
-        } else {
-          const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, P, P, lane);
-          atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * P, stage_k,
-                                            w, normed, false, cosv, P, P, rope.eps, lane);
-          for (int i = P + lane; i < D; i += 32) stage_k[i] = zero;
-          const uint4* v_src =
-              reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * P);
-          for (int i = lane; i < T::kChunks; i += 32)
-            reinterpret_cast<uint4*>(stage_v)[i] =
-                i * 8 < P ? v_src[i] : make_uint4(0u, 0u, 0u, 0u);
-        }
+    for (int it = warp; it < kMaxGroup + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
+      if (it < group) {
+        const auto w = atlas::rope::load_norm_w<false>(rope.q_norm_w, normed, P, P, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(h0 + it) * P,
+                                          sq + it * T::kQPitch, w, normed, false, cosv, P, P,
+                                          rope.eps, lane);
+        for (int i = P + lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
+      } else if (it < kMaxGroup) {
+        for (int i = lane; i < D; i += 32) sq[it * T::kQPitch + i] = zero;
+      } else {
+        const auto w = atlas::rope::load_norm_w<false>(rope.k_norm_w, normed, P, P, lane);
+        atlas::rope::norm_rope_row<false>(row + static_cast<size_t>(hq + kvh) * P, stage_k, w,
+                                          normed, false, cosv, P, P, rope.eps, lane);
+        for (int i = P + lane; i < D; i += 32) stage_k[i] = zero;
+        const uint4* v_src = reinterpret_cast<const uint4*>(row + static_cast<size_t>(hq + hkv + kvh) * P);
+        for (int i = lane; i < T::kChunks; i += 32)
+          reinterpret_cast<uint4*>(stage_v)[i] = i * 8 < P ? v_src[i] : make_uint4(0u, 0u, 0u, 0u);
       }
-    };
-    if (proj_dim == D && !ATLAS_LONG_ROPE_RUNTIME_LEN)
-      rope_rows(D);
-    else
-      rope_rows(proj_dim);
+    }
     __syncthreads();  // the stage is complete
   } else if constexpr (T::kQShared) {
     const __nv_bfloat16* q_rows = q + (static_cast<size_t>(b) * hq + h0) * D;
