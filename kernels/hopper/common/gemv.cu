@@ -98,6 +98,17 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
 }
 
+// gemv_bf16_single plus a bias [n]: y = bf16(bf16(x @ w.T) + bias), bit for bit it followed
+// by bias_add_bf16 (batch 1's q/k/v projection of Qwen2-family attention, ops/matmul.py
+// gemv_bias): the attention kernel after it starts its prologue under the GEMV again.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_bias_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                          uint32_t m, uint32_t n, uint32_t k, const __nv_bfloat16* bias) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums,
+                      StoreBias<>(bias, static_cast<int>(n)));
+}
+
 extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_f32_single(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, uint32_t m,
                          uint32_t n, uint32_t k) {

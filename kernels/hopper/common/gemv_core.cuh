@@ -153,6 +153,32 @@ struct StoreF32Unrounded : StoreY<R> {
   }
 };
 
+// StoreY's rows, one x row, plus a bf16 bias [n] added to the bf16-rounded sums and rounded
+// again: bit for bit the plain GEMV followed by bias_add_bf16 (Qwen2-family q/k/v biases at
+// batch 1, gemv_bias_bf16_single). Built at the block's start, where warp 0's lanes t < R
+// request their row's bias (a weight: before the PDL wait, under the previous kernel's tail),
+// so the epilogue adds a register, not a memory trip.
+template <int R = kRowsPerBlock>
+struct StoreBias : StoreY<R> {
+  float b = 0.f;
+  __device__ __forceinline__ StoreBias(const __nv_bfloat16* __restrict__ bias, int n) {
+    const int t = static_cast<int>(threadIdx.x), row = static_cast<int>(blockIdx.x) * R + t;
+    if (t < R && row < n) {  // the row's 16-byte vector, then its element (no local memory)
+      const uint4 v = atlas::ld_prefetch(reinterpret_cast<const uint4*>(bias) + row / 8);
+      const int e = row % 8;
+      const uint32_t word = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+      b = __uint_as_float((e & 1 ? word >> 16 : word & 0xffffu) << 16);
+    }
+  }
+  template <int M, bool kF32Out>
+  __device__ __forceinline__ void finish(void* y, float sum, int t, int row0, int n) const {
+    static_assert(M == 1 && !kF32Out, "the bias epilogue is single-row bf16");
+    const int row = row0 + t;
+    if (t < R && row < n)
+      static_cast<__nv_bfloat16*>(y)[row] = atlas::f32_to_bf16(atlas::round_bf16(sum) + b);
+  }
+};
+
 // A fused [gate | up] weight [n, k] (n = 2 I) ending with its SwiGLU, one x row: block b owns
 // the gate rows of its F = R / 2 features F b .. F b + F - 1 (block rows 0 .. F - 1) and
 // their up rows I + F b .. (rows F .. R - 1), and writes act[F b + t] = bf16(swiglu(

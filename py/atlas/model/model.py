@@ -559,12 +559,19 @@ class DenseDecoderModel:
             if res is not None:
                 self._norm(s, b, res, lw.in_norm, t)
             self._biased_linear(s, b, lw.qkv, lw.qkv_bias, b.normed, b.qkv, t)
-        elif res is None:
-            lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+        elif lw.qkv_bias and isinstance(lw.qkv, Bf16Linear) and matmul.fuses_bias(
+                self.kc, t, lw.qkv.n):  # batch 1: the GEMV adds the bias (the same bits)
+            if res is not None:
+                self._norm(s, b, res, lw.in_norm, t)
+            matmul.gemv_bias(self.kc, s, b.normed, lw.qkv.ptr, lw.qkv_bias, b.qkv, lw.qkv.n,
+                             lw.qkv.k)
         else:
-            self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
-        if lw.qkv_bias and not d.bias_f32:
-            bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, d.qkv_width)
+            if res is None:
+                lw.qkv.linear(self.kc, s, b.normed, b.qkv, t, w_scratch=b.w_scratch)
+            else:
+                self._norm_linear(s, b, res, lw.in_norm, lw.qkv, b.qkv, t)
+            if lw.qkv_bias and not d.bias_f32:
+                bias.bias_add(self.kc, s, b.qkv, lw.qkv_bias, t, d.qkv_width)
         if lw.whole_qk_norm is not None:  # in place, q's part of each row then k's
             assert not d.gated_attn  # q heads back to back: q is the row's first q_width
             k_part = b.qkv + DType.BF16.nbytes(d.q_width)

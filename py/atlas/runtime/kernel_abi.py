@@ -95,6 +95,10 @@ GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for m == 1 only (batch-1 decode): compiled without the 8-row
 # accumulators, so it needs a third of the registers and keeps more loads in flight
 GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# ... plus a bias [n] added to its bf16 output and rounded again: GEMV_SINGLE followed by
+# BIAS_ADD, bit for bit (batch 1's q/k/v projection with Qwen2-family biases)
+GEMV_BIAS_SINGLE = S("gemv", "gemv_bias_bf16_single",
+                     "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 bias:ptr")
 GEMV_SINGLE_F32OUT = S("gemv", "gemv_bf16_f32_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the float32 sums themselves, not bf16-rounded (1..8 rows): the router of a model whose gate
 # transformers keeps in float32 (GLM-4.5; ops/matmul.py linear_f32_unrounded)

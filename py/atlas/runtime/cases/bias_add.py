@@ -1,17 +1,19 @@
 """Check cases for bias_add_bf16: the Qwen2 family's qkv widths, one row and batches, a
 width that is not a whole block of vectors, sums that cancel and that round up a binade; and
-bias_add_f32_bf16 (float32 sums plus the bias, one rounding) at gpt-oss's widths."""
+bias_add_f32_bf16 (float32 sums plus the bias, one rounding) at gpt-oss's widths; and the
+single-row GEMV that adds the bias itself (gemv_bias_bf16_single), bit for bit the GEMV then
+bias_add_bf16."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...core.dtype import DType
-from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
+from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
-from ..ops import KernelCache, bias
-from .gemv import random_bf16
+from ..ops import KernelCache, bias, matmul
+from .gemv import linear_oracle, random_bf16
 
 #: (rows, n): one vector; Qwen2.5-0.5B's qkv width (896 + 2 * 128: 144 vectors); Qwen2.5-7B's
 #: (3,584 + 2 * 512: 576 vectors, 3 column blocks) at batch 1 and 5; a prefill-sized chunk
@@ -59,6 +61,40 @@ def _f32_case(rng: np.random.Generator, rows: int, n: int) -> KernelCase:
 
     return KernelCase(f"bias_add_f32_{rows}x{n}", "bias_add", {"x": x, "bias": b},
                       {"out": OutputSpec(DType.BF16, (rows, n))}, run, oracle)
+
+
+#: (n, k) of the fused GEMV: Qwen2.5-1.5B's qkv (1,536 + 2 x 256 = 2,048 rows, k 1,536),
+#: Qwen2.5-0.5B's (1,152 x 896), a width ending inside a block's 4 rows and a row's vector
+#: (1,000 = 250 blocks, 125 vectors: n % 8 == 0), Qwen2.5-7B's (4,608 x 3,584)
+GEMV_BIAS_SHAPES = [(2048, 1536), (1152, 896), (1000, 264), (4608, 3584)]
+
+
+def _gemv_bias_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:
+    """y = bf16(bf16(x @ w.T) + bias) through gemv_bias_bf16_single, beside the single-row
+    GEMV followed by bias_add (y_unfused): the same bits on every backend."""
+    inputs = {"x": random_bf16(rng, (1, k)), "w": random_bf16(rng, (n, k), k ** -0.5),
+              "bias": random_bf16(rng, (n,), 2.0)}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        matmul.gemv_bias(kc, stream, p["x"], p["w"], p["bias"], p["y"], n, k)
+        matmul.gemv(kc, stream, p["x"], p["w"], p["y_unfused"], 1, n, k, single=True)
+        bias.bias_add(kc, stream, p["y_unfused"], p["bias"], 1, n)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        y = round_bf16(linear_oracle(x)["y"].astype(np.float32)).astype(np.float64)
+        y = y + bf16_bits_to_f32(x["bias"]).astype(np.float64)[None, :]
+        return {"y": y, "y_unfused": y}
+
+    spec = OutputSpec(DType.BF16, (1, n))
+    return KernelCase(f"gemv_bias single n{n} k{k}", "gemv", inputs,
+                      {"y": spec, "y_unfused": spec}, run, oracle,
+                      same_bits=(("y", "y_unfused"),))
+
+
+@kernel_cases("gemv")
+def gemv_bias_cases(rng: np.random.Generator) -> list[KernelCase]:
+    return [_gemv_bias_case(rng, n, k) for n, k in GEMV_BIAS_SHAPES]
 
 
 @kernel_cases("bias_add")

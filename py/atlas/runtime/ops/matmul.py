@@ -33,7 +33,8 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
                           GEMM_SKINNY_F32OUT, GEMM_SM90, GEMM_SM90_F32OUT, GEMM_SM90_TMA,
                           GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
-                          GEMM_SM90_TMA_F32OUT, GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT,
+                          GEMM_SM90_TMA_F32OUT, GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE,
+                          GEMV_F32OUT,
                           GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
@@ -212,6 +213,27 @@ def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DeviceP
     grid = -(-n // GEMV_ROWS_PER_BLOCK)
     threads = gemv_threads(k, kc.routes.gemv_chunks)
     kc.get(GEMV_F32OUT if out_f32 else GEMV)(stream, grid, threads, 0, x, w, y, m, n, k)
+
+
+def fuses_bias(kc: KernelCache, m: int, n: int) -> bool:
+    """Whether an m-row bf16 product [n, k] can end with a bf16 bias added to its bf16
+    output (`gemv_bias`: Qwen2-family q/k/v biases): one row on the single-row GEMV under
+    ATLAS_GEMV_BIAS (on by default), 4-row blocks, not the ring kernel. Then the attention
+    kernel after the projection follows the GEMV itself, not a bias_add launch, and starts its
+    prologue under the GEMV's tail (the H100 profile put the early attention entry's lead at
+    0.44 us after bias_add, 1.67 us after the GEMV: gpu125)."""
+    return (kc.routes.gemv_bias and m == 1 and kc.routes.gemv_rows == 4 and n % 8 == 0
+            and linear_route(kc, m, n) == "gemv" and not kc.routes.gemv_ring_single)
+
+
+def gemv_bias(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, bias: DevicePtr,
+              y: DevicePtr, n: int, k: int) -> None:
+    """One row: y[1, n] = bf16(bf16(x @ w.T) + bias), bit for bit the single-row `gemv`
+    followed by ops.bias.bias_add (`fuses_bias` must hold)."""
+    _check_gemv("gemv_bias", x, w, y, 1, n, k, True)
+    _check_aligned("gemv_bias bias", bias, 16)
+    kc.get(GEMV_BIAS_SINGLE)(stream, -(-n // GEMV_ROWS_PER_BLOCK),
+                             gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, 1, n, k, bias)
 
 
 def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = False) -> bool:

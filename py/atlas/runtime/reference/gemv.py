@@ -26,8 +26,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
-from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_F32OUT, GEMV_F32_UNROUNDED,
-                          GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU,
+from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F32OUT,
+                          GEMV_F32_UNROUNDED, GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU, GEMV_SILU,
                           GEMV_SILU_SINGLE, GEMV_GEGLU_SINGLE, GEMV_SINGLE, GEMV_SINGLE_F32OUT,
                           GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
@@ -58,6 +58,16 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
+
+
+@reference(GEMV_BIAS_SINGLE)
+def gemv_bias_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
+                          m: int, n: int, k: int, bias: int) -> None:
+    """GEMV_SINGLE's bf16 product, then the bias added in float32 and rounded again."""
+    bits = product_bits(mem, mem.view(x, np.uint16, m * k), w, n, k)
+    b = bf16_bits_to_f32(mem.view(bias, np.uint16, n))
+    mem.view(y, np.uint16, m * n)[:] = f32_to_bf16_bits(
+        bf16_bits_to_f32(bits).reshape(m, n) + b).reshape(-1)
 
 
 @reference(GEMV_F32OUT)
