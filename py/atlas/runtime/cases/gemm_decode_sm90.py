@@ -30,8 +30,8 @@ from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, activation, matmul_decode
 from ..ops.matmul_decode import Glu
-from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, geglu_oracle, bf16_values, glu_flip_slack, linear_case,
-                   linear_oracle, random_bf16, swiglu_oracle)
+from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, bf16_values, geglu_oracle, glu_flip_slack,
+                   linear_case, linear_oracle, random_bf16, swiglu_oracle)
 
 #: (m, n, k, out_f32, split): split None lets matmul_decode.decode_split choose
 GEMM_DECODE_SHAPES = [
