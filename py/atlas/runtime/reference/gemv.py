@@ -27,9 +27,10 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F32OUT,
-                          GEMV_F32_UNROUNDED, GEMV_RING, GEMV_RING_F32OUT, GEMV_RING_SILU,
-                          GEMV_SILU, GEMV_SILU_SINGLE, GEMV_GEGLU_SINGLE, GEMV_SINGLE,
-                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE, GEMV_X8_SINGLE)
+                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
+                          GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
+                          GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
+                          GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
 from .silu_mul import geglu_tanh_rows, silu_mul_bf16, swiglu_rows
