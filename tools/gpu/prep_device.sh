@@ -47,6 +47,9 @@ for variant in ${ATLAS_PREP_VARIANT:-}; do
     --out "build/kernels_$name" $(echo "$defs" | tr ',' '\n' | sed 's/^/-D /') | tail -n 1
   python3 tools/build_sass.py --kernels "build/kernels_$name" --out build/sass -j "$jobs" | tail -n 1
   python3 tools/gpu/ptxset_delta.py split build/kernels "build/kernels_$name" "build/delta_$name"
+  for f in "build/delta_$name"/*.ptxset.json; do  # only the carried sets have defaults there
+    [ -e "build/carried/$(basename "$f")" ] || rm -f "$f"
+  done
   tar cJf ".device/kernels_$name.tar.xz" -C "build/delta_$name" .
   sets+=("build/kernels_$name")
 done

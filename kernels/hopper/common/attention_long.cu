@@ -67,6 +67,10 @@ constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
+#ifndef ATLAS_LONG_ROPE_LEAN  // decode_attn_long_rope_entry's compile-time A/B
+#define ATLAS_LONG_ROPE_LEAN 0
+#endif
+
 // The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
 // (decode_attn_long_rope_wait_bf16 and _staged_bf16, batched decode of one token per
 // sequence): the pointers of ops/rope.py's launch. Unused (null) by the plain entry points.
@@ -686,14 +690,20 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
   const int pd = static_cast<int>(proj_dim);
+  // ATLAS_LONG_ROPE_LEAN=1, a compile-time A/B only (prep_device.sh ATLAS_PREP_VARIANT,
+  // bench/results/2026-12-05-gpu127): the head length D and no sinks as constants, the code
+  // these entries had before proj_dim and sinks; wrong for padded heads and sinks
+  constexpr bool kLean = ATLAS_LONG_ROPE_LEAN != 0;
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, pd, sinks, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, kLean ? 128 : pd, kLean ? nullptr : sinks,
+        smem, rope, trace);
   else if (head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, pd, sinks, smem, rope, trace);
+        hkv, block_size, max_blocks, ns, scale, w, kLean ? 64 : pd, kLean ? nullptr : sinks,
+        smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
 }
