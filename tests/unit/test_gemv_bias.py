@@ -1,8 +1,8 @@
 """Batch-1 decode's qkv GEMV that adds Qwen2's q/k/v biases itself (ATLAS_GEMV_BIAS=1; off
-by default until it has run on a GPU): the launches of a batch-1 step with the switch on and off (MockGpuBackend), the
-route's conditions, the check cases on the host references (bit for bit the GEMV then
-bias_add), and the same batch-1 logprobs with the switch on and off (HostBackend, the real
-tiny-qwen2 safetensors fixture)."""
+by default until it has run on a GPU): the launches of a batch-1 step with the switch on and
+off (MockGpuBackend), the route's conditions, the check cases on the host references (bit for
+bit the GEMV then bias_add), and the same batch-1 logprobs with the switch on and off
+(HostBackend, the real tiny-qwen2 safetensors fixture)."""
 
 from __future__ import annotations
 
