@@ -126,7 +126,7 @@ def gated_oracle(x: dict[str, np.ndarray], glu: Glu) -> np.ndarray:
     return GLU_ORACLE[glu](f32_to_bf16_bits(y.astype(np.float32))) if glu else y
 
 
-def gated_slack(inputs: dict[str, np.ndarray], glu: Glu, k: int, outputs: Iterable[str]
+def gated_slack(inputs: dict[str, np.ndarray], glu: Glu, outputs: Iterable[str]
                 ) -> dict[str, np.ndarray]:
     """Each gated output's reference slack (gemv.glu_flip_slack); none for a plain product."""
     if not glu:
@@ -165,7 +165,7 @@ def gemm_decode_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: 
     return KernelCase(f"gemm_decode_tma {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {out: spec for out, _ in runs}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
-                      reference_slack=gated_slack(inputs, glu, k, (out for out, _ in runs)),
+                      reference_slack=gated_slack(inputs, glu, (out for out, _ in runs)),
                       same_bits=((name, name + CPASYNC),) if len(runs) == 2 else ())
 
 
@@ -204,7 +204,7 @@ def gemm_decode_tma_persistent_case(rng: np.random.Generator, m: int, n: int, k:
     return KernelCase(f"gemm_decode_tma persistent {label} {kind} k{k}{' f32' if f32 else ''}",
                       "gemm_decode_tma", inputs, {name: spec, name + ONE_TILE: spec}, run,
                       oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
-                      reference_slack=gated_slack(inputs, glu, k, (name, name + ONE_TILE)),
+                      reference_slack=gated_slack(inputs, glu, (name, name + ONE_TILE)),
                       same_bits=((name, name + ONE_TILE),))
 
 
