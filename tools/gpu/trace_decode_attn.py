@@ -32,7 +32,7 @@ line.
    Also the Qwen3-8B batch-64 x 1,536-key launch (the 64-stream throughput regime): block
    duration, blocks per SM at once, the launch's span.
    `--long`: the same for the tensor-core kernel's batch-1 entry instead
-   (attention_long.cu decode_attn_long_rope_early_bf16, or its late-trigger twin where the
+   (attention_long.cu decode_attn_long_rope_early_exact_bf16, or its late-trigger twin where the
    model takes that (model/load.py: o_proj of LATE_TRIGGER_MIN_O_BYTES and more), and their
    traced twins, the rope-fused
    geometries at D 64 / 128, and Qwen3.5's plain D-256 entry, decode_attn_long_d256_bf16 and
@@ -160,8 +160,8 @@ class Problem:
         self.kc = KernelCache(env.backend, routes)
         late = routes.decode_attn_long_late_trigger
         long_kernel = ("decode_attn_long_d256" if not h.rope else
-                       ("decode_attn_long_rope_early_late" if late else
-                        "decode_attn_long_rope_early") if b == 1 else
+                       ("decode_attn_long_rope_early_late_exact" if late else
+                        "decode_attn_long_rope_early_exact") if b == 1 else
                        "decode_attn_long_rope_staged")
         self.kernel = (long_kernel if self.long else attention.decode_kernel(
             env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))

@@ -67,10 +67,6 @@ constexpr int kSmemPerSm = 228 * 1024;  // H100/H200 shared memory per SM
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
-#ifndef ATLAS_LONG_ROPE_LEAN  // decode_attn_long_rope_entry's compile-time A/B
-#define ATLAS_LONG_ROPE_LEAN 0
-#endif
-
 // The q/k norm, RoPE and K/V append of qk_norm_rope_kv_bf16 done by the attention blocks
 // (decode_attn_long_rope_wait_bf16 and _staged_bf16, batched decode of one token per
 // sequence): the pointers of ops/rope.py's launch. Unused (null) by the plain entry points.
@@ -676,8 +672,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
-// (LateTrigger), kEarly where it waits (RopeEarly).
-template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace>
+// (LateTrigger), kEarly where it waits (RopeEarly). kExact: heads of D elements and no
+// sinks as constants (the _exact entries, ops/attention_long.py exact_heads): the batch-1
+// latency chain runs this code once per layer on every SM, and the runtime proj_dim and
+// sinks grew the early entry's SASS from 8,640 to 9,136 instructions (gpu124: the rope
+// phase 1.16 -> 1.61 us); the caller's proj_dim and sinks must be D and null.
+template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
+          bool kExact = false>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -690,19 +691,17 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
   const int pd = static_cast<int>(proj_dim);
-  // ATLAS_LONG_ROPE_LEAN=1, a compile-time A/B only (prep_device.sh ATLAS_PREP_VARIANT,
-  // bench/results/2026-12-05-gpu127): the head length D and no sinks as constants, the code
-  // these entries had before proj_dim and sinks; wrong for padded heads and sinks
-  constexpr bool kLean = ATLAS_LONG_ROPE_LEAN != 0;
+  if (kExact && (proj_dim != head_dim || sinks != nullptr))
+    __trap();  // ops/attention_long.py exact_heads
   if (head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, kLean ? 128 : pd, kLean ? nullptr : sinks,
+        hkv, block_size, max_blocks, ns, scale, w, kExact ? 128 : pd, kExact ? nullptr : sinks,
         smem, rope, trace);
   else if (head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
-        hkv, block_size, max_blocks, ns, scale, w, kLean ? 64 : pd, kLean ? nullptr : sinks,
+        hkv, block_size, max_blocks, ns, scale, w, kExact ? 64 : pd, kExact ? nullptr : sinks,
         smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
@@ -838,8 +837,43 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
-// The early entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long): thread 0 of
-// every block stamps phase_trace.cuh's phases into u64 trace[block][kTraceWords] (block = (z
+// The early entries' twins for heads of D elements without sinks (kExact: every model but
+// padded heads and gpt-oss; ops/attention_long.py long_rope_kernel_for): the same outputs
+// from the code these entries had before proj_dim and sinks.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_exact_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_exact_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+// The early exact entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long; heads
+// of D elements, no sinks): thread 0 of every block stamps phase_trace.cuh's phases into u64 trace[block][kTraceWords] (block = (z
 // * gridDim.y + y) * gridDim.x + x; zero the buffer first). Loaded: the first tile landed (in
 // the loop, after the wait); QReady: the rows normed and rotated; Merged: past the split
 // merge's ticket (the last block: past the merge too). The same outputs.
@@ -853,13 +887,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, false, true, PhaseTrace>(
+  decode_attn_long_rope_entry<true, false, true, PhaseTrace, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);
 }
 
-// The late-trigger early entry's phase-traced twin (what batch 1 runs before an o_proj of
+// The late-trigger early exact entry's phase-traced twin (what batch 1 runs before an o_proj of
 // attention_long.py LATE_TRIGGER_MIN_O_BYTES and more: Qwen3-30B-A3B, Qwen3-8B): the stamps of
 // decode_attn_long_rope_early_trace_bf16. The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
@@ -872,7 +906,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, true, true, PhaseTrace>(
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace, true>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);

@@ -603,7 +603,14 @@ DECODE_ATTN_LONG_ROPE_EARLY = S("attention_long", "decode_attn_long_rope_early_b
                                 _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE = S("attention_long", "decode_attn_long_rope_early_late_bf16",
                                      _DECODE_LONG_ROPE)
-# (the early entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
+# (the two for heads of head_dim elements without sinks, the code before proj_dim and sinks:
+# ATLAS_DECODE_ATTN_LONG_EXACT=1, the default; proj_dim must be head_dim and sinks null)
+DECODE_ATTN_LONG_ROPE_EARLY_EXACT = S("attention_long", "decode_attn_long_rope_early_exact_bf16",
+                                      _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT = S("attention_long",
+                                           "decode_attn_long_rope_early_late_exact_bf16",
+                                           _DECODE_LONG_ROPE)
+# (the early exact entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE = S("attention_long",

@@ -264,7 +264,16 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                                      "decode_attn_long_merge": True},
                 "long_early_late_merge": {"decode_attn_long_early": True,
                                           "decode_attn_long_late_trigger": True,
-                                          "decode_attn_long_merge": True}}
+                                          "decode_attn_long_merge": True},
+                # the early entries' general code where their _exact twins would run
+                # (ATLAS_DECODE_ATTN_LONG_EXACT=0): with the merge, and with the late trigger
+                "long_early_general_merge": {"decode_attn_long_early": True,
+                                             "decode_attn_long_exact": False,
+                                             "decode_attn_long_merge": True},
+                "long_early_late_general_merge": {"decode_attn_long_early": True,
+                                                  "decode_attn_long_exact": False,
+                                                  "decode_attn_long_late_trigger": True,
+                                                  "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -196,7 +196,8 @@ LONG_ROPE_LATE_SHAPES = [
 
 
 #: the early twins (decode_attn_long_rope_early / _early_late, ATLAS_DECODE_ATTN_LONG_EARLY=1:
-#: the reads before the PDL wait, whole-tile splits when merging), which launches take at
+#: the reads before the PDL wait, whole-tile splits when merging; their _exact twins where
+#: the heads are unpadded without sinks, the general code below), which launches take at
 #: one sequence only: Qwen3-0.6B's batch-1 grid (30 splits) at 568 keys (9 active), a first
 #: token, the step's key alone in the second tile, two tiles a split (2,500 keys: 20 of
 #: 128), a padding row, Qwen3-30B-A3B's group of 8 with the late trigger, one split, and the
@@ -211,6 +212,11 @@ LONG_ROPE_EARLY_SHAPES = [
      {"twin": "long_early_late_merge"}),
     ("long_rope D128 gqa4 b1 splits1 early", Geometry(32, 8, 128, 16), [1536], 1,
      {"twin": "long_early"}),
+    # the general code on heads the _exact twins take (ATLAS_DECODE_ATTN_LONG_EXACT=0)
+    ("long_rope D128 gqa2 b1 splits30 merge early general", Geometry(16, 8, 128, 16), [568],
+     30, {"twin": "long_early_general_merge"}),
+    ("long_rope D128 gqa8 b1 splits16 merge early late general", Geometry(32, 4, 128, 16),
+     [568], 16, {"twin": "long_early_late_general_merge"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
     # padded heads' batch 1 (Phi-3-mini's 96, MHA, no q/k norm: 30 splits merged, and the

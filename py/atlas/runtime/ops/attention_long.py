@@ -39,8 +39,9 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
+                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
@@ -130,7 +131,14 @@ def early_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
     return chunk, -(-kv_len // chunk)
 
 
-def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
+def exact_heads(head_dim: int, proj_dim: int | None, sinks: int) -> bool:
+    """Whether a rope launch's heads are head_dim long in the projections (no padding,
+    ops/attention.py padded_head_dim) and have no attention sinks: what the _exact early
+    entries take (attention_long.cu kExact)."""
+    return proj_dim_of(head_dim, proj_dim) == head_dim and not sinks
+
+
+def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True) -> KernelSig:
     """The rope-fused entry point the routes select for a launch of num_seqs sequences: the
     staged prologue's (routes.decode_attn_long_staged, the default) or the waiting one's;
     at one sequence with routes.decode_attn_long_late_trigger, the staged entry's twin that
@@ -139,11 +147,16 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int) -> KernelSig:
     slower: gpu54 / gpu55, Qwen3-8B 5.345 vs 5.322 ms, Qwen3-30B-A3B 11.654 vs 11.636); at
     one sequence with routes.decode_attn_long_early, the twins of those two that read all but
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
-    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64)."""
+    blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64), and of
+    those their _exact twins where `exact` (`exact_heads`) and
+    routes.decode_attn_long_exact."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
+        if exact and routes.decode_attn_long_exact:
+            return DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT if late else \
+                DECODE_ATTN_LONG_ROPE_EARLY_EXACT
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
     return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
@@ -315,14 +328,18 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if qkv % 16:  # v rows are copied 16 bytes at a time
         raise ValueError(f"decode_attention_long_rope: qkv pointer {qkv:#x} is not 16-byte "
                          "aligned")
+    exact = exact_heads(head_dim, proj_dim, sinks)
     if trace:
         sig = DECODE_ATTN_LONG_ROPE_STAGED_TRACE
         if num_seqs == 1:
+            if not exact:
+                raise ValueError("decode_attention_long_rope: the batch-1 phase trace is the "
+                                 "exact early entries' (heads of head_dim elements, no sinks)")
             sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE
                    if kc.routes.decode_attn_long_late_trigger else
                    DECODE_ATTN_LONG_ROPE_EARLY_TRACE)
     else:
-        sig = long_rope_kernel_for(kc.routes, num_seqs)
+        sig = long_rope_kernel_for(kc.routes, num_seqs, exact)
     launch = _launch_long(kc, sig, head_dim, True)
     merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=True)
     tickets = counters if merges else 0

@@ -178,6 +178,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   / 0.752, Qwen3-30B-A3B 2.813 / 2.810 vs 2.831 / 2.828, Qwen3-8B 4.258 vs 4.304 (x 4,096
   4.507 vs 4.576), Llama-3.2-1B 0.824 vs 0.840; the attention after the qkv GEMV on the
   critical path: 8.8 vs 9.1 us, 13.4 vs 13.7, 9.7 vs 11.0 (16.4 vs 18.3), 5.1 vs 6.0.
+* ATLAS_DECODE_ATTN_LONG_EXACT=0: the early entries' general code (a runtime head length
+  in the projections and attention sinks) for every model, instead of their _exact twins
+  (decode_attn_long_rope_early_exact_bf16, _early_late_exact_bf16) where the heads are
+  head_dim long and have no sinks (ops/attention_long.exact_heads): the same bits from 456
+  SASS instructions fewer (9,104 -> 8,648), code every SM runs once a layer at batch 1.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -567,6 +572,7 @@ class KernelRoutes:
     decode_attn_long_staged: bool = True
     decode_attn_long_late_trigger: bool | None = None
     decode_attn_long_early: bool = True
+    decode_attn_long_exact: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -702,6 +708,8 @@ class KernelRoutes:
                    decode_attn_long_late_trigger=_env_tristate(
                        env, "ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER"),
                    decode_attn_long_early=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EARLY",
+                                                     True),
+                   decode_attn_long_exact=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EXACT",
                                                      True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),

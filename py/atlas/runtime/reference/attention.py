@@ -61,7 +61,8 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_COMBINE_EARLY, DECODE_ATTN_LONG,
                           DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_D256_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_LATE,
+                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
@@ -363,6 +364,19 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
     decode_attn_long_rope_bf16(mem, grid, block, *args, merge_rule=early_split_rule)
 
 
+@reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT)
+@reference(DECODE_ATTN_LONG_ROPE_EARLY_EXACT)
+def decode_attn_long_rope_early_exact_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
+                                           *args: float) -> None:
+    """The early entry's output for heads of head_dim elements without sinks (the kernel
+    traps on others: ops/attention_long.exact_heads); the same arguments."""
+    head_dim, proj_dim, sinks = args[17], args[-2], args[-1]
+    if proj_dim != head_dim or sinks:
+        raise ValueError(f"decode_attn_long_rope_early_exact_bf16: proj_dim {proj_dim} of "
+                         f"head_dim {head_dim}, sinks {sinks:#x} (needs neither)")
+    decode_attn_long_rope_early_bf16(mem, grid, block, *args)
+
+
 @reference(DECODE_ATTN_COMBINE)
 @reference(DECODE_ATTN_COMBINE_EARLY)  # the same values; only its PDL trigger moves
 def decode_attn_combine_bf16(mem: HostMemory, grid: Dim3, block: Dim3, part_o: int,
@@ -504,7 +518,8 @@ reference(DECODE_ATTN_ROPE_TRACE)(_untraced(decode_attn_rope_bf16))
 reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
     _untraced(partial(decode_attn_rope_bf16, rule=decode_cluster_rule)))
 reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))
-reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
-reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE)(_untraced(decode_attn_long_rope_early_bf16))
+reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_exact_bf16))
+reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE)(
+    _untraced(decode_attn_long_rope_early_exact_bf16))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
 reference(DECODE_ATTN_LONG_D256_TRACE)(_untraced(decode_attn_long_bf16))
