@@ -1,5 +1,5 @@
-"""Batch-1 decode's qkv GEMV that adds Qwen2's q/k/v biases itself (ATLAS_GEMV_BIAS=1; off
-by default until it has run on a GPU): the launches of a batch-1 step with the switch on and
+"""Batch-1 decode's qkv GEMV that adds Qwen2's q/k/v biases itself (the default since gpu128;
+ATLAS_GEMV_BIAS=0 the GEMV then bias_add): the launches of a batch-1 step with the switch on and
 off (MockGpuBackend), the route's conditions, the check cases on the host references (bit for
 bit the GEMV then bias_add), and the same batch-1 logprobs with the switch on and off
 (HostBackend, the real tiny-qwen2 safetensors fixture)."""
@@ -56,13 +56,14 @@ def test_batch_one_qkv_launches(monkeypatch, switch) -> None:
 
 
 def test_the_bias_gemv_route_is_one_row_on_the_single_row_gemv() -> None:
-    """One row in 4-row blocks on the single-row GEMV only, under the switch (off by
+    """One row in 4-row blocks on the single-row GEMV only, under the switch (on by
     default); 8-row blocks and the ring kernel for one row turn it off."""
-    on = {"ATLAS_GEMV_BIAS": "1"}
-    kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(on))
-    assert matmul.fuses_bias(kc, 1, 2048)
-    assert not matmul.fuses_bias(kc, 2, 2048)
-    for env in ({}, {**on, "ATLAS_GEMV_ROWS": "8"}, {**on, "ATLAS_GEMV_RING_SINGLE": "1"}):
+    for on in ({}, {"ATLAS_GEMV_BIAS": "1"}):
+        kc = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(on))
+        assert matmul.fuses_bias(kc, 1, 2048)
+        assert not matmul.fuses_bias(kc, 2, 2048)
+    for env in ({"ATLAS_GEMV_BIAS": "0"}, {"ATLAS_GEMV_ROWS": "8"},
+                {"ATLAS_GEMV_RING_SINGLE": "1"}):
         off = KernelCache(MockGpuBackend(), routes=KernelRoutes.from_env(env))
         assert not matmul.fuses_bias(off, 1, 2048), env
 

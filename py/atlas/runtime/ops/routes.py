@@ -367,11 +367,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   gemv_swiglu_bf16_single: bit for bit the same activation) and a plain down GEMV. On by
   default (gpu44, batch 1, GPU ms a step, on vs off: Qwen3-8B 4.401 vs 4.474, Llama-3.1-8B
   4.238 vs 4.284, Qwen3-1.7B 1.397 vs 1.394).
-* ATLAS_GEMV_BIAS=1: batch-1 decode of a model with bf16 q/k/v biases (Qwen2) runs the qkv
-  GEMV that adds the bias itself (gemv.cu gemv_bias_bf16_single: bit for bit the same rows,
-  one launch less a layer) instead of the GEMV, then bias_add. Off until it has run on a GPU
-  (built in session 37 when no device time was left; bench/results/2026-12-05-gpu126 is its
-  check and A/B).
+* ATLAS_GEMV_BIAS=0: batch-1 decode of a model with bf16 q/k/v biases (Qwen2) runs the qkv
+  GEMV, then bias_add, instead of the GEMV that adds the bias itself (gemv.cu
+  gemv_bias_bf16_single: bit for bit the same rows, one launch less a layer; the default).
+  Measured (gpu128, 2026-12-05, H100, batch 1 x 512, GPU ms a step, on / off / on):
+  Qwen2.5-1.5B 1.492 / 1.539 / 1.493, Qwen2.5-0.5B 0.642 / 0.670 / 0.641, Qwen2.5-7B 5.089
+  / 5.163 / 5.092.
 * ATLAS_MAX_SHARED_CARVEOUT (1 / 0; unset: the model's rule, `model.load`): every kernel
   asks for SMs configured with the most shared memory (GpuBackend.prefer_shared_memory,
   CUDA's carveout preference), not only the ones whose blocks need it (the long-context
@@ -593,7 +594,7 @@ class KernelRoutes:
     gemv_chunks: int = 2
     gemv_rows: int = 4
     gemv_swiglu: bool = True
-    gemv_bias: bool = False
+    gemv_bias: bool = True
     gemv_attn_gate: bool = False
     max_shared_carveout: bool | None = None
     persistent_decode: bool = False
@@ -737,7 +738,7 @@ class KernelRoutes:
                    gemv_chunks=int(gemv_chunks),
                    gemv_rows=int(gemv_rows),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
-                   gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", False),
+                   gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
                    gemv_attn_gate=env_switch(env, "ATLAS_GEMV_ATTN_GATE", False),
                    persistent_decode=env_switch(env, "ATLAS_PERSISTENT_DECODE", False),
