@@ -17,8 +17,12 @@ from atlas.runtime.host import HostBackend
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.kernel_abi import (DECODE_ATTN_LONG_ROPE_EARLY,
                                       DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                                       DECODE_ATTN_LONG_ROPE_STAGED)
 from atlas.runtime.ops.attention_long import exact_heads, long_rope_kernel_for
 from atlas.runtime.ops.routes import KernelRoutes
@@ -45,6 +49,23 @@ def test_the_route_takes_the_exact_twins_for_exact_heads_at_one_sequence() -> No
     off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_EXACT": "0"})
     assert not off.decode_attn_long_exact
     assert long_rope_kernel_for(off, 1) is DECODE_ATTN_LONG_ROPE_EARLY
+
+
+def test_one_dim_twins_follow_the_head_dim() -> None:
+    """ATLAS_DECODE_ATTN_LONG_ONE_DIM=1: the exact twin compiled for the launch's head dim
+    alone (both dims' entry where the caller gives none); off, the both-dims entry."""
+    routes = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_ONE_DIM": "1"})
+    late = replace(routes, decode_attn_long_late_trigger=True)
+    assert long_rope_kernel_for(routes, 1, head_dim=128) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128
+    assert long_rope_kernel_for(late, 1, head_dim=128) is \
+        DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128
+    assert long_rope_kernel_for(routes, 1, head_dim=64) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64
+    assert long_rope_kernel_for(late, 1, head_dim=64) is DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64
+    assert long_rope_kernel_for(routes, 1) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
+    assert long_rope_kernel_for(routes, 1, exact=False, head_dim=128) \
+        is DECODE_ATTN_LONG_ROPE_EARLY
+    assert long_rope_kernel_for(KernelRoutes(), 1, head_dim=128) \
+        is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
 
 
 def test_exact_heads_are_unpadded_without_sinks() -> None:
@@ -74,12 +95,15 @@ def test_batch_one_steps_take_the_twin_their_heads_allow(monkeypatch, fixture, s
     assert names and names <= want, names
 
 
-@pytest.mark.parametrize("proj_dim,sinks", [(96, 0), (128, 0x4000)])
-def test_the_reference_refuses_what_the_kernel_traps_on(proj_dim, sinks) -> None:
+@pytest.mark.parametrize("proj_dim,sinks,only_dim,match", [
+    (96, 0, 0, "needs neither"), (128, 0x4000, 0, "needs neither"),
+    (128, 0, 64, "_d64_bf16: head_dim 128")])
+def test_the_reference_refuses_what_the_kernel_traps_on(proj_dim, sinks, only_dim,
+                                                        match) -> None:
     args = [0] * 14 + [1, 8, 4, 128, 16, 4, 1, 0.1, 1e-6, 0, proj_dim, sinks]
-    with pytest.raises(ValueError, match="needs neither"):
+    with pytest.raises(ValueError, match=match):
         decode_attn_long_rope_early_exact_bf16(HostBackend(), (1, 4, 1), (128, 1, 1),
-                                               *args)
+                                               *args, only_dim=only_dim)
 
 
 def test_exact_and_general_twins_give_the_same_logprobs(monkeypatch) -> None:

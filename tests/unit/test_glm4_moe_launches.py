@@ -1,5 +1,5 @@
 """The batch-1 decode graph of GLM-4.5 (tiny-glm4-moe: a dense layer, then two sparse ones),
-recorded by MockGpuBackend: q/k/v biases added after the qkv GEMV, per-head q/k norms with
+recorded by MockGpuBackend: q/k/v biases added by the qkv GEMV itself, per-head q/k norms with
 half of each head rotating; a sparse layer in the fused three launches of every MoE family:
 the router (also the residual add + RMSNorm before the block, at batch 1 one cluster) in its
 float32-logit mode (`unrounded`: GLM-4.5's router is float32) with no shared gate (the
@@ -23,8 +23,8 @@ from tests.unit.decode_support import batch1_decode_graph
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-glm4-moe"
 
-ATTENTION = ["gemv_bf16_single", "bias_add_bf16", "qk_norm_rope_kv_partial_bf16",
-             "decode_attn_bf16", "gemv_bf16_single"]
+ATTENTION = ["gemv_bias_bf16_single", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
+             "gemv_bf16_single"]
 DENSE = ["gemv_swiglu_bf16_single", "gemv_bf16_single"]
 ROUTER = "moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16"
 FUSED = [ROUTER, "moe_gate_up_gemv_bf16_single", "moe_down_sum_bf16"]

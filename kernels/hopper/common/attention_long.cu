@@ -672,13 +672,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
 // The rope-fused entries' body (after the entry's wait, or with kEarly its own): kStaged
 // selects the prologue, kLateTrigger where the block lets the next kernel launch
-// (LateTrigger), kEarly where it waits (RopeEarly). kExact: heads of D elements and no
+// (LateTrigger), kEarly where it waits (RopeEarly); kOnlyD (0: both) the one head dim
+// compiled in (the _d128 / _d64 entries). kExact: heads of D elements and no
 // sinks as constants (the _exact entries, ops/attention_long.py exact_heads): the batch-1
 // latency chain runs this code once per layer on every SM, and the runtime proj_dim and
 // sinks grew the early entry's SASS from 8,640 to 9,136 instructions (gpu124: the rope
 // phase 1.16 -> 1.61 us); the caller's proj_dim and sinks must be D and null.
 template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          bool kExact = false>
+          bool kExact = false, int kOnlyD = 0>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -693,12 +694,12 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
   const int pd = static_cast<int>(proj_dim);
   if (kExact && (proj_dim != head_dim || sinks != nullptr))
     __trap();  // ops/attention_long.py exact_heads
-  if (head_dim == 128)
+  if ((kOnlyD == 0 || kOnlyD == 128) && head_dim == 128)
     decode_attn_long<128, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, w, kExact ? 128 : pd, kExact ? nullptr : sinks,
         smem, rope, trace);
-  else if (head_dim == 64)
+  else if ((kOnlyD == 0 || kOnlyD == 64) && head_dim == 64)
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, w, kExact ? 64 : pd, kExact ? nullptr : sinks,
@@ -839,7 +840,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
 
 // The early entries' twins for heads of D elements without sinks (kExact: every model but
 // padded heads and gpt-oss; ops/attention_long.py long_rope_kernel_for): the same outputs
-// from the code these entries had before proj_dim and sinks.
+// from the code these entries had before proj_dim and sinks. _d128 / _d64: one head dim's
+// code only (kOnlyD; the both-dims entries hold 8,648 instructions, one dim's ~5,200).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_early_exact_bf16(
         const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
@@ -867,6 +869,70 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t proj_dim, const __nv_bfloat16* sinks) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
   decode_attn_long_rope_entry<true, true, true, NoTrace, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_exact_d128_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, true, 128>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_exact_d128_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, true, 128>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_exact_d64_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, true, 64>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_exact_d64_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, true, 64>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, window, proj_dim, sinks, long_smem);

@@ -273,6 +273,16 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 "long_early_late_general_merge": {"decode_attn_long_early": True,
                                                   "decode_attn_long_exact": False,
                                                   "decode_attn_long_late_trigger": True,
+                                                  "decode_attn_long_merge": True},
+                # the exact twins compiled for one head dim (ATLAS_DECODE_ATTN_LONG_ONE_DIM=1)
+                "long_early_one_dim": {"decode_attn_long_early": True,
+                                       "decode_attn_long_one_dim": True},
+                "long_early_one_dim_merge": {"decode_attn_long_early": True,
+                                             "decode_attn_long_one_dim": True,
+                                             "decode_attn_long_merge": True},
+                "long_early_late_one_dim_merge": {"decode_attn_long_early": True,
+                                                  "decode_attn_long_one_dim": True,
+                                                  "decode_attn_long_late_trigger": True,
                                                   "decode_attn_long_merge": True}}
 
 

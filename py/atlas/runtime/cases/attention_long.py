@@ -217,6 +217,13 @@ LONG_ROPE_EARLY_SHAPES = [
      30, {"twin": "long_early_general_merge"}),
     ("long_rope D128 gqa8 b1 splits16 merge early late general", Geometry(32, 4, 128, 16),
      [568], 16, {"twin": "long_early_late_general_merge"}),
+    # the exact twins of one head dim (ATLAS_DECODE_ATTN_LONG_ONE_DIM=1)
+    ("long_rope D128 gqa2 b1 splits30 merge early one-dim", Geometry(16, 8, 128, 16), [568],
+     30, {"twin": "long_early_one_dim_merge"}),
+    ("long_rope D128 gqa8 b1 splits16 merge early late one-dim", Geometry(32, 4, 128, 16),
+     [568], 16, {"twin": "long_early_late_one_dim_merge"}),
+    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early one-dim", Geometry(9, 3, 64, 7), [200], 3,
+     {"normed": False, "twin": "long_early_one_dim"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
     # padded heads' batch 1 (Phi-3-mini's 96, MHA, no q/k norm: 30 splits merged, and the

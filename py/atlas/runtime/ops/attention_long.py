@@ -40,7 +40,11 @@ from __future__ import annotations
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
@@ -138,7 +142,17 @@ def exact_heads(head_dim: int, proj_dim: int | None, sinks: int) -> bool:
     return proj_dim_of(head_dim, proj_dim) == head_dim and not sinks
 
 
-def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True) -> KernelSig:
+#: the exact early entries by (late trigger, the one head dim compiled in; 0: both)
+_EARLY_EXACT = {(False, 0): DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                (True, 0): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                (False, 128): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
+                (True, 128): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
+                (False, 64): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
+                (True, 64): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64}
+
+
+def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True,
+                         head_dim: int = 0) -> KernelSig:
     """The rope-fused entry point the routes select for a launch of num_seqs sequences: the
     staged prologue's (routes.decode_attn_long_staged, the default) or the waiting one's;
     at one sequence with routes.decode_attn_long_late_trigger, the staged entry's twin that
@@ -149,14 +163,14 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
     blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64), and of
     those their _exact twins where `exact` (`exact_heads`) and
-    routes.decode_attn_long_exact."""
+    routes.decode_attn_long_exact, with routes.decode_attn_long_one_dim the twin compiled
+    for `head_dim` alone (0: unknown, the one with both)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
         if exact and routes.decode_attn_long_exact:
-            return DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT if late else \
-                DECODE_ATTN_LONG_ROPE_EARLY_EXACT
+            return _EARLY_EXACT[bool(late), head_dim if routes.decode_attn_long_one_dim else 0]
         return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
     return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
@@ -339,7 +353,7 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
                    if kc.routes.decode_attn_long_late_trigger else
                    DECODE_ATTN_LONG_ROPE_EARLY_TRACE)
     else:
-        sig = long_rope_kernel_for(kc.routes, num_seqs, exact)
+        sig = long_rope_kernel_for(kc.routes, num_seqs, exact, head_dim)
     launch = _launch_long(kc, sig, head_dim, True)
     merges = merges_splits(kc, num_splits, num_seqs, hq // hkv, head_dim, rope=True)
     tickets = counters if merges else 0

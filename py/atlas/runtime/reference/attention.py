@@ -62,7 +62,11 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_D256_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
@@ -367,14 +371,25 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT)
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_EXACT)
 def decode_attn_long_rope_early_exact_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
-                                           *args: float) -> None:
-    """The early entry's output for heads of head_dim elements without sinks (the kernel
-    traps on others: ops/attention_long.exact_heads); the same arguments."""
+                                           *args: float, only_dim: int = 0) -> None:
+    """The early entry's output for heads of head_dim elements without sinks, of head dim
+    `only_dim` where not 0 (the _d128 / _d64 twins; the kernel traps on other arguments:
+    ops/attention_long.exact_heads); the same arguments."""
     head_dim, proj_dim, sinks = args[17], args[-2], args[-1]
     if proj_dim != head_dim or sinks:
         raise ValueError(f"decode_attn_long_rope_early_exact_bf16: proj_dim {proj_dim} of "
                          f"head_dim {head_dim}, sinks {sinks:#x} (needs neither)")
+    if only_dim and head_dim != only_dim:
+        raise ValueError(f"decode_attn_long_rope_early_exact_d{only_dim}_bf16: head_dim "
+                         f"{head_dim}")
     decode_attn_long_rope_early_bf16(mem, grid, block, *args)
+
+
+for _sig, _dim in ((DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128, 128),
+                   (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128, 128),
+                   (DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64, 64),
+                   (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64, 64)):
+    reference(_sig)(partial(decode_attn_long_rope_early_exact_bf16, only_dim=_dim))
 
 
 @reference(DECODE_ATTN_COMBINE)
