@@ -330,7 +330,7 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
      [("decode_attn_long_rope_wait_bf16", (4, 8, 8))]),
     # merged by its last split; one sequence reads all but the rows before its wait (heads
     # of head_dim elements without sinks: the exact twin)
-    (1, 5, None, [("decode_attn_long_rope_early_exact_bf16", (5, 8, 1))]),
+    (1, 5, None, [("decode_attn_long_rope_early_exact_d128_bf16", (5, 8, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_EARLY": "0"},
      [("decode_attn_long_rope_staged_bf16", (5, 8, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
@@ -362,7 +362,8 @@ def test_rope_long_context_batch_one_keeps_the_models_splits() -> None:
     model's split count (the wave-filling count is the same 30 there) on the early entry,
     its last split merging (batch 1's default); with the merge off, the combine after it."""
     (merged,) = _rope_launch(None, 1, 30, max_blocks=1024)
-    assert (merged.func, merged.grid) == ("decode_attn_long_rope_early_exact_bf16", (30, 8, 1))
+    assert (merged.func, merged.grid) == ("decode_attn_long_rope_early_exact_d128_bf16",
+                                          (30, 8, 1))
     assert merged.args["counters"] != 0
     (partials, combine) = _rope_launch({"ATLAS_DECODE_ATTN_LONG_MERGE": "0"}, 1, 30,
                                        max_blocks=1024)

@@ -1,6 +1,7 @@
 """ATLAS_DECODE_ATTN_LONG_EXACT: batch 1's early rope entries compiled for heads of head_dim
 elements without attention sinks (decode_attn_long_rope_early[_late]_exact_bf16, 456 SASS
-instructions fewer than the general code): which launches take them (the route, and a
+instructions fewer than the general code), and ATLAS_DECODE_ATTN_LONG_ONE_DIM: the twins of
+either compiled for one head dim (_d128 / _d64): which launches take them (the route, and a
 batch-1 step of models with plain, padded and sink-carrying heads on MockGpuBackend), the
 host reference refusing what the kernel traps on, and the same batch-1 logprobs with the
 switch on and off (HostBackend, the real tiny-qwen3 safetensors fixture)."""
@@ -16,10 +17,14 @@ from atlas.model.load import load_runner
 from atlas.runtime.host import HostBackend
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.kernel_abi import (DECODE_ATTN_LONG_ROPE_EARLY,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_D64,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_D128,
                                       DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
                                       DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
                                       DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
+                                      DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                                       DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
@@ -31,41 +36,45 @@ from atlas.runtime.reference.attention import decode_attn_long_rope_early_exact_
 from test_gemv_swiglu import _decode_graph, _decode_logprobs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-EARLY = {"decode_attn_long_rope_early_bf16", "decode_attn_long_rope_early_late_bf16"}
-EXACT = {"decode_attn_long_rope_early_exact_bf16", "decode_attn_long_rope_early_late_exact_bf16"}
+EARLY = {"decode_attn_long_rope_early_d128_bf16", "decode_attn_long_rope_early_late_d128_bf16",
+         "decode_attn_long_rope_early_d64_bf16", "decode_attn_long_rope_early_late_d64_bf16"}
+EXACT = {"decode_attn_long_rope_early_exact_d128_bf16",
+         "decode_attn_long_rope_early_late_exact_d128_bf16"}
 
 
 def test_the_route_takes_the_exact_twins_for_exact_heads_at_one_sequence() -> None:
-    routes = KernelRoutes()
-    assert routes.decode_attn_long_exact  # the default
-    late = replace(routes, decode_attn_long_late_trigger=True)
-    assert long_rope_kernel_for(routes, 1) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
+    both = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_ONE_DIM": "0"})
+    assert both.decode_attn_long_exact  # the default
+    late = replace(both, decode_attn_long_late_trigger=True)
+    assert long_rope_kernel_for(both, 1) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
     assert long_rope_kernel_for(late, 1) is DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT
     # padded heads or sinks: the general code
-    assert long_rope_kernel_for(routes, 1, exact=False) is DECODE_ATTN_LONG_ROPE_EARLY
+    assert long_rope_kernel_for(both, 1, exact=False) is DECODE_ATTN_LONG_ROPE_EARLY
     assert long_rope_kernel_for(late, 1, exact=False) is DECODE_ATTN_LONG_ROPE_EARLY_LATE
     # batches never run the early entries
-    assert long_rope_kernel_for(routes, 2) is DECODE_ATTN_LONG_ROPE_STAGED
-    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_EXACT": "0"})
-    assert not off.decode_attn_long_exact
+    assert long_rope_kernel_for(both, 2) is DECODE_ATTN_LONG_ROPE_STAGED
+    off = replace(both, decode_attn_long_exact=False)
+    assert not KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_EXACT": "0"}).decode_attn_long_exact
     assert long_rope_kernel_for(off, 1) is DECODE_ATTN_LONG_ROPE_EARLY
 
 
-def test_one_dim_twins_follow_the_head_dim() -> None:
-    """ATLAS_DECODE_ATTN_LONG_ONE_DIM=1: the exact twin compiled for the launch's head dim
-    alone (both dims' entry where the caller gives none); off, the both-dims entry."""
-    routes = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_ONE_DIM": "1"})
-    late = replace(routes, decode_attn_long_late_trigger=True)
-    assert long_rope_kernel_for(routes, 1, head_dim=128) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128
-    assert long_rope_kernel_for(late, 1, head_dim=128) is \
-        DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128
-    assert long_rope_kernel_for(routes, 1, head_dim=64) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64
-    assert long_rope_kernel_for(late, 1, head_dim=64) is DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64
-    assert long_rope_kernel_for(routes, 1) is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
-    assert long_rope_kernel_for(routes, 1, exact=False, head_dim=128) \
-        is DECODE_ATTN_LONG_ROPE_EARLY
-    assert long_rope_kernel_for(KernelRoutes(), 1, head_dim=128) \
-        is DECODE_ATTN_LONG_ROPE_EARLY_EXACT
+@pytest.mark.parametrize("exact, late, dim, want", [
+    (True, False, 128, DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128),
+    (True, True, 128, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128),
+    (True, False, 64, DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64),
+    (True, True, 64, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64),
+    (False, False, 128, DECODE_ATTN_LONG_ROPE_EARLY_D128),
+    (False, True, 128, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128),
+    (False, False, 64, DECODE_ATTN_LONG_ROPE_EARLY_D64),
+    (False, True, 64, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64),
+    (True, False, 0, DECODE_ATTN_LONG_ROPE_EARLY_EXACT),  # no head dim given: both dims
+])
+def test_one_dim_twins_follow_the_head_dim(exact, late, dim, want) -> None:
+    """The default (ATLAS_DECODE_ATTN_LONG_ONE_DIM=1): the early twin compiled for the
+    launch's head dim alone, exact or general."""
+    routes = replace(KernelRoutes(), decode_attn_long_late_trigger=late)
+    assert routes.decode_attn_long_one_dim
+    assert long_rope_kernel_for(routes, 1, exact=exact, head_dim=dim) is want
 
 
 def test_exact_heads_are_unpadded_without_sinks() -> None:
@@ -97,7 +106,7 @@ def test_batch_one_steps_take_the_twin_their_heads_allow(monkeypatch, fixture, s
 
 @pytest.mark.parametrize("proj_dim,sinks,only_dim,match", [
     (96, 0, 0, "needs neither"), (128, 0x4000, 0, "needs neither"),
-    (128, 0, 64, "_d64_bf16: head_dim 128")])
+    (128, 0, 64, "early_d64_bf16: head_dim 128")])
 def test_the_reference_refuses_what_the_kernel_traps_on(proj_dim, sinks, only_dim,
                                                         match) -> None:
     args = [0] * 14 + [1, 8, 4, 128, 16, 4, 1, 0.1, 1e-6, 0, proj_dim, sinks]

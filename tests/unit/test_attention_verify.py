@@ -550,7 +550,7 @@ def test_batch_one_verifies_on_the_verification_kernel_beside_tensor_core_decode
     runner.release(5)
     (replay,) = dev.graph_launches
     plain = [r.func for r in replay.graph if r.func.startswith("decode_attn")]
-    assert plain[:1] == ["decode_attn_long_rope_early_exact_bf16"]  # the plain step's kernel
+    assert plain[:1] == ["decode_attn_long_rope_early_exact_d128_bf16"]  # the plain step's kernel
     assert "decode_attn_verify_cluster_bf16" not in plain
 
 

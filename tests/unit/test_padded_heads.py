@@ -37,7 +37,7 @@ def test_padded_head_dims_are_the_multiples_of_16_between_the_compiled_ones():
             attention.padded_head_dim(head_dim)
 
 
-@pytest.mark.parametrize("rows, entry", [(1, "decode_attn_long_rope_early_bf16"),
+@pytest.mark.parametrize("rows, entry", [(1, "decode_attn_long_rope_early_d128_bf16"),
                                          (3, "decode_attn_long_rope_staged_bf16")])
 def test_decode_graphs_launch_the_long_rope_entries_with_proj_dim(rows, entry):
     launches = _attention(decode_graph(FIXTURE, rows))

@@ -938,8 +938,74 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
       num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
-// The early exact entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long; heads
-// of D elements, no sinks): thread 0 of every block stamps phase_trace.cuh's phases into u64 trace[block][kTraceWords] (block = (z
+// The general early entries compiled for one head dim (padded heads, sinks; kOnlyD,
+// ATLAS_DECODE_ATTN_LONG_ONE_DIM): the same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_d128_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, false, 128>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_d128_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, false, 128>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_d64_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, false, 64>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_early_late_d64_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, false, 64>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+// The early exact D-128 entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long;
+// heads of 128 elements, no sinks): thread 0 of every block stamps phase_trace.cuh's phases into u64 trace[block][kTraceWords] (block = (z
 // * gridDim.y + y) * gridDim.x + x; zero the buffer first). Loaded: the first tile landed (in
 // the loop, after the wait); QReady: the rows normed and rotated; Merged: past the split
 // merge's ticket (the last block: past the merge too). The same outputs.
@@ -953,15 +1019,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, false, true, PhaseTrace, true>(
+  decode_attn_long_rope_entry<true, false, true, PhaseTrace, true, 128>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);
 }
 
-// The late-trigger early exact entry's phase-traced twin (what batch 1 runs before an o_proj of
-// attention_long.py LATE_TRIGGER_MIN_O_BYTES and more: Qwen3-30B-A3B, Qwen3-8B): the stamps of
-// decode_attn_long_rope_early_trace_bf16. The same outputs.
+// The late-trigger early exact D-128 entry's phase-traced twin (what batch 1 runs before an
+// o_proj of attention_long.py LATE_TRIGGER_MIN_O_BYTES and more: Qwen3-30B-A3B, Qwen3-8B):
+// the stamps of decode_attn_long_rope_early_trace_bf16. The same outputs.
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
     decode_attn_long_rope_early_late_trace_bf16(
         const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
@@ -972,7 +1038,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
         uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
         uint32_t proj_dim, const __nv_bfloat16* sinks, unsigned long long* trace) {
   extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
-  decode_attn_long_rope_entry<true, true, true, PhaseTrace, true>(
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace, true, 128>(
       qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
       kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
       num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace);

@@ -610,7 +610,7 @@ DECODE_ATTN_LONG_ROPE_EARLY_EXACT = S("attention_long", "decode_attn_long_rope_e
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT = S("attention_long",
                                            "decode_attn_long_rope_early_late_exact_bf16",
                                            _DECODE_LONG_ROPE)
-# (the same with one head dim's code only: ATLAS_DECODE_ATTN_LONG_ONE_DIM=1)
+# (the same with one head dim's code only: ATLAS_DECODE_ATTN_LONG_ONE_DIM, the default)
 DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128 = S(
     "attention_long", "decode_attn_long_rope_early_exact_d128_bf16", _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128 = S(
@@ -619,7 +619,16 @@ DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64 = S(
     "attention_long", "decode_attn_long_rope_early_exact_d64_bf16", _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64 = S(
     "attention_long", "decode_attn_long_rope_early_late_exact_d64_bf16", _DECODE_LONG_ROPE)
-# (the early exact entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
+# (the general early entries with one head dim's code only: padded heads, sinks)
+DECODE_ATTN_LONG_ROPE_EARLY_D128 = S(
+    "attention_long", "decode_attn_long_rope_early_d128_bf16", _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128 = S(
+    "attention_long", "decode_attn_long_rope_early_late_d128_bf16", _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_EARLY_D64 = S(
+    "attention_long", "decode_attn_long_rope_early_d64_bf16", _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64 = S(
+    "attention_long", "decode_attn_long_rope_early_late_d64_bf16", _DECODE_LONG_ROPE)
+# (the early exact D-128 entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE = S("attention_long",

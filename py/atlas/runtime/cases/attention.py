@@ -274,16 +274,17 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                                                   "decode_attn_long_exact": False,
                                                   "decode_attn_long_late_trigger": True,
                                                   "decode_attn_long_merge": True},
-                # the exact twins compiled for one head dim (ATLAS_DECODE_ATTN_LONG_ONE_DIM=1)
-                "long_early_one_dim": {"decode_attn_long_early": True,
-                                       "decode_attn_long_one_dim": True},
-                "long_early_one_dim_merge": {"decode_attn_long_early": True,
-                                             "decode_attn_long_one_dim": True,
-                                             "decode_attn_long_merge": True},
-                "long_early_late_one_dim_merge": {"decode_attn_long_early": True,
-                                                  "decode_attn_long_one_dim": True,
-                                                  "decode_attn_long_late_trigger": True,
-                                                  "decode_attn_long_merge": True}}
+                # the early entries holding both head dims' code where the twins compiled
+                # for one would run (ATLAS_DECODE_ATTN_LONG_ONE_DIM=0)
+                "long_early_both_dims": {"decode_attn_long_early": True,
+                                         "decode_attn_long_one_dim": False},
+                "long_early_both_dims_merge": {"decode_attn_long_early": True,
+                                               "decode_attn_long_one_dim": False,
+                                               "decode_attn_long_merge": True},
+                "long_early_late_both_dims_merge": {"decode_attn_long_early": True,
+                                                    "decode_attn_long_one_dim": False,
+                                                    "decode_attn_long_late_trigger": True,
+                                                    "decode_attn_long_merge": True}}
 
 
 def case_routes(twin: str) -> KernelRoutes:

@@ -217,13 +217,17 @@ LONG_ROPE_EARLY_SHAPES = [
      30, {"twin": "long_early_general_merge"}),
     ("long_rope D128 gqa8 b1 splits16 merge early late general", Geometry(32, 4, 128, 16),
      [568], 16, {"twin": "long_early_late_general_merge"}),
-    # the exact twins of one head dim (ATLAS_DECODE_ATTN_LONG_ONE_DIM=1)
-    ("long_rope D128 gqa2 b1 splits30 merge early one-dim", Geometry(16, 8, 128, 16), [568],
-     30, {"twin": "long_early_one_dim_merge"}),
-    ("long_rope D128 gqa8 b1 splits16 merge early late one-dim", Geometry(32, 4, 128, 16),
-     [568], 16, {"twin": "long_early_late_one_dim_merge"}),
-    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early one-dim", Geometry(9, 3, 64, 7), [200], 3,
-     {"normed": False, "twin": "long_early_one_dim"}),
+    # the entries with both head dims' code (ATLAS_DECODE_ATTN_LONG_ONE_DIM=0): exact heads
+    # and padded ones
+    ("long_rope D128 gqa2 b1 splits30 merge early both-dims", Geometry(16, 8, 128, 16), [568],
+     30, {"twin": "long_early_both_dims_merge"}),
+    ("long_rope D128 gqa8 b1 splits16 merge early late both-dims", Geometry(32, 4, 128, 16),
+     [568], 16, {"twin": "long_early_late_both_dims_merge"}),
+    ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early both-dims", Geometry(9, 3, 64, 7), [200],
+     3, {"normed": False, "twin": "long_early_both_dims"}),
+    ("long_rope D128 pad96 mha no-norm b1 splits30 merge early both-dims",
+     Geometry(8, 8, 128, 16, 96), [568], 30, {"normed": False,
+                                             "twin": "long_early_both_dims_merge"}),
     ("long_rope D64 gqa3 no-norm bs7 b1 splits3 early", Geometry(9, 3, 64, 7), [200], 3,
      {"normed": False, "twin": "long_early"}),
     # padded heads' batch 1 (Phi-3-mini's 96, MHA, no q/k norm: 30 splits merged, and the

@@ -39,10 +39,13 @@ from __future__ import annotations
 
 from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_LONG_D256_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_D128, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
@@ -142,13 +145,20 @@ def exact_heads(head_dim: int, proj_dim: int | None, sinks: int) -> bool:
     return proj_dim_of(head_dim, proj_dim) == head_dim and not sinks
 
 
-#: the exact early entries by (late trigger, the one head dim compiled in; 0: both)
-_EARLY_EXACT = {(False, 0): DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
-                (True, 0): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
-                (False, 128): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
-                (True, 128): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
-                (False, 64): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
-                (True, 64): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64}
+#: batch 1's early entries by (late trigger, exact heads, the one head dim compiled in; 0:
+#: both)
+_EARLY = {(False, True, 0): DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+          (True, True, 0): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+          (False, True, 128): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
+          (True, True, 128): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
+          (False, True, 64): DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
+          (True, True, 64): DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
+          (False, False, 0): DECODE_ATTN_LONG_ROPE_EARLY,
+          (True, False, 0): DECODE_ATTN_LONG_ROPE_EARLY_LATE,
+          (False, False, 128): DECODE_ATTN_LONG_ROPE_EARLY_D128,
+          (True, False, 128): DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
+          (False, False, 64): DECODE_ATTN_LONG_ROPE_EARLY_D64,
+          (True, False, 64): DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64}
 
 
 def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True,
@@ -163,15 +173,14 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True
     the qkv rows before their wait (the batch-1 latency chain; a batch's second wave of
     blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64), and of
     those their _exact twins where `exact` (`exact_heads`) and
-    routes.decode_attn_long_exact, with routes.decode_attn_long_one_dim the twin compiled
-    for `head_dim` alone (0: unknown, the one with both)."""
+    routes.decode_attn_long_exact; with routes.decode_attn_long_one_dim (the default) the
+    twin compiled for `head_dim` alone (0: unknown, the one with both dims)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
-        if exact and routes.decode_attn_long_exact:
-            return _EARLY_EXACT[bool(late), head_dim if routes.decode_attn_long_one_dim else 0]
-        return DECODE_ATTN_LONG_ROPE_EARLY_LATE if late else DECODE_ATTN_LONG_ROPE_EARLY
+        return _EARLY[bool(late), exact and routes.decode_attn_long_exact,
+                      head_dim if routes.decode_attn_long_one_dim else 0]
     return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
 
 
@@ -346,9 +355,10 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
     if trace:
         sig = DECODE_ATTN_LONG_ROPE_STAGED_TRACE
         if num_seqs == 1:
-            if not exact:
+            if not exact or head_dim != 128:
                 raise ValueError("decode_attention_long_rope: the batch-1 phase trace is the "
-                                 "exact early entries' (heads of head_dim elements, no sinks)")
+                                 "exact D-128 early entries' (heads of 128 elements, no "
+                                 f"sinks; head_dim={head_dim})")
             sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE
                    if kc.routes.decode_attn_long_late_trigger else
                    DECODE_ATTN_LONG_ROPE_EARLY_TRACE)

@@ -186,10 +186,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   Measured (gpu128, 2026-12-05, H100, batch 1 x 512, GPU ms a step, exact / general / exact):
   Qwen3-0.6B 0.787 / 0.814 / 0.785, Qwen3-30B-A3B 3.104 / 3.164 / 3.105, Qwen3-8B 5.419 /
   5.456 / 5.424, Qwen2.5-1.5B 1.539 / 1.557 / 1.538.
-* ATLAS_DECODE_ATTN_LONG_ONE_DIM=1: the exact twins compiled for the launch's head dim alone
-  (decode_attn_long_rope_early[_late]_exact_d128_bf16 / _d64_bf16: ~5,200 / ~3,600 SASS
-  instructions against both dims' 8,648; the path a launch runs is the same code). Opt-in
-  until measured (bench/results/2026-12-05-gpu129).
+* ATLAS_DECODE_ATTN_LONG_ONE_DIM=0: batch 1's early entries with both head dims' code
+  (8,648 SASS instructions the exact ones) instead of their twins compiled for the launch's
+  head dim alone (decode_attn_long_rope_early[_late][_exact]_d128_bf16 / _d64_bf16: ~5,200
+  / ~3,600; the path a launch runs is the same code). Measured (gpu129, 2026-12-05, H100,
+  batch 1 x 512, GPU ms a step, both / one / both / one, exact heads): Qwen3-0.6B 0.784 /
+  0.721 / 0.787 / 0.722, Qwen3-30B-A3B 3.113 / 2.980 / 3.113 / 2.983, Qwen3-8B 5.422 / 5.366
+  / 5.427 / 5.368, Llama-3.2-1B (D 64) 0.980 / 0.982 / 0.979 / 0.982; the attention after
+  the qkv GEMV 7.93 -> 5.50 us a layer on 0.6B.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -581,7 +585,7 @@ class KernelRoutes:
     decode_attn_long_late_trigger: bool | None = None
     decode_attn_long_early: bool = True
     decode_attn_long_exact: bool = True
-    decode_attn_long_one_dim: bool = False
+    decode_attn_long_one_dim: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -721,7 +725,7 @@ class KernelRoutes:
                    decode_attn_long_exact=env_switch(env, "ATLAS_DECODE_ATTN_LONG_EXACT",
                                                      True),
                    decode_attn_long_one_dim=env_switch(env, "ATLAS_DECODE_ATTN_LONG_ONE_DIM",
-                                                       False),
+                                                       True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

@@ -61,10 +61,13 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_COMBINE, DECODE_ATTN_COMBINE_EARLY, DECODE_ATTN_LONG,
                           DECODE_ATTN_LONG_D256,
                           DECODE_ATTN_LONG_D256_TRACE,
-                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY, DECODE_ATTN_LONG_ROPE_EARLY_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_D128, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
-                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
@@ -373,23 +376,36 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 def decode_attn_long_rope_early_exact_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
                                            *args: float, only_dim: int = 0) -> None:
     """The early entry's output for heads of head_dim elements without sinks, of head dim
-    `only_dim` where not 0 (the _d128 / _d64 twins; the kernel traps on other arguments:
+    `only_dim` where not 0 (the kernel traps on other arguments:
     ops/attention_long.exact_heads); the same arguments."""
     head_dim, proj_dim, sinks = args[17], args[-2], args[-1]
     if proj_dim != head_dim or sinks:
         raise ValueError(f"decode_attn_long_rope_early_exact_bf16: proj_dim {proj_dim} of "
                          f"head_dim {head_dim}, sinks {sinks:#x} (needs neither)")
+    decode_attn_long_rope_early_one_dim_bf16(mem, grid, block, *args, only_dim=only_dim)
+
+
+def decode_attn_long_rope_early_one_dim_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
+                                             *args: float, only_dim: int = 0) -> None:
+    """The early entry's output where head_dim is `only_dim` (0: any; the _d128 / _d64
+    twins, which hold that head dim's code only, trap on another); the same arguments."""
+    head_dim = args[17]
     if only_dim and head_dim != only_dim:
-        raise ValueError(f"decode_attn_long_rope_early_exact_d{only_dim}_bf16: head_dim "
-                         f"{head_dim}")
+        raise ValueError(f"decode_attn_long_rope_early_d{only_dim}_bf16: head_dim {head_dim}")
     decode_attn_long_rope_early_bf16(mem, grid, block, *args)
 
 
-for _sig, _dim in ((DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128, 128),
-                   (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128, 128),
-                   (DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64, 64),
-                   (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64, 64)):
-    reference(_sig)(partial(decode_attn_long_rope_early_exact_bf16, only_dim=_dim))
+for _sig, _fn, _dim in (
+        (DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128, decode_attn_long_rope_early_exact_bf16, 128),
+        (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128, decode_attn_long_rope_early_exact_bf16,
+         128),
+        (DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64, decode_attn_long_rope_early_exact_bf16, 64),
+        (DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64, decode_attn_long_rope_early_exact_bf16, 64),
+        (DECODE_ATTN_LONG_ROPE_EARLY_D128, decode_attn_long_rope_early_one_dim_bf16, 128),
+        (DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128, decode_attn_long_rope_early_one_dim_bf16, 128),
+        (DECODE_ATTN_LONG_ROPE_EARLY_D64, decode_attn_long_rope_early_one_dim_bf16, 64),
+        (DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64, decode_attn_long_rope_early_one_dim_bf16, 64)):
+    reference(_sig)(partial(_fn, only_dim=_dim))
 
 
 @reference(DECODE_ATTN_COMBINE)
@@ -533,8 +549,9 @@ reference(DECODE_ATTN_ROPE_TRACE)(_untraced(decode_attn_rope_bf16))
 reference(DECODE_ATTN_ROPE_CLUSTER_TRACE)(
     _untraced(partial(decode_attn_rope_bf16, rule=decode_cluster_rule)))
 reference(DECODE_ATTN_CLUSTER_TRACE)(_untraced(partial(decode_attn_bf16, rule=decode_cluster_rule)))
-reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(_untraced(decode_attn_long_rope_early_exact_bf16))
+reference(DECODE_ATTN_LONG_ROPE_EARLY_TRACE)(
+    _untraced(partial(decode_attn_long_rope_early_exact_bf16, only_dim=128)))
 reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE)(
-    _untraced(decode_attn_long_rope_early_exact_bf16))
+    _untraced(partial(decode_attn_long_rope_early_exact_bf16, only_dim=128)))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
 reference(DECODE_ATTN_LONG_D256_TRACE)(_untraced(decode_attn_long_bf16))
