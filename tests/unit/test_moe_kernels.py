@@ -16,6 +16,7 @@ from atlas.runtime.kernel_check import KernelCase, check, module_cases
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul, moe
 from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.reference import REFERENCES
 from atlas.runtime.reference import moe as moe_ref
 from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
 
@@ -274,16 +275,34 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
     (1, {}, "moe_down_gemv_sum_bf16", (256, 1, 1)),       # one wave of 8-row blocks
     (2, {}, "moe_down_sum_bf16", (128, 2, 1)),            # no GEMV past batch 1
     (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_sum_bf16", (256, 1, 1)),
+    # 8 slots x 96 chunks on 256 threads: 3 steps, the twin holding that count's code
+    (1, {"ATLAS_MOE_DOWN_ONE_STEP": "1"}, "moe_down_gemv_sum_s3_bf16", (256, 1, 1)),
+    (2, {"ATLAS_MOE_DOWN_ONE_STEP": "1"}, "moe_down_sum_bf16", (128, 2, 1)),
 ])
 def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple) -> None:
-    """The down launch takes the GEMV-shaped kernel at batch 1 (one wave of 8-row blocks)
-    and the row-group kernel past it or when switched off; it writes out (delta)."""
+    """The down launch takes the GEMV-shaped kernel at batch 1 (one wave of 8-row blocks;
+    ATLAS_MOE_DOWN_ONE_STEP=1: its twin for the shape's chunk steps) and the row-group kernel
+    past it or when switched off; it writes out (delta)."""
     mock = MockGpuBackend()
     moe.decode_down(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,
                     0x4000, 0x5000, tokens, QWEN3_30B)
     (got,) = mock.drain_launches()
     assert (got.func, tuple(got.grid)) == (func, grid)
     assert got.args["out"] == 0x5000
+
+
+@pytest.mark.parametrize("slots, inter, steps", [
+    (2, 512, 1), (4, 512, 1), (6, 512, 2), (8, 768, 3), (9, 512, 3), (12, 512, 3),
+    (13, 512, 4), (22, 512, 4)])
+def test_down_gemv_steps_match_the_kernel_switch(slots: int, inter: int, steps: int) -> None:
+    """down_gemv_run's case: ceil(slots x inter / 8 / 256) chunks a thread, 4 and more on the
+    last twin; the host reference of each twin refuses a launch of another count."""
+    assert moe.down_gemv_steps(slots, inter) == steps
+    for other in {1, 2, 3, 4} - {steps}:
+        run = REFERENCES[("moe_decode", f"moe_down_gemv_sum_s{other}_bf16")]
+        with pytest.raises(ValueError, match=f"a launch of {steps} chunk steps"):
+            run(HostBackend(), (1, 1, 1), (256, 1, 1), 0, 0, 0, 0, 0, 1, slots, 2048, inter,
+                128, 8, 0, 0, 0)
 
 
 def test_grouped_path_grid_is_sized_for_the_worst_case() -> None:
@@ -407,7 +426,8 @@ def test_bias_needs_sigmoid_scoring() -> None:
 
 
 def test_heavy_cases_exist_for_the_leaf_shapes() -> None:
-    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 24  # 3 of them gpt-oss-20b's
+    # 3 of them gpt-oss-20b's, 1 the one-step down twin's
+    assert len(HEAVY_NAMES) == len(set(HEAVY_NAMES)) == 25
 
 
 def _constant(stem: str, name: str) -> int:

@@ -950,6 +950,18 @@ __device__ __forceinline__ void down_gemv_dispatch(const DownArgs& a,
   down_gemv_run<kRoute>(a, sm, route);
 }
 
+// One chunk-step count's code only (the _s1 .. _s4 entries, ATLAS_MOE_DOWN_ONE_STEP; ops/moe.py
+// down_gemv_steps): down_gemv_run's case for kSteps, trapping on a launch of another count
+// (the attention's early entries measured one head dim's code against both's faster on the
+// same path, gpu129).
+template <int kSteps>
+__device__ __forceinline__ void down_gemv_steps(const DownArgs& a) {
+  __shared__ GemvSmem sm;
+  const int steps = ((a.top_k + a.shared.slots) * (a.inter / 8) + kThreads - 1) / kThreads;
+  if (kSteps < 4 ? steps != kSteps : steps < 4) __trap();
+  down_gemv_block<kSteps, false>(a, sm, LogitRouting{});
+}
+
 }  // namespace
 
 namespace {
@@ -1099,6 +1111,53 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
   down_gemv_dispatch(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k, hidden,
                                inter, experts, rows_per_block, shared_down, shared_slots,
                                shared_inter));
+}
+
+// moe_down_gemv_sum_bf16's twins holding one chunk-step count's code (a thread's chunks of a
+// row: ceil(slots x inter / 8 / 256), 4 and more on _s4; ATLAS_MOE_DOWN_ONE_STEP=1): the same
+// arguments and outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_sum_s1_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+           const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
+           uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+           uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+           uint32_t shared_slots, uint32_t shared_inter) {
+  down_gemv_steps<1>(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k,
+                             hidden, inter, experts, rows_per_block, shared_down,
+                             shared_slots, shared_inter));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_sum_s2_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+           const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
+           uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+           uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+           uint32_t shared_slots, uint32_t shared_inter) {
+  down_gemv_steps<2>(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k,
+                             hidden, inter, experts, rows_per_block, shared_down,
+                             shared_slots, shared_inter));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_sum_s3_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+           const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
+           uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+           uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+           uint32_t shared_slots, uint32_t shared_inter) {
+  down_gemv_steps<3>(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k,
+                             hidden, inter, experts, rows_per_block, shared_down,
+                             shared_slots, shared_inter));
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    moe_down_gemv_sum_s4_bf16(const __nv_bfloat16* act, const __nv_bfloat16* w_down,
+           const int32_t* topk_ids, const float* topk_weights, __nv_bfloat16* out,
+           uint32_t tokens, uint32_t top_k, uint32_t hidden, uint32_t inter,
+           uint32_t experts, uint32_t rows_per_block, const __nv_bfloat16* shared_down,
+           uint32_t shared_slots, uint32_t shared_inter) {
+  down_gemv_steps<4>(down_args(act, w_down, topk_ids, topk_weights, out, tokens, top_k,
+                             hidden, inter, experts, rows_per_block, shared_down,
+                             shared_slots, shared_inter));
 }
 
 // The down GEMV twin routing from the logits (LogitRouting; ops/moe.py routes_in_experts):

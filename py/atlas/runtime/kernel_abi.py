@@ -862,6 +862,14 @@ MOE_DOWN_SUM_BIAS = S("moe_decode", "moe_down_sum_bias_bf16", _MOE_DOWN + " expe
 # (top_k + shared_slots) x inter / 8 chunks a row, inter a multiple of 256. The routing is
 # read before the PDL wait, as MOE_DOWN_SUM's.
 MOE_DOWN_GEMV_SUM = S("moe_decode", "moe_down_gemv_sum_bf16", _MOE_DOWN)
+# (its twins holding one chunk-step count's code, by ops.moe.down_gemv_steps: 1, 2, 3, and 4
+# or more; ATLAS_MOE_DOWN_ONE_STEP=1)
+MOE_DOWN_GEMV_SUM_S1 = S("moe_decode", "moe_down_gemv_sum_s1_bf16", _MOE_DOWN)
+MOE_DOWN_GEMV_SUM_S2 = S("moe_decode", "moe_down_gemv_sum_s2_bf16", _MOE_DOWN)
+MOE_DOWN_GEMV_SUM_S3 = S("moe_decode", "moe_down_gemv_sum_s3_bf16", _MOE_DOWN)
+MOE_DOWN_GEMV_SUM_S4 = S("moe_decode", "moe_down_gemv_sum_s4_bf16", _MOE_DOWN)
+MOE_DOWN_GEMV_SUM_STEPS = (MOE_DOWN_GEMV_SUM_S1, MOE_DOWN_GEMV_SUM_S2, MOE_DOWN_GEMV_SUM_S3,
+                           MOE_DOWN_GEMV_SUM_S4)
 # The batch-1 tiled gate/up and the down GEMVs routing from the router's logits (what
 # moe_gate_topk_* would write, computed by each block with its code: the same bits) in place
 # of topk_ids / topk_weights: logits f32 [tokens, experts], shared_logits f32 [tokens] (0: an

@@ -919,9 +919,11 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
     """The GEMV-shaped down kernel (moe_down_gemv_sum_bf16) at every batch (its default is
     batch 1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
     rank and out of range, a partial shared chunk, both full-size shapes, blocks of one tile,
-    of the one-wave rule's and of 3 with a partial last block; and the row-group kernel at
-    batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
+    of the one-wave rule's and of 3 with a partial last block; each chunk-step count again on
+    the twin holding that count's code (ATLAS_MOE_DOWN_ONE_STEP=1); and the row-group kernel
+    at batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
     gemv = KernelRoutes(moe_down_gemv_max_m=8)
+    one_step = KernelRoutes(moe_down_gemv_max_m=8, moe_down_one_step=True)
 
     def tiles(n: int) -> KernelRoutes:  # n tiles of 4 rows a block
         return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=n)
@@ -955,6 +957,16 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
                     random_ids(rng, 1, 8, 8), routes=gemv),
         decode_case(rng, "moe_decode leaf shared t1 h2048 i512 k8 (qwen3.5-35b-a3b, down gemv)",
                     q35, random_ids(rng, 1, 8, 8), routes=gemv),
+        down_case(rng, "moe_down_gemv_sum t2 e8 k2 h512 i512 one-step s1", two,
+                  random_ids(rng, 2, 8, 2), routes=one_step),
+        down_case(rng, "moe_down_gemv_sum t3 e8 k6 h256 i512 invalid ids one-step s2", six, bad,
+                  routes=one_step),
+        down_case(rng, "moe_down_gemv_sum leaf t1 h2048 i768 k8 one-step s3", leaf,
+                  random_ids(rng, 1, 8, 8), routes=one_step),
+        down_case(rng, "moe_down_gemv_sum shared t1 h2048 i512 k8 (qwen3.5-35b-a3b) one-step s3",
+                  q35, random_ids(rng, 1, 8, 8), routes=one_step),
+        down_case(rng, "moe_down_gemv_sum shared t2 e24 k20 i512 shared 640 one-step s4", long,
+                  random_ids(rng, 2, 24, 20), routes=one_step),
         down_case(rng, "moe_down_sum leaf t1 h2048 i768 k8 (row groups)", leaf,
                   random_ids(rng, 1, 8, 8), routes=KernelRoutes(moe_down_gemv=False))
     ]

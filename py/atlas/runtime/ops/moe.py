@@ -86,7 +86,8 @@ from ..kernel_abi import (MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_EPILOGUE, MOE_GATE
                           MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SIGMOID,
                           MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX,
-                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM, MOE_DOWN_SUM_BIAS,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_GEMV_SUM_STEPS,
+                          MOE_DOWN_SUM, MOE_DOWN_SUM_BIAS,
                           MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_BIAS, MOE_GROUPED_DOWN_SM90,
@@ -748,15 +749,26 @@ def down_gemv_rows(tokens: int, hidden: int, sm_count: int, tiles: int = 0) -> i
     return DOWN_GEMV_ROWS * max(1, min(all_tiles, tiles))
 
 
+def down_gemv_steps(slots: int, inter: int) -> int:
+    """The chunk steps a thread of the GEMV-shaped down kernel takes of a row of `slots`
+    slots of `inter` (its down_gemv_run switch: ceil(slots x inter / 8 / DECODE_THREADS), 4
+    for 4 and more), which names the twin holding that count's code alone
+    (MOE_DOWN_GEMV_SUM_STEPS)."""
+    return min(4, -(-slots * (inter // 8) // DECODE_THREADS))
+
+
 def _down_launch(kc: KernelCache, tokens: int, shape: MoeShape,
                  sigs: tuple[KernelSig, KernelSig], epilogue: ExpertEpilogue = NO_EPILOGUE
                  ) -> tuple[KernelLaunch, tuple[int, int, int], int, int]:
     """(launch, grid, rows per block, dynamic shared bytes) of a decode down launch: the
-    GEMV-shaped kernel (sigs[1]) where `down_uses_gemv`, else the row-group one (sigs[0])."""
+    GEMV-shaped kernel (sigs[1], or with routes.moe_down_one_step its twin for the shape's
+    chunk steps) where `down_uses_gemv`, else the row-group one (sigs[0])."""
     if down_uses_gemv(kc, tokens, shape, epilogue):
         rows = down_gemv_rows(tokens, shape.hidden, kc.facts.sm_count,
                               kc.routes.moe_down_gemv_tiles)
-        return kc.get(sigs[1]), (-(-shape.hidden // rows), tokens, 1), rows, 0
+        sig = (MOE_DOWN_GEMV_SUM_STEPS[down_gemv_steps(shape.slots, shape.inter) - 1]
+               if kc.routes.moe_down_one_step else sigs[1])
+        return kc.get(sig), (-(-shape.hidden // rows), tokens, 1), rows, 0
     rows = down_rows(shape.slots, tokens, shape.hidden, shape.inter, kc.facts.sm_count,
                      kc.routes.moe_down_wave)
     smem = down_smem(shape.slots, shape.inter)

@@ -47,13 +47,14 @@ from ..kernel_abi import (MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID, MOE_ADD_RMSNORM_GAT
                           MOE_ALIGN, MOE_COMBINE, MOE_GATE_UP_GEMV,
                           MOE_GATE_UP_GEMV_SINGLE, MOE_GATE_UP_GEMV_TILES,
                           MOE_GATE_UP_GEMV_TILES_ROUTE, MOE_DOWN_GEMV_ROUTE_SUM,
-                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_SUM,
+                          MOE_GATE_LOGITS, MOE_DOWN_GEMV_SUM, MOE_DOWN_GEMV_SUM_STEPS,
+                          MOE_DOWN_SUM,
                           MOE_GATE_TOPK_SIGMOID,
                           MOE_GATE_TOPK_SOFTMAX, MOE_GATE_UP_SILU,
                           MOE_GROUPED_DOWN, MOE_GROUPED_DOWN_SM90, MOE_GROUPED_GATE_UP,
                           MOE_GROUPED_GATE_UP_SM90, MOE_TOPK_SIGMOID, MOE_TOPK_SOFTMAX,
                           MOE_TOPK_SOFTMAX_BIAS)
-from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS
+from ..ops.moe import MOE_TILE_M, ROUTE_IN_EXPERTS_MAX_EXPERTS, down_gemv_steps
 from . import HostMemory, reference, widened_f64
 from .rmsnorm import add_rmsnorm_bf16, add_rmsnorm_offset_bf16
 
@@ -504,6 +505,24 @@ def moe_down_sum_bf16(mem: HostMemory, grid: Dim3, block: Dim3, act: int, w_down
     mem.view(out, np.uint16, tokens * hidden)[:] = _down_sum(
         mem, act, w_down, ids, weights, tokens, top_k, hidden, inter, experts, shared_down,
         shared_slots, shared_inter, expert_bias).reshape(-1)
+
+
+def _one_step_reference(steps: int):
+    """moe_down_sum_bf16's reference for moe_down_gemv_sum_s{steps}_bf16, which traps on a
+    launch of another chunk-step count (ops/moe.py down_gemv_steps)."""
+
+    def run(mem: HostMemory, grid: Dim3, block: Dim3, *args: int) -> None:
+        top_k, inter, shared_slots = args[6], args[8], args[12]
+        count = down_gemv_steps(top_k + shared_slots, inter)
+        if count != steps:
+            raise ValueError(f"moe_down_gemv_sum_s{steps}_bf16: a launch of {count} chunk "
+                             "steps")
+        moe_down_sum_bf16(mem, grid, block, *args)
+    return run
+
+
+for _steps, _sig in enumerate(MOE_DOWN_GEMV_SUM_STEPS, start=1):
+    reference(_sig)(_one_step_reference(_steps))
 
 
 @reference(MOE_DOWN_GEMV_ROUTE_SUM)
