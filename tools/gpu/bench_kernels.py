@@ -920,7 +920,7 @@ def decode_attention_rope_case(env: Env, s: Any) -> Case:
         attention.decode_partial_rule(hist, splits, routes)[1]
     if attention_long.uses_long(env.kc, hq, hkv, d, nb * bs, b):  # as decode_attention_rope
         splits = attention_long.long_launch_splits(env.kc, b, hkv, d, nb * bs, splits)
-        kernel, partials = (attention_long.long_rope_kernel_for(routes, b).func,
+        kernel, partials = (attention_long.long_rope_kernel_for(routes, b, head_dim=d).func,
                             attention.decode_split_rule(hist, splits)[1])
     inv_freq = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
     pos_angles = torch.arange(hist, device=env.device).double()[:, None] * inv_freq[None, :]
