@@ -23,7 +23,7 @@ done
 export ATLAS_KERNELS_DIR=$PWD/.device/kernels ATLAS_SASS_DIR=$PWD/.device/sass ATLAS_SUITE_REUSE_PTX=1
 export PYTHONPATH=$PWD/py:$PWD/tools:$PWD/tools/gpu:/tmp/site PYTHONUNBUFFERED=1
 export ATLAS_COMMIT=$(cat .device/commit)
-python3 -m pip install --no-index --no-deps --quiet --target /tmp/site .whl/*.whl
+python3 -m pip install --no-index --no-deps --quiet --upgrade --target /tmp/site .whl/*.whl
 W=/tmp/cw; R=$W/r; L=$W/log; mkdir -p $R $L; C=/tmp/atlas_ckpt; G=$PWD/cfg
 # Packed aside, then renamed: a call killed at the tool's time limit while packing keeps the
 # last whole archive (session 28's first gpu106 run came back as an empty all.tgz).
