@@ -7,7 +7,7 @@
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
 #   .whl/                    wheels the GPU image lacks (orjson, structlog; the openai SDK and
-#                            what it needs beyond the image's anyio/h11/idna: stream_rate.py)
+#                            its needs, at versions newer than the image's: stream_rate.py)
 #   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..] [NAME2:..]" (one
 #                            set per space-separated variant): every hopper
 #                            leaf built with those -D defines (a compile-time A/B), as deltas
@@ -66,7 +66,7 @@ tar cJf .device/tok.tar.xz -C build qwen3-tok
 echo "== wheels (.whl)"
 rm -f .whl/*.whl
 for pkg in orjson structlog openai httpx2 httpcore2 pydantic pydantic-core annotated-types \
-    typing-inspection typing-extensions jiter sniffio truststore anyio; do
+    typing-inspection typing-extensions jiter sniffio truststore anyio idna h11; do
   python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux_2_28_x86_64 -d .whl "$pkg"
