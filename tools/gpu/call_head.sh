@@ -1,7 +1,7 @@
 # Sourced, from the repository root on the GPU machine, by each device call script
 # (bench/results/<date>-gpuNN/call.sh) after tools/gpu/prep_device.sh made what it carries
 # (carry [".device", ".whl"]). Unpacks the PTX sets, cubins and tokenizer, installs the
-# wheels, writes the synthetic-weight model directories under cfg/, and defines:
+# wheels and the openai SDK, writes the synthetic-weight model directories under cfg/, and defines:
 #
 #   t LIMIT NAME CMD...    run CMD under a time limit, log to $L/NAME.log, print rc, seconds
 #                          and the log's last $TAILN lines (default 4), pack the results
@@ -24,6 +24,7 @@ export ATLAS_KERNELS_DIR=$PWD/.device/kernels ATLAS_SASS_DIR=$PWD/.device/sass A
 export PYTHONPATH=$PWD/py:$PWD/tools:$PWD/tools/gpu:/tmp/site PYTHONUNBUFFERED=1
 export ATLAS_COMMIT=$(cat .device/commit)
 python3 -m pip install --no-index --no-deps --quiet --upgrade --target /tmp/site .whl/*.whl
+mkdir -p /tmp/site && tar xJf .device/pysite.tar.xz -C /tmp/site  # openai SDK (prep_device.sh)
 W=/tmp/cw; R=$W/r; L=$W/log; mkdir -p $R $L; C=/tmp/atlas_ckpt; G=$PWD/cfg
 # Packed aside, then renamed: a call killed at the tool's time limit while packing keeps the
 # last whole archive (session 28's first gpu106 run came back as an empty all.tgz).

