@@ -171,13 +171,13 @@ def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     column pairs a block (8 slots x 384 pairs over 132 SMs x 8 blocks of 128 threads: 128 x 8
     blocks, one wave); ATLAS_MOE_GATE_UP_TILED=0: the two-column single-token GEMV entry,
     384 x 8 blocks of 128 threads; down on the
-    GEMV-shaped kernel, 256 blocks of two 4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of
-    one). ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
+    GEMV-shaped kernel's twin for 3 chunk steps, 256 blocks of two 4-row tiles
+    (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one). ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
     of the 132), where whole groups gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
     assert got == [("moe_gate_up_gemv_tiles_bf16", (128, 8, 1), (128, 1, 1)),
-                   ("moe_down_gemv_sum_bf16", (256, 1, 1), (256, 1, 1))]
+                   ("moe_down_gemv_sum_s3_bf16", (256, 1, 1), (256, 1, 1))]
     mock = MockGpuBackend()
     two = KernelRoutes.from_env({"ATLAS_MOE_GATE_UP_TILED": "0"})
     moe.experts(KernelCache(mock, two), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000,
@@ -190,7 +190,7 @@ def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     moe.experts(KernelCache(mock, one), 0, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1,
                 QWEN3_30B, moe.MoeScratch(act=0x1000))
     down = mock.drain_launches()[1]
-    assert (down.func, tuple(down.grid)) == ("moe_down_gemv_sum_bf16", (512, 1, 1))
+    assert (down.func, tuple(down.grid)) == ("moe_down_gemv_sum_s3_bf16", (512, 1, 1))
     assert down.args["rows_per_block"] == 4  # one tile
     mock = MockGpuBackend()
     old = KernelRoutes.from_env({"ATLAS_MOE_DOWN_GEMV": "0"})
@@ -272,16 +272,18 @@ def test_down_gemv_rule(tokens: int, inter: int, env: dict, gemv: bool) -> None:
 
 
 @pytest.mark.parametrize("tokens,env,func,grid", [
-    (1, {}, "moe_down_gemv_sum_bf16", (256, 1, 1)),       # one wave of 8-row blocks
+    # one wave of 8-row blocks; 8 slots x 96 chunks on 256 threads: 3 steps, the twin
+    # holding that count's code
+    (1, {}, "moe_down_gemv_sum_s3_bf16", (256, 1, 1)),
     (2, {}, "moe_down_sum_bf16", (128, 2, 1)),            # no GEMV past batch 1
     (1, {"ATLAS_MOE_DOWN_GEMV": "0"}, "moe_down_sum_bf16", (256, 1, 1)),
-    # 8 slots x 96 chunks on 256 threads: 3 steps, the twin holding that count's code
-    (1, {"ATLAS_MOE_DOWN_ONE_STEP": "1"}, "moe_down_gemv_sum_s3_bf16", (256, 1, 1)),
-    (2, {"ATLAS_MOE_DOWN_ONE_STEP": "1"}, "moe_down_sum_bf16", (128, 2, 1)),
+    (1, {"ATLAS_MOE_DOWN_ONE_STEP": "0"}, "moe_down_gemv_sum_bf16", (256, 1, 1)),
+    (2, {"ATLAS_MOE_DOWN_ONE_STEP": "0"}, "moe_down_sum_bf16", (128, 2, 1)),
 ])
 def test_down_kernel_choice(tokens: int, env: dict, func: str, grid: tuple) -> None:
     """The down launch takes the GEMV-shaped kernel at batch 1 (one wave of 8-row blocks;
-    ATLAS_MOE_DOWN_ONE_STEP=1: its twin for the shape's chunk steps) and the row-group kernel
+    its twin for the shape's chunk steps, ATLAS_MOE_DOWN_ONE_STEP=0 the one switching between
+    them) and the row-group kernel
     past it or when switched off; it writes out (delta)."""
     mock = MockGpuBackend()
     moe.decode_down(KernelCache(mock, KernelRoutes.from_env(env)), 0, 0x1000, 0x2000, 0x3000,

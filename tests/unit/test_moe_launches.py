@@ -112,9 +112,9 @@ ROUTE_IN = {"ATLAS_MOE_ROUTE_IN_EXPERTS": "1", "ATLAS_MOE_GATE_UP_TILED": "1"}
     (ROUTE_IN, 1, ["moe_gate_logits_bf16", "moe_gate_up_gemv_tiles_route_bf16",
                    "moe_down_gemv_route_sum_bf16"]),
     ({"ATLAS_MOE_GATE_UP_TILED": "1"}, 1,
-     ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16", "moe_down_gemv_sum_bf16"]),
+     ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_tiles_bf16", "moe_down_gemv_sum_s3_bf16"]),
     ({}, 1, ["moe_gate_topk_softmax_bf16", "moe_gate_up_gemv_bf16_single",
-             "moe_down_gemv_sum_bf16"]),
+             "moe_down_gemv_sum_s3_bf16"]),
     (ROUTE_IN, 2, ["moe_gate_topk_softmax_bf16", "moe_gate_up_silu_bf16", "moe_down_sum_bf16"]),
 ])
 def test_batch_one_moe_block_routes_inside_its_expert_launches(env, tokens, names):

@@ -863,7 +863,7 @@ MOE_DOWN_SUM_BIAS = S("moe_decode", "moe_down_sum_bias_bf16", _MOE_DOWN + " expe
 # read before the PDL wait, as MOE_DOWN_SUM's.
 MOE_DOWN_GEMV_SUM = S("moe_decode", "moe_down_gemv_sum_bf16", _MOE_DOWN)
 # (its twins holding one chunk-step count's code, by ops.moe.down_gemv_steps: 1, 2, 3, and 4
-# or more; ATLAS_MOE_DOWN_ONE_STEP=1)
+# or more; the default, ATLAS_MOE_DOWN_ONE_STEP=0 the general one)
 MOE_DOWN_GEMV_SUM_S1 = S("moe_decode", "moe_down_gemv_sum_s1_bf16", _MOE_DOWN)
 MOE_DOWN_GEMV_SUM_S2 = S("moe_decode", "moe_down_gemv_sum_s2_bf16", _MOE_DOWN)
 MOE_DOWN_GEMV_SUM_S3 = S("moe_decode", "moe_down_gemv_sum_s3_bf16", _MOE_DOWN)

@@ -920,13 +920,14 @@ def _down_gemv_cases(rng: np.random.Generator, leaf: moe.MoeShape, q35: moe.MoeS
     batch 1 only): each chunk count a thread holds (1..3, and 4 in two batches), ids of another
     rank and out of range, a partial shared chunk, both full-size shapes, blocks of one tile,
     of the one-wave rule's and of 3 with a partial last block; each chunk-step count again on
-    the twin holding that count's code (ATLAS_MOE_DOWN_ONE_STEP=1); and the row-group kernel
+    the twin holding that count's code (the default; ATLAS_MOE_DOWN_ONE_STEP=0 the general
+    kernel the other cases run); and the row-group kernel
     at batch 1 (ATLAS_MOE_DOWN_GEMV=0)."""
-    gemv = KernelRoutes(moe_down_gemv_max_m=8)
-    one_step = KernelRoutes(moe_down_gemv_max_m=8, moe_down_one_step=True)
+    gemv = KernelRoutes(moe_down_gemv_max_m=8, moe_down_one_step=False)
+    one_step = KernelRoutes(moe_down_gemv_max_m=8)
 
     def tiles(n: int) -> KernelRoutes:  # n tiles of 4 rows a block
-        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=n)
+        return KernelRoutes(moe_down_gemv_max_m=8, moe_down_gemv_tiles=n, moe_down_one_step=False)
 
     two = moe.MoeShape(experts=8, top_k=2, hidden=512, inter=512)       # 128 chunks a row
     six = moe.MoeShape(experts=8, top_k=6, hidden=256, inter=512)       # 384: two a thread

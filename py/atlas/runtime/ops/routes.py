@@ -343,10 +343,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_MOE_DOWN_GEMV_TILES=N: its blocks take N tiles of 4 rows each, one after the other
   (1: a block a tile, two waves at batch 1 of Qwen3-30B-A3B); unset or 0, as many as bring the
   grid to one wave of 2 blocks an SM (ops/moe.py down_gemv_rows).
-  ATLAS_MOE_DOWN_ONE_STEP=1: the twin holding one chunk-step count's code
-  (moe_down_gemv_sum_s1 .. _s4_bf16 by ops/moe.py down_gemv_steps: 1,104 .. 2,280 SASS
-  instructions against the four counts' 6,728; Qwen3-30B-A3B runs 3). Opt-in until measured:
-  the attention's early entries gained up to 2.4 us a layer from one head dim's code (gpu129).
+  ATLAS_MOE_DOWN_ONE_STEP=0: the kernel switching between four chunk-step counts at run time
+  instead of the default twin holding the shape's count's code alone (moe_down_gemv_sum_s1 ..
+  _s4_bf16 by ops/moe.py down_gemv_steps: 1,104 .. 2,280 SASS instructions against 6,728;
+  Qwen3-30B-A3B runs 3). Measured (gpu131, H100, GPU ms a step at batch 1 x 512, default /
+  one step twice): Qwen3-30B-A3B 2.930 / 2.927, 2.921 / 2.928; Qwen3.5-35B-A3B 2.781 /
+  2.779, 2.779 / 2.768; MiniMax-M2 (8 layers) 1.493 / 1.484, 1.492 / 1.484.
 * ATLAS_MOE_QUANT_DOWN_EARLY=1 / 0: a decode MoE block's down launch over FP8 / NVFP4 experts
   on its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
   token's first slots' routing into registers and requests its row's first round of expert
@@ -552,7 +554,7 @@ class KernelRoutes:
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
-    moe_down_one_step: bool = False
+    moe_down_one_step: bool = True
     moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -681,7 +683,7 @@ class KernelRoutes:
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
-                   moe_down_one_step=env_switch(env, "ATLAS_MOE_DOWN_ONE_STEP", False),
+                   moe_down_one_step=env_switch(env, "ATLAS_MOE_DOWN_ONE_STEP", True),
                    moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
