@@ -283,7 +283,7 @@ class ModelRunner:
         #: the event recorded after each step's copy
         self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
                           for _ in range(2)]
-        self._done = [backend.create_event() for _ in range(2)]
+        self._done = [backend.create_event(timing=False) for _ in range(2)]
         #: the same alternation for the logprobs of steps that report them
         #: per parity, the pinned pooled hidden states of embedding chunks (`_host_hidden`)
         self._hidden_host: list[np.ndarray | None] = [None, None]
@@ -292,7 +292,7 @@ class ModelRunner:
         self._parity = 0
         #: recorded once a step's host inputs are on the device: the pinned input buffers
         #: are rewritten for the next step only after it
-        self._inputs_done = backend.create_event()
+        self._inputs_done = backend.create_event(timing=False)
         self._inputs_pending = False
         self._launched = 0  # steps launched (LaunchedStep.number of the latest)
         #: sampled row of each sequence in the last launched step (its carried token's source)

@@ -677,9 +677,10 @@ class CudaBackend(GpuBackend):
             self._ok(self._drv.cuGraphDestroy(g.graph), "cuGraphDestroy")
 
     # ---- events -------------------------------------------------------------------
-    def create_event(self) -> EventHandle:
+    def create_event(self, timing: bool = True) -> EventHandle:
         self._bound()
-        flags = int(self._drv.CUevent_flags.CU_EVENT_DEFAULT)
+        flags = int(self._drv.CUevent_flags.CU_EVENT_DEFAULT if timing
+                    else self._drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         ev = self._ok(self._drv.cuEventCreate(flags), "cuEventCreate")
         self._events.append(ev)
         return EventHandle(ev)

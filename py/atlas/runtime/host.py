@@ -284,7 +284,7 @@ class HostBackend(GpuBackend):
             g.ops = []
 
     # ---- events -------------------------------------------------------------------
-    def create_event(self) -> EventHandle:
+    def create_event(self, timing: bool = True) -> EventHandle:
         return EventHandle(_HostEvent())
 
     def record_event(self, event: EventHandle, stream: Stream) -> None:

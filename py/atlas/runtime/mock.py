@@ -195,7 +195,7 @@ class MockGpuBackend(GpuBackend):
         self.graph_launches.append(GraphLaunchRecord(graph.native, stream))
 
     # ---- events -------------------------------------------------------------------
-    def create_event(self) -> EventHandle:
+    def create_event(self, timing: bool = True) -> EventHandle:
         return EventHandle(object())
 
     def record_event(self, event: EventHandle, stream: Stream) -> None:
