@@ -229,3 +229,26 @@ def test_critical_path_charges_each_kernel_its_end_past_the_latest_end(monkeypat
     assert (after_norm["us_per_call"], after_norm["lead_us"]) == (9.0, 0.5)
     assert rows[("norm", "gemv")]["us_per_call"] == 1.0
     assert sum(r["us_per_step"] for r in rows.values()) == 30.0 - 10.0
+
+
+def test_step_boundaries_measure_the_span_between_replays_and_the_copies_in_it(monkeypatch):
+    """profile_decode's async trace: records cut into replays of the graph's launch order
+    (a leading partial replay skipped), the span from a replay's last end to the next one's
+    first start, and the copies starting inside it with their offsets; copies inside a
+    replay are not the boundary's."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools" / "gpu"))
+    import profile_decode
+
+    order = ["embed", "gemv", "sample"]
+    recs = [(0.0, 4.0, "sample"),                                   # a partial replay
+            (10.0, 12.0, "embed"), (11.0, 20.0, "gemv"), (19.0, 22.0, "sample"),
+            (23.0, 25.0, "Memcpy DtoH"), (26.0, 27.0, "Memcpy HtoD"),
+            (30.0, 32.0, "embed"), (31.0, 40.0, "gemv"), (35.0, 36.0, "Memcpy HtoD"),
+            (39.0, 41.0, "sample"), (43.0, 44.0, "Memcpy DtoH"),
+            (46.0, 48.0, "embed"), (47.0, 50.0, "gemv"), (49.0, 52.0, "sample")]
+    got = profile_decode.step_boundaries(recs[::-1], order)
+    assert got["boundaries"] == 2
+    assert got["span_us"] == (8.0 + 5.0) / 2
+    dtoh, htod = got["records"]["Memcpy DtoH"], got["records"]["Memcpy HtoD"]
+    assert (dtoh["calls"], dtoh["us_per_call"], dtoh["starts_after_us"]) == (1.0, 1.5, 1.5)
+    assert (htod["calls"], htod["us_per_call"], htod["starts_after_us"]) == (0.5, 1.0, 4.0)

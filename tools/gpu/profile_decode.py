@@ -70,7 +70,8 @@ def kernel_rows(prof: Any, steps: int) -> tuple[list[dict], float]:
 
 
 def device_records(prof: Any) -> list[tuple[float, float, str]]:
-    """(start us, end us, kernel name) of a torch.profiler run's CUDA kernel records."""
+    """(start us, end us, name) of a torch.profiler run's CUDA device records: kernels, and
+    copies as "Memcpy HtoD (Pinned -> Device)" and the like."""
     import torch
 
     return [(ev.time_range.start, ev.time_range.end, ev.name) for ev in prof.events()
@@ -111,6 +112,67 @@ def print_critical_path(rows: list[dict]) -> None:
               f"{r['us_per_step']:>8.1f} {r['us_per_call']:>8.2f} {r['lead_us']:>6.2f}")
 
 
+def step_boundaries(recs: list[tuple[float, float, str]], graph_kernels: list[str]
+                    ) -> dict:
+    """What lies between consecutive step graphs of an async-scheduled decode loop: the
+    records sorted by start, the kernels of the graph (`graph_kernels`, one replay's names in
+    launch order) cut into replays, and for each pair of replays the span from the first
+    one's last end to the next one's first start (the device time no step kernel runs) with
+    the other records (the step's copies) that start inside it. Returns the median span and,
+    per record name, calls per boundary, median us a call and median start after the span's
+    beginning."""
+    names, recs = set(graph_kernels), sorted(recs)
+    kernels = [r for r in recs if r[2] in names]
+    others = [r for r in recs if r[2] not in names]
+    k = len(graph_kernels)
+    first = next((i for i in range(len(kernels))
+                  if [r[2] for r in kernels[i:i + k]] == graph_kernels), None)
+    if first is None:
+        return {"span_us": float("nan"), "boundaries": 0, "records": {}}
+    replays = [kernels[i:i + k] for i in range(first, len(kernels) - k + 1, k)]
+    spans: list[float] = []
+    seen: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for a, b in zip(replays, replays[1:]):
+        end, start = max(r[1] for r in a), b[0][0]
+        spans.append(start - end)
+        for s0, e0, name in others:
+            if end - 1.0 <= s0 <= start:
+                seen[name].append((e0 - s0, s0 - end))
+    n = max(len(spans), 1)
+    return {"span_us": statistics.median(spans) if spans else float("nan"),
+            "boundaries": len(spans),
+            "records": {name: {"calls": len(v) / n,
+                               "us_per_call": statistics.median(d for d, _ in v),
+                               "starts_after_us": statistics.median(o for _, o in v)}
+                        for name, v in seen.items()}}
+
+
+def async_boundaries(runner, batch: int, context: int, prompts: list[list[int]], tokens: int,
+                     graph_kernels: list[str]) -> dict:
+    """`step_boundaries` of 20 async-scheduled decode steps under torch.profiler (CUDA
+    backend only): where the async wall's ~20 us a step past the graph replay goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    core = start_decoding(runner, batch, context, tokens, np.random.default_rng(0),
+                          prompts=prompts, async_scheduling=True)
+    for _ in range(5):
+        core.step()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            core.step()
+        runner.backend.synchronize(runner.stream)
+    stop_all(core)
+    return step_boundaries(device_records(prof), graph_kernels)
+
+
+def print_boundaries(b: dict) -> None:
+    print(f"between step graphs (async loop, {b.get('boundaries', 0)} boundaries): median "
+          f"{b['span_us']:.2f} us with no step kernel running")
+    for name, r in sorted(b["records"].items(), key=lambda kv: kv[1]["starts_after_us"]):
+        print(f"  {name[:48]:<48} {r['calls']:>4.1f} a boundary, {r['us_per_call']:6.2f} us, "
+              f"starts {r['starts_after_us']:6.2f} us after the last kernel's end")
+
+
 def print_rows(rows: list[dict], kernel_total: float) -> None:
     print(f"{'kernel':<44} {'calls':>6} {'us/step':>9} {'us/call':>8} {'share':>6}")
     for r in rows:
@@ -133,6 +195,7 @@ def graph_profile(runner, graph) -> dict:
     gpu_ms = dev.event_elapsed_ms(e0, e1) / reps
     rows: list[dict] = []
     path: list[dict] = []
+    order: list[str] = []
     kernel_total = 0.0
     if dev.name == "cuda":
         from torch.profiler import ProfilerActivity, profile
@@ -143,9 +206,11 @@ def graph_profile(runner, graph) -> dict:
                 dev.launch_graph(graph, stream)
             dev.synchronize(stream)
         rows, kernel_total = kernel_rows(prof, prof_reps)
-        path = critical_path(device_records(prof), prof_reps)
+        recs = sorted(device_records(prof))
+        path = critical_path(recs, prof_reps)
+        order = [name for _, _, name in recs[:len(recs) // prof_reps]]
     return {"gpu_ms": gpu_ms, "kernel_busy_ms": kernel_total / 1e3, "kernels": rows,
-            "critical_path": path}
+            "critical_path": path, "launch_order": order}
 
 
 def attention_keys(runner, batch: int, rows: list[dict]) -> dict:
@@ -259,6 +324,10 @@ def main() -> int:
     print_rows(rows, kernel_total)
     if plain["critical_path"]:
         print_critical_path(plain["critical_path"])
+    if plain["launch_order"]:
+        plain["boundaries"] = async_boundaries(runner, a.batch, a.context, prompts, tokens,
+                                               plain["launch_order"])
+        print_boundaries(plain["boundaries"])
     keys = attention_keys(runner, a.batch, rows)
     print(f"attention keys (the graph's kv_lens): mean {keys['kv_lens_mean']:.0f}, "
               f"{keys['kv_lens_min']}..{keys['kv_lens_max']}; K/V a layer "
@@ -267,7 +336,8 @@ def main() -> int:
     result = {"model": a.model.name, "batch": a.batch, "context": a.context,
               "wall_ms": wall_ms, "async_wall_ms": async_wall_ms, "gpu_ms": gpu_ms,
               "kernel_busy_ms": kernel_total / 1e3, "kernels": rows,
-              "critical_path": plain["critical_path"], "attention_keys": keys}
+              "critical_path": plain["critical_path"], "attention_keys": keys,
+              "boundaries": plain.get("boundaries")}
     if k:
         rows_v = a.batch * (k + 1)
         phases: dict[str, list[float]] = {}
