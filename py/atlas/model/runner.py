@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from ..runtime.buffers import BufferArena
 from ..runtime.gpu import H200_FACTS, DevicePtr, EventHandle, GpuBackend, GraphHandle
 from ..runtime.kernel_abi import SAMPLE_ROW
 from ..runtime.kv_cache import PagedKvCache
-from ..runtime.ops import KernelCache, argmax, embedding
+from ..runtime.ops import KernelCache, argmax, embedding, step_io
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
 from ..runtime.sampler import Sampler
@@ -117,6 +117,11 @@ class RunnerLimits:
     @property
     def max_blocks(self) -> int:
         return -(-self.max_seq_len // self.block_size)
+
+
+#: reads of the echo word before `_await_staged` waits for the step's end instead (running
+#: ahead, the staging kernel read the inputs long before the host writes the next ones)
+STAGED_SPINS = 64
 
 
 def step_layout(limits: RunnerLimits) -> StepLayout:
@@ -279,10 +284,24 @@ class ModelRunner:
         # the sampler's row records ride in the step inputs' upload
         sampler.stage_rows(i32 + 4 * lay.sample_params, self.host_i32[lay.sample_params:])
         #: two pinned buffers for the sampled ids, alternating between launched steps (one
-        #: is read while the next step's copy may already be queued into the other), and
+        #: is read while the next step's copy may already be queued into the other), halves
+        #: of one allocation (a captured step publishes into either: `_graph_io`), and
         #: the event recorded after each step's copy
-        self._host_ids = [backend.alloc_host_pinned(4 * limits.max_sample_rows).view(np.int32)
-                          for _ in range(2)]
+        ids_host = backend.alloc_host_pinned(8 * limits.max_sample_rows).view(np.int32)
+        self._host_ids = [ids_host[:limits.max_sample_rows], ids_host[limits.max_sample_rows:]]
+        self._step_i32 = i32
+        #: the launch number a captured step's staging kernel echoes once it has read the
+        #: inputs (`_await_staged`)
+        self._ack = backend.alloc_host_pinned(4).view(np.int32)
+        self._ack[0] = 0
+        #: (the step inputs', the sampled ids', the echo's) device addresses of their host
+        #: buffers where captured decode steps stage their own inputs and publish their
+        #: sampled ids (ops/step_io.py): nothing then runs on the stream between two such
+        #: steps
+        self._graph_io = self._mapped_io(ids_host)
+        #: (launch number, its event) of the last step that staged its own inputs, until
+        #: its staging kernel has read them
+        self._staged: tuple[int, EventHandle] | None = None
         self._done = [backend.create_event(timing=False) for _ in range(2)]
         #: the same alternation for the logprobs of steps that report them
         #: per parity, the pinned pooled hidden states of embedding chunks (`_host_hidden`)
@@ -366,17 +385,20 @@ class ModelRunner:
         self._launched += 1
         if self._inputs_pending:
             self.backend.event_synchronize(self._inputs_done)  # pinned inputs free again
+        self._await_staged()
         for st in steps:
             self._ensure_slot(st)
         rows = [(st, i) for st in steps if st.sample for i in range(st.num_draft + 1)]
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         self._copy_snapshots(steps, restore=True)
         want_logprobs, n_scored = self._prepare_logprobs(steps, rows)
-        n_tokens, n_logits = self._forward(steps, rows, n_scored)
+        n_tokens, n_logits, published = self._forward(steps, rows, n_scored, parity)
+        if published:
+            self._staged = (self._launched, done)
         self._copy_snapshots(steps, restore=False)
         if self.mtp is not None and self.draft_with_mtp:
             self.mtp.save_hidden(self.stream, self.bufs, n_tokens, normed_final=n_logits > 0)
-        if rows:
+        if rows and not published:
             self.backend.copy_d2h(host_ids[:len(rows)], self.sampler.out_ids, self.stream)
         logprobs = self._host_logprobs[parity] if want_logprobs else None
         if logprobs is not None:
@@ -405,6 +427,7 @@ class ModelRunner:
             # the device has passed everything queued so far, the input copies included:
             # the next launch (a synchronous engine's) rewrites them without another wait
             self._inputs_pending = False
+            self._staged = None
         logprobs = launched.logprobs
         ids = launched.host_ids[:len(rows)].tolist()
         out: list[StepResult] = [None] * len(steps)
@@ -467,14 +490,16 @@ class ModelRunner:
 
     # ---- internals ---------------------------------------------------------------------
     def _forward(self, steps: Sequence[SeqChunk], rows: Sequence[tuple[SeqChunk, int]],
-                 n_scored: int) -> tuple[int, int]:
+                 n_scored: int, parity: int) -> tuple[int, int, bool]:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i; `n_scored` rows
         that score prompt tokens follow them (never in a decode-shaped step: such a chunk
-        does not sample, or is more than its last token). Returns the rows run and the
-        rows given logits (graph padding included). A hybrid model's verification is
-        decode-shaped even without a graph (its recurrent state is kept per token)."""
+        does not sample, or is more than its last token). Returns the rows run, the rows
+        given logits (graph padding included), and whether the graph published the sampled
+        ids into the host buffer of `parity` itself (`_graph_io`). A hybrid model's
+        verification is decode-shaped even without a graph (its recurrent state is kept per
+        token)."""
         shape = self._decode_shape(steps)
         bucket = self._graph_bucket(shape)
         verify = shape is not None and shape[1]
@@ -489,14 +514,27 @@ class ModelRunner:
         self.sampler.prepare([self._slot_of[st.seq_id] for st, _ in rows] + [self.pad_slot] * pad,
                              [st.sampling for st, _ in rows] + [GREEDY] * pad,
                              [st.rng_position + i for st, i in rows] + [0] * pad, self.stream)
+        masked = any(st.token_mask is not None for st in steps if st.sample)
+        if bucket and not masked and not verify and self._graph_io is not None:
+            # the graph stages the inputs (carried ids as -1 - their sampled row), echoes the
+            # launch number, and publishes its ids into host buffer `parity`
+            for dst, src in self._carry_pairs(steps):
+                self.host_i32[self.layout.ids + dst] = -1 - src
+            self.host_i32[self.layout.io_parity] = parity
+            self.host_i32[self.layout.io_seq] = self._launched
+            self._upload_block_rows(owners, n_rows=max(len(owners), bucket))
+            # the block-table and mask rows' copies, if any, precede the staging kernel: its
+            # echo frees their host rows too
+            self._upload_token_masks(rows, masked)
+            self.backend.launch_graph(graphs[bucket], self.stream)
+            return n_tokens, n_sample, True
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         self._carry_tokens(steps)
-        masked = any(st.token_mask is not None for st in steps if st.sample)
         if bucket and not masked:
             self._upload_token_masks(rows, masked)
             self._mark_inputs_sent()
             self.backend.launch_graph(graphs[bucket], self.stream)
-            return n_tokens, n_sample
+            return n_tokens, n_sample, False
         # the forward is enqueued first: the host fills the grammar masks while the device
         # runs it, and the sampler (queued after the mask upload) waits for both
         if bucket:
@@ -521,7 +559,50 @@ class ModelRunner:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         if n_scored:
             self.sampler.score(self.stream, self.bufs.logits, n_sample, n_scored)
-        return n_tokens, n_sample + n_scored
+        return n_tokens, n_sample + n_scored, False
+
+    def _mapped_io(self, ids_host: np.ndarray) -> tuple[DevicePtr, DevicePtr, DevicePtr] | None:
+        """The device addresses of the host's step inputs, sampled-id and echo buffers, where
+        the routes take the in-graph copies (routes.graph_step_io), the kernels are loaded
+        and the backend maps host memory; else None (the copies run on the stream)."""
+        kc = self.model.kc
+        if not (kc.routes.graph_step_io and step_io.available(kc)):
+            return None
+        ptrs = tuple(self.backend.mapped_host_ptr(h) for h in (self.host_i32, ids_host,
+                                                              self._ack))
+        return None if None in ptrs else ptrs  # type: ignore[return-value]
+
+    def _await_staged(self) -> None:
+        """Before the host rewrites the step inputs: the last step that stages its own has
+        read them (its kernel echoed the step's number), else wait for that step's end."""
+        if self._staged is None:
+            return
+        number, done = self._staged
+        for _ in range(STAGED_SPINS):
+            if int(self._ack[0]) == number:
+                break
+        else:
+            self.backend.event_synchronize(done)
+        self._staged = None
+
+    def _stage_and_publish(self, bs: int) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The launches that stage a captured step's inputs from the host and publish its
+        bs sampled ids into the host buffer its parity word names (`_graph_io`)."""
+        assert self._graph_io is not None
+        src, ids_host, ack = self._graph_io
+        lay, kc, s = self.layout, self.model.kc, self.stream
+
+        def stage() -> None:
+            step_io.stage_inputs(kc, s, src, self._step_i32, bs, lay.max_tokens, lay.cu_q,
+                                 lay.sample_params - lay.cu_q + bs * lay.record_words,
+                                 self.sampler.out_ids, ack, lay.io_seq)
+
+        def publish() -> None:
+            step_io.publish_ids(kc, s, self.sampler.out_ids, ids_host,
+                                self._step_i32 + 4 * lay.io_parity, bs,
+                                self.limits.max_sample_rows)
+
+        return stage, publish
 
     def _mark_inputs_sent(self) -> None:
         """Every pinned input of the step is queued for the device: the event after the
@@ -533,16 +614,7 @@ class ModelRunner:
         """Copy each carried chunk's token from the sampler's output of the step launched
         before (still on the device) over its placeholder in the packed ids: one device copy
         per run of consecutive rows, so a steady decode batch costs one copy."""
-        pairs: list[tuple[int, int]] = []  # (ids position, sampled row of the last step)
-        pos = 0
-        for st in steps:
-            pos += len(st.token_ids)
-            if st.carried:
-                row = self._sample_row.get(st.seq_id)
-                if row is None:
-                    raise RuntimeError(f"sequence {st.seq_id} carries its last token, but the "
-                                       "step launched before did not sample for it")
-                pairs.append((pos - 1 - st.num_draft, row))
+        pairs = self._carry_pairs(steps)
         i = 0
         while i < len(pairs):
             dst, src = pairs[i]
@@ -552,6 +624,21 @@ class ModelRunner:
             self.backend.copy_d2d(self.bufs.ids + 4 * dst, self.sampler.out_ids + 4 * src,
                                   4 * n, self.stream)
             i += n
+
+    def _carry_pairs(self, steps: Sequence[SeqChunk]) -> list[tuple[int, int]]:
+        """(ids position, sampled row of the step launched before) of each carried chunk's
+        last token."""
+        pairs: list[tuple[int, int]] = []
+        pos = 0
+        for st in steps:
+            pos += len(st.token_ids)
+            if st.carried:
+                row = self._sample_row.get(st.seq_id)
+                if row is None:
+                    raise RuntimeError(f"sequence {st.seq_id} carries its last token, but the "
+                                       "step launched before did not sample for it")
+                pairs.append((pos - 1 - st.num_draft, row))
+        return pairs
 
     def _mtp_pass(self, chunks: Sequence[SeqChunk], table: DevicePtr,
                   rows: Sequence[int]) -> list[int]:
@@ -718,6 +805,10 @@ class ModelRunner:
         grew a block, so steady decode uploads a row once every block_size tokens.
         """
         self.backend.copy_h2d(self.bufs.ids, self.host_i32, self.stream)
+        self._upload_block_rows(owners, n_rows)
+
+    def _upload_block_rows(self, owners: Sequence[SeqChunk], n_rows: int) -> None:
+        """Copy the block-table rows whose contents changed (`_upload_inputs`)."""
         for row in range(n_rows):
             if row < len(owners):
                 st = owners[row]
@@ -792,14 +883,23 @@ class ModelRunner:
                              row_invariant=self.row_invariant(bs))
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
+        # a plain step's graph stages its inputs (then lets the host rewrite them) and
+        # publishes its sampled ids (`_graph_io`); the warm-up runs them as the graph will
+        self.host_i32[self.layout.io_parity] = 0
+        io = self._stage_and_publish(bs) if self._graph_io is not None and not verify else None
         # Warm-up outside capture resolves every kernel before the graph is recorded.
-        self.model.forward(self.stream, self.bufs, bs, plan, bs)
-        self.sampler.enqueue(self.stream, self.bufs.logits, bs)
-        self.backend.synchronize(self.stream)
-        self.backend.begin_capture(self.stream)
-        self.model.forward(self.stream, self.bufs, bs, plan, bs)
-        # replayed only for steps without a grammar mask (`_forward`): no mask launch
-        self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=False)
+        for capture in (False, True):
+            if capture:
+                self.backend.synchronize(self.stream)
+                self.backend.begin_capture(self.stream)
+            if io is not None:
+                io[0]()
+            self.model.forward(self.stream, self.bufs, bs, plan, bs)
+            # the graph replays only for steps without a grammar mask (`_forward`): no mask
+            # launch in it (the warm-up resolves that kernel too)
+            self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=not capture)
+            if io is not None:
+                io[1]()
         graphs[bs] = self.backend.end_capture(self.stream)
         if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)

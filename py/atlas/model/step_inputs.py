@@ -73,10 +73,22 @@ class StepLayout:
         return self.state_slots + self.max_seqs
 
     @property
+    def io_parity(self) -> int:
+        """One word: which of the host's two sampled-id buffers a captured step publishes
+        into (ops/step_io.py; the runner's launch parity)."""
+        return self.state_out + self.max_seqs
+
+    @property
+    def io_seq(self) -> int:
+        """One word: the step's launch number, which a captured step's staging kernel echoes
+        to the host once it has read the inputs (ops/step_io.py)."""
+        return self.io_parity + 1
+
+    @property
     def sample_params(self) -> int:
         """The sampler's row records (record_words each), 64-byte aligned like any struct
         array the kernels read."""
-        return -(-(self.state_out + self.max_seqs) // 16) * 16
+        return -(-(self.io_seq + 1) // 16) * 16
 
     @property
     def total(self) -> int:

@@ -426,6 +426,13 @@ class CudaBackend(GpuBackend):
         self._pinned.append(addr)
         return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(addr))[:int(nbytes)]
 
+    def mapped_host_ptr(self, host: np.ndarray) -> DevicePtr | None:
+        """cuMemHostGetDevicePointer of page-locked memory from `alloc_host_pinned` (mapped
+        under unified addressing)."""
+        self._bound()
+        return int(self._ok(self._drv.cuMemHostGetDevicePointer(host.ctypes.data, 0),
+                            "cuMemHostGetDevicePointer"))
+
     # ---- kernels ------------------------------------------------------------------
     def load_module(self, name: str, ptx: bytes | str) -> None:
         """Load one PTX module (NUL-terminated for cuModuleLoadData) under `name`."""

@@ -230,6 +230,12 @@ class GpuBackend(abc.ABC):
         """Page-locked host memory for fast async copies; plain memory where none exists."""
         return np.empty(nbytes, dtype=np.uint8)
 
+    def mapped_host_ptr(self, host: np.ndarray) -> DevicePtr | None:
+        """The device address of page-locked memory from `alloc_host_pinned`, which kernels
+        then read and write directly (a captured step's own input and output copies); None
+        where the backend maps no host memory."""
+        return None
+
     # ---- kernels ------------------------------------------------------------------
     @abc.abstractmethod
     def kernel(self, module: str, func: str) -> KernelHandle: ...

@@ -734,6 +734,18 @@ SAMPLER_LOGPROBS = S("sampler", "logprobs_f32",
                      "logits:ptr tokens:ptr top_n:ptr out_logprob:ptr top_ids:ptr "
                      "top_logprobs:ptr rows:u32 vocab:u32 max_top:u32")
 
+# --- a captured decode step's input and output copies (step_io.cu) -----------------------
+# stage: dst[w] = src[w] over the words [k * tok_stride, + tokens) for k = 0, 1, 2 and
+# [tail_at, + tail_words); a word of the first span below zero is -1 - r: sampled[r] instead
+# (src: the host's page-locked step inputs, mapped); then ack[0] = src[seq_word] (mapped host
+# memory: every word was read). publish: host_ids[parity[0] * pitch + r] = sampled[r] for
+# r < rows (host_ids: mapped page-locked memory of 2 x pitch words).
+STEP_STAGE_INPUTS = S("step_io", "stage_step_inputs_i32",
+                      "src:ptr dst:ptr tokens:u32 tok_stride:u32 tail_at:u32 tail_words:u32 "
+                      "sampled:ptr ack:ptr seq_word:u32")
+STEP_PUBLISH_IDS = S("step_io", "publish_sampled_ids_i32",
+                     "sampled:ptr host_ids:ptr parity:ptr rows:u32 pitch:u32")
+
 # --- mixture of experts (kernels/<hw>/common/moe_*.cu; contract in ops/moe.py) -------------
 # Router: logits f32 [tokens, experts] (the gate's bf16 product widened, as GEMV_F32OUT
 # writes it) -> topk_ids i32 [tokens, top_k] (best first, ties to the lower expert index) and

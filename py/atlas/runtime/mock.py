@@ -85,6 +85,10 @@ class MockGpuBackend(GpuBackend):
         self._starts.append(ptr)
         return ptr
 
+    def mapped_host_ptr(self, host: np.ndarray) -> DevicePtr | None:
+        """Host memory "maps" at its own address (nothing runs on the mock)."""
+        return int(host.ctypes.data)
+
     def free(self, ptr: DevicePtr) -> None:
         if self._captures:
             raise GpuError("free while a graph is being captured")

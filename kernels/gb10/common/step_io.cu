@@ -1,0 +1,1 @@
+../../hopper/common/step_io.cu
