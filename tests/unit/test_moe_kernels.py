@@ -170,10 +170,10 @@ def test_batch_one_takes_the_gemv_shaped_expert_kernels() -> None:
     """Batch 1 of Qwen3-30B-A3B: gate/up on the tiled entry (the wave-fill rule's pick), 3
     column pairs a block (8 slots x 384 pairs over 132 SMs x 8 blocks of 128 threads: 128 x 8
     blocks, one wave); ATLAS_MOE_GATE_UP_TILED=0: the two-column single-token GEMV entry,
-    384 x 8 blocks of 128 threads; down on the
-    GEMV-shaped kernel's twin for 3 chunk steps, 256 blocks of two 4-row tiles
-    (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one). ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128
-    of the 132), where whole groups gave 205 blocks of 10 rows."""
+    384 x 8 blocks of 128 threads; down on the GEMV-shaped kernel's twin for 3 chunk steps,
+    256 blocks of two 4-row tiles (ATLAS_MOE_DOWN_GEMV_TILES=1: 512 of one).
+    ATLAS_MOE_DOWN_GEMV=0: the row-group kernel, 256 blocks of 8 rows (two a SM on 128 of
+    the 132), where whole groups gave 205 blocks of 10 rows."""
     got = _launches(moe.experts, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 1, QWEN3_30B,
                     moe.MoeScratch(act=0x1000))
     assert got == [("moe_gate_up_gemv_tiles_bf16", (128, 8, 1), (128, 1, 1)),

@@ -70,10 +70,11 @@ def main() -> None:
     client = OpenAI(base_url=args.url, api_key="unused")
     time_one(client, args.model, args.prompt, 16)  # warm: first-request costs stay out
     rows = [time_one(client, args.model, args.prompt, args.tokens) for _ in range(args.requests)]
-    print(f"| request | ttft ms | decode s | tokens | decode tok/s |")
+    print("| request | ttft ms | decode s | tokens | decode tok/s |")
     print("|---|---|---|---|---|")
     for i, r in enumerate(rows):
-        print(f"| {i} | {r.ttft_s * 1e3:.1f} | {r.decode_s:.3f} | {r.tokens} | {r.decode_tok_s:.1f} |")
+        print(f"| {i} | {r.ttft_s * 1e3:.1f} | {r.decode_s:.3f} | {r.tokens} "
+              f"| {r.decode_tok_s:.1f} |")
     med = statistics.median(r.decode_tok_s for r in rows)
     print(f"median decode rate: {med:.1f} tok/s ({1e3 / med:.3f} ms a token)")
     if args.out:

@@ -1,5 +1,5 @@
-"""Reference for stage_step_inputs_i32 and publish_sampled_ids_i32 (kernels/*/common/step_io.cu):
-a captured decode step's input and output copies as kernels inside its graph.
+"""Reference for stage_step_inputs_i32 and publish_sampled_ids_i32 (kernels/*/common/
+step_io.cu): a captured decode step's input and output copies as kernels inside its graph.
 
 stage: dst[w] = src[w] over the three token spans [k * tok_stride, + tokens) and the tail
 [tail_at, + tail_words); a negative word v of the first span (a carried token id) takes
