@@ -3,7 +3,8 @@ step_io.cu): a captured decode step's input and output copies as kernels inside 
 
 stage: dst[w] = src[w] over the three token spans [k * tok_stride, + tokens) and the tail
 [tail_at, + tail_words); a negative word v of the first span (a carried token id) takes
-sampled[-1 - v]; then ack[0] = src[seq_word]. publish: host_ids[parity[0] * pitch + r] = sampled[r] for r < rows.
+sampled[-1 - v]; then ack[0] = src[seq_word]. publish: host_ids[parity[0] * pitch + r] =
+sampled[r] for r < rows.
 """
 
 from __future__ import annotations
