@@ -1,8 +1,10 @@
-"""A captured decode step's own input and output copies (ops/step_io.py), recorded by
-MockGpuBackend with the step_io module "loaded": the graph stages the inputs first, records
-the inputs event, and publishes the sampled ids last; a plain decode step then puts nothing
-on the stream but its graph and its event, a carried token travels as -1 - its sampled row,
-and ATLAS_GRAPH_STEP_IO=0 (or a backend that maps no host memory) keeps the copies."""
+"""A captured decode step's own input and output copies (ops/step_io.py, opt-in
+ATLAS_GRAPH_STEP_IO=1), recorded by MockGpuBackend with the step_io module "loaded": the
+graph stages the inputs first and publishes the sampled ids last; a plain decode step then
+puts nothing on the stream but its graph and its event, a carried token travels as -1 - its
+sampled row, the host rewrites the inputs after the staging kernel's echo (or the step's
+event); without the route (the default) or on a backend that maps no host memory the copies
+stay."""
 
 from collections import Counter
 from pathlib import Path
@@ -22,6 +24,7 @@ PROMPT = [5, 9, 200, 17, 5]
 @pytest.fixture
 def step_io_loaded(monkeypatch):
     monkeypatch.setattr(MockGpuBackend, "module_names", property(lambda self: ["step_io"]))
+    monkeypatch.setenv("ATLAS_GRAPH_STEP_IO", "1")
 
 
 def mock_runner():
@@ -91,13 +94,13 @@ def test_a_carried_token_is_staged_as_its_sampled_row(step_io_loaded):
         runner.collect(launched)
 
 
-@pytest.mark.parametrize("env", [{"ATLAS_GRAPH_STEP_IO": "0"}, None])
-def test_without_the_route_or_mapped_memory_the_copies_stay(step_io_loaded, monkeypatch, env):
-    if env:
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-    else:
+@pytest.mark.parametrize("routed", [False, True])
+def test_without_the_route_or_mapped_memory_the_copies_stay(step_io_loaded, monkeypatch,
+                                                            routed):
+    if routed:
         monkeypatch.setattr(MockGpuBackend, "mapped_host_ptr", lambda self, host: None)
+    else:
+        monkeypatch.delenv("ATLAS_GRAPH_STEP_IO")
     runner = mock_runner()
     assert runner._graph_io is None
     assert runner.graphs[1].native[0].func != "stage_step_inputs_i32"

@@ -349,11 +349,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   Qwen3-30B-A3B runs 3). Measured (gpu131, H100, GPU ms a step at batch 1 x 512, default /
   one step twice): Qwen3-30B-A3B 2.930 / 2.927, 2.921 / 2.928; Qwen3.5-35B-A3B 2.781 /
   2.779, 2.779 / 2.768; MiniMax-M2 (8 layers) 1.493 / 1.484, 1.492 / 1.484.
-* ATLAS_GRAPH_STEP_IO=0: a captured decode step's input upload, carried-token copies and
-  sampled-id download as copies on the stream around its graph (the path before session 39)
-  instead of the step_io.cu kernels inside the graph, which read and write the host's mapped
-  page-locked buffers: the three copies' engine hand-offs left ~20 us a step with no kernel
-  running (gpu133, H200, profile_decode's step boundaries).
+* ATLAS_GRAPH_STEP_IO=1: a captured decode step's input upload, carried-token copies and
+  sampled-id download as the step_io.cu kernels inside its graph, which read and write the
+  host's mapped page-locked buffers, instead of copies on the stream around it: the three
+  copies' engine hand-offs left ~20 us a step with no kernel running (gpu133, H200,
+  profile_decode's step boundaries). Opt-in until measured on a GPU (session 39 built it;
+  the device was withheld before its call, bench/results/2026-12-05-gpu134/call.sh, ran).
 * ATLAS_MOE_QUANT_DOWN_EARLY=1 / 0: a decode MoE block's down launch over FP8 / NVFP4 experts
   on its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
   token's first slots' routing into registers and requests its row's first round of expert
@@ -560,7 +561,7 @@ class KernelRoutes:
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
     moe_down_one_step: bool = True
-    graph_step_io: bool = True
+    graph_step_io: bool = False
     moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -690,7 +691,7 @@ class KernelRoutes:
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_one_step=env_switch(env, "ATLAS_MOE_DOWN_ONE_STEP", True),
-                   graph_step_io=env_switch(env, "ATLAS_GRAPH_STEP_IO", True),
+                   graph_step_io=env_switch(env, "ATLAS_GRAPH_STEP_IO", False),
                    moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
