@@ -77,6 +77,23 @@ def test_one_dim_twins_follow_the_head_dim(exact, late, dim, want) -> None:
     assert long_rope_kernel_for(routes, 1, exact=exact, head_dim=dim) is want
 
 
+@pytest.mark.parametrize("exact, dim, want", [
+    (True, 128, "decode_attn_long_rope_staged_exact_d128_bf16"),
+    (True, 64, "decode_attn_long_rope_staged_exact_d64_bf16"),
+    (False, 128, "decode_attn_long_rope_staged_bf16"),   # padded heads or sinks
+    (True, 0, "decode_attn_long_rope_staged_bf16"),      # no head dim given
+])
+def test_batches_take_the_staged_one_dim_twins_when_switched_on(exact, dim, want) -> None:
+    """ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1 (opt-in): batches of exact heads on the
+    staged entry's twin for their head dim; off (the default), the staged entry."""
+    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM": "1"})
+    assert long_rope_kernel_for(on, 8, exact=exact, head_dim=dim).func == want
+    assert long_rope_kernel_for(KernelRoutes(), 8, exact=exact, head_dim=dim
+                                ).func == "decode_attn_long_rope_staged_bf16"
+    assert long_rope_kernel_for(on, 1, exact=exact, head_dim=dim).func.startswith(
+        "decode_attn_long_rope_early")  # batch 1 keeps its early entries
+
+
 def test_exact_heads_are_unpadded_without_sinks() -> None:
     assert exact_heads(128, None, 0) and exact_heads(128, 128, 0) and exact_heads(64, 64, 0)
     assert not exact_heads(128, 96, 0)  # Phi-3-mini's 96 padded to 128
@@ -106,7 +123,7 @@ def test_batch_one_steps_take_the_twin_their_heads_allow(monkeypatch, fixture, s
 
 @pytest.mark.parametrize("proj_dim,sinks,only_dim,match", [
     (96, 0, 0, "needs neither"), (128, 0x4000, 0, "needs neither"),
-    (128, 0, 64, "early_d64_bf16: head_dim 128")])
+    (128, 0, 64, "_d64_bf16: head_dim 128")])
 def test_the_reference_refuses_what_the_kernel_traps_on(proj_dim, sinks, only_dim,
                                                         match) -> None:
     args = [0] * 14 + [1, 8, 4, 128, 16, 4, 1, 0.1, 1e-6, 0, proj_dim, sinks]

@@ -759,6 +759,45 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2)
                                     num_splits, scale, eps, window, proj_dim, sinks, long_smem);
 }
 
+// The staged entry's twins for heads of D elements without sinks holding one head dim's code
+// (kExact, kOnlyD; opt-in ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1, ops/attention_long.py
+// long_rope_kernel_for): batch 1's early twins of this kind ran 8% faster a Qwen3-0.6B step
+// (gpu129, 5,216 SASS instructions against 8,648); a batch of a few sequences runs a block or
+// two a SM too. The same outputs; proj_dim must be head_dim, sinks null.
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_staged_exact_d128_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();
+  decode_attn_long_rope_entry<true, false, false, NoTrace, true, 128>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 2)
+    decode_attn_long_rope_staged_exact_d64_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  atlas::pdl_enter();
+  decode_attn_long_rope_entry<true, false, false, NoTrace, true, 64>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem);
+}
+
 // LateTrigger (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1): decode_attn_long_rope_staged_bf16 that
 // lets the next kernel launch only once its K/V tiles have landed (an inactive split, which
 // exits early, counts as triggered) instead of on entry: the o_proj GEMV's blocks request all

@@ -593,6 +593,12 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 # (the same, its prologue's reads in two trips: ATLAS_DECODE_ATTN_LONG_STAGED=1)
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
+# (its twins for heads of head_dim elements without sinks holding one head dim's code:
+# ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1; proj_dim must be head_dim and sinks null)
+DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128 = S(
+    "attention_long", "decode_attn_long_rope_staged_exact_d128_bf16", _DECODE_LONG_ROPE)
+DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64 = S(
+    "attention_long", "decode_attn_long_rope_staged_exact_d64_bf16", _DECODE_LONG_ROPE)
 # (the staged entry letting the next kernel launch once its K/V tiles landed, not on entry:
 # ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1)
 DECODE_ATTN_LONG_ROPE_LATE = S("attention_long", "decode_attn_long_rope_late_bf16",

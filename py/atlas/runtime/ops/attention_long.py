@@ -50,6 +50,8 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE,
                           DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
+                          DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
@@ -161,6 +163,11 @@ _EARLY = {(False, True, 0): DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
           (True, False, 64): DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64}
 
 
+#: the staged entry's twins for exact heads by the one head dim compiled in
+_STAGED_EXACT = {128: DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128,
+                 64: DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64}
+
+
 def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True,
                          head_dim: int = 0) -> KernelSig:
     """The rope-fused entry point the routes select for a launch of num_seqs sequences: the
@@ -174,14 +181,21 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True
     blocks would hold SMs waiting: session 9's pre-wait entry lost at batch 64), and of
     those their _exact twins where `exact` (`exact_heads`) and
     routes.decode_attn_long_exact; with routes.decode_attn_long_one_dim (the default) the
-    twin compiled for `head_dim` alone (0: unknown, the one with both dims)."""
+    twin compiled for `head_dim` alone (0: unknown, the one with both dims). Batches of
+    exact heads of a known dim take the staged entry's twin for that dim under
+    routes.decode_attn_long_batched_one_dim (opt-in)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1
     if routes.decode_attn_long_early and num_seqs == 1:
         return _EARLY[bool(late), exact and routes.decode_attn_long_exact,
                       head_dim if routes.decode_attn_long_one_dim else 0]
-    return DECODE_ATTN_LONG_ROPE_LATE if late else DECODE_ATTN_LONG_ROPE_STAGED
+    if late:
+        return DECODE_ATTN_LONG_ROPE_LATE
+    if (exact and routes.decode_attn_long_exact and head_dim
+            and routes.decode_attn_long_batched_one_dim):
+        return _STAGED_EXACT[head_dim]
+    return DECODE_ATTN_LONG_ROPE_STAGED
 
 
 def _launch_long(kc: KernelCache, sig: KernelSig, head_dim: int, rope: bool):

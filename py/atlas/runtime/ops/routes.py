@@ -194,6 +194,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   0.721 / 0.787 / 0.722, Qwen3-30B-A3B 3.113 / 2.980 / 3.113 / 2.983, Qwen3-8B 5.422 / 5.366
   / 5.427 / 5.368, Llama-3.2-1B (D 64) 0.980 / 0.982 / 0.979 / 0.982; the attention after
   the qkv GEMV 7.93 -> 5.50 us a layer on 0.6B.
+* ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1: batches of two or more sequences on the staged
+  entry's twins for exact heads holding one head dim's code
+  (decode_attn_long_rope_staged_exact_d128_bf16 / _d64_bf16: 5,208 / 3,560 SASS
+  instructions against 9,072) instead of the staged entry. Opt-in until measured (session
+  39, prepared for the next device call): a few sequences run a block or two a SM, as batch 1.
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -600,6 +605,7 @@ class KernelRoutes:
     decode_attn_long_early: bool = True
     decode_attn_long_exact: bool = True
     decode_attn_long_one_dim: bool = True
+    decode_attn_long_batched_one_dim: bool = False
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -742,6 +748,8 @@ class KernelRoutes:
                                                      True),
                    decode_attn_long_one_dim=env_switch(env, "ATLAS_DECODE_ATTN_LONG_ONE_DIM",
                                                        True),
+                   decode_attn_long_batched_one_dim=env_switch(
+                       env, "ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM", False),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",

@@ -71,6 +71,8 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE, DECODE_ATTN_LONG_ROPE_EARLY_TRACE,
+                          DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64,
+                          DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128,
                           DECODE_ATTN_LONG_ROPE_STAGED_TRACE,
                           DECODE_ATTN_LONG_ROPE_LATE, DECODE_ATTN_LONG_ROPE_STAGED,
                           DECODE_ATTN_LONG_ROPE_WAIT,
@@ -374,25 +376,29 @@ def decode_attn_long_rope_early_bf16(mem: HostMemory, grid: Dim3, block: Dim3, *
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT)
 @reference(DECODE_ATTN_LONG_ROPE_EARLY_EXACT)
 def decode_attn_long_rope_early_exact_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
-                                           *args: float, only_dim: int = 0) -> None:
-    """The early entry's output for heads of head_dim elements without sinks, of head dim
-    `only_dim` where not 0 (the kernel traps on other arguments:
-    ops/attention_long.exact_heads); the same arguments."""
+                                           *args: float, only_dim: int = 0,
+                                           base: Callable[..., None] | None = None) -> None:
+    """The early entry's output (or `base`'s: the staged entry's _exact twins) for heads of
+    head_dim elements without sinks, of head dim `only_dim` where not 0 (the kernel traps on
+    other arguments: ops/attention_long.exact_heads); the same arguments."""
     head_dim, proj_dim, sinks = args[17], args[-2], args[-1]
     if proj_dim != head_dim or sinks:
-        raise ValueError(f"decode_attn_long_rope_early_exact_bf16: proj_dim {proj_dim} of "
+        raise ValueError(f"decode_attn_long_rope_*_exact_bf16: proj_dim {proj_dim} of "
                          f"head_dim {head_dim}, sinks {sinks:#x} (needs neither)")
-    decode_attn_long_rope_early_one_dim_bf16(mem, grid, block, *args, only_dim=only_dim)
+    decode_attn_long_rope_early_one_dim_bf16(mem, grid, block, *args, only_dim=only_dim,
+                                             base=base)
 
 
 def decode_attn_long_rope_early_one_dim_bf16(mem: HostMemory, grid: Dim3, block: Dim3,
-                                             *args: float, only_dim: int = 0) -> None:
-    """The early entry's output where head_dim is `only_dim` (0: any; the _d128 / _d64
-    twins, which hold that head dim's code only, trap on another); the same arguments."""
+                                             *args: float, only_dim: int = 0,
+                                             base: Callable[..., None] | None = None) -> None:
+    """The early entry's output (or `base`'s) where head_dim is `only_dim` (0: any; the
+    _d128 / _d64 twins, which hold that head dim's code only, trap on another); the same
+    arguments."""
     head_dim = args[17]
     if only_dim and head_dim != only_dim:
-        raise ValueError(f"decode_attn_long_rope_early_d{only_dim}_bf16: head_dim {head_dim}")
-    decode_attn_long_rope_early_bf16(mem, grid, block, *args)
+        raise ValueError(f"decode_attn_long_rope_*_d{only_dim}_bf16: head_dim {head_dim}")
+    (base or decode_attn_long_rope_early_bf16)(mem, grid, block, *args)
 
 
 for _sig, _fn, _dim in (
@@ -406,6 +412,10 @@ for _sig, _fn, _dim in (
         (DECODE_ATTN_LONG_ROPE_EARLY_D64, decode_attn_long_rope_early_one_dim_bf16, 64),
         (DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64, decode_attn_long_rope_early_one_dim_bf16, 64)):
     reference(_sig)(partial(_fn, only_dim=_dim))
+for _sig, _dim in ((DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128, 128),
+                   (DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64, 64)):
+    reference(_sig)(partial(decode_attn_long_rope_early_exact_bf16, only_dim=_dim,
+                            base=decode_attn_long_rope_bf16))
 
 
 @reference(DECODE_ATTN_COMBINE)
