@@ -17,8 +17,8 @@
 // Once every word is read, ack[0] = src[seq_word] (the step's number, in a word of the tail):
 // the host may then rewrite src for the next step while this one runs.
 // Launch: grid = 1, block = 1024; each thread loads kWords words a pass before storing them.
-// It calls no PDL trigger, so the kernel after it launches only once it has completed (every
-// later kernel may read the inputs, some before their own wait).
+// It waits like every entry but calls no PDL trigger, so the kernel after it launches only
+// once it has completed (every later kernel may read the inputs, some before their own wait).
 //
 // publish_sampled_ids_i32: host_ids[parity[0] * pitch + r] = sampled[r] for r < rows: the
 // step's sampled ids into one of the host's two alternating buffers (the host reads one
@@ -45,6 +45,7 @@ stage_step_inputs_i32(const int32_t* __restrict__ src, int32_t* __restrict__ dst
                       uint32_t tokens, uint32_t tok_stride, uint32_t tail_at,
                       uint32_t tail_words, const int32_t* __restrict__ sampled,
                       int32_t* __restrict__ ack, uint32_t seq_word) {
+  atlas::pdl_wait();  // `sampled` is the kernel before's (a graph's first node: no wait)
   const uint32_t total = 3 * tokens + tail_words;
   const int32_t seq = threadIdx.x == 0 ? src[seq_word] : 0;  // read with the first pass
   for (uint32_t base = 0; base < total; base += kStageThreads * kWords) {
