@@ -83,12 +83,13 @@ def test_one_dim_twins_follow_the_head_dim(exact, late, dim, want) -> None:
     (False, 128, "decode_attn_long_rope_staged_bf16"),   # padded heads or sinks
     (True, 0, "decode_attn_long_rope_staged_bf16"),      # no head dim given
 ])
-def test_batches_take_the_staged_one_dim_twins_when_switched_on(exact, dim, want) -> None:
-    """ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1 (opt-in): batches of exact heads on the
-    staged entry's twin for their head dim; off (the default), the staged entry."""
-    on = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM": "1"})
+def test_batches_take_the_staged_one_dim_twins_unless_switched_off(exact, dim, want) -> None:
+    """Batches of exact heads run the staged entry's twin for their head dim (the default);
+    ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0, the staged entry with both dims' code."""
+    on = KernelRoutes()
+    off = KernelRoutes.from_env({"ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM": "0"})
     assert long_rope_kernel_for(on, 8, exact=exact, head_dim=dim).func == want
-    assert long_rope_kernel_for(KernelRoutes(), 8, exact=exact, head_dim=dim
+    assert long_rope_kernel_for(off, 8, exact=exact, head_dim=dim
                                 ).func == "decode_attn_long_rope_staged_bf16"
     assert long_rope_kernel_for(on, 1, exact=exact, head_dim=dim).func.startswith(
         "decode_attn_long_rope_early")  # batch 1 keeps its early entries

@@ -1,9 +1,9 @@
-"""A captured decode step's own input and output copies (ops/step_io.py, opt-in
-ATLAS_GRAPH_STEP_IO=1), recorded by MockGpuBackend with the step_io module "loaded": the
+"""A captured decode step's own input and output copies (ops/step_io.py, the default;
+ATLAS_GRAPH_STEP_IO=0 the copies on the stream), recorded by MockGpuBackend with the step_io module "loaded": the
 graph stages the inputs first and publishes the sampled ids last; a plain decode step then
 puts nothing on the stream but its graph and its event, a carried token travels as -1 - its
 sampled row, the host rewrites the inputs after the staging kernel's echo (or the step's
-event); without the route (the default) or on a backend that maps no host memory the copies
+event); with the route switched off or on a backend that maps no host memory the copies
 stay."""
 
 from collections import Counter
@@ -100,7 +100,7 @@ def test_without_the_route_or_mapped_memory_the_copies_stay(step_io_loaded, monk
     if routed:
         monkeypatch.setattr(MockGpuBackend, "mapped_host_ptr", lambda self, host: None)
     else:
-        monkeypatch.delenv("ATLAS_GRAPH_STEP_IO")
+        monkeypatch.setenv("ATLAS_GRAPH_STEP_IO", "0")
     runner = mock_runner()
     assert runner._graph_io is None
     assert runner.graphs[1].native[0].func != "stage_step_inputs_i32"

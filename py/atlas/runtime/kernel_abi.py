@@ -594,7 +594,8 @@ DECODE_ATTN_LONG_ROPE_WAIT = S("attention_long", "decode_attn_long_rope_wait_bf1
 DECODE_ATTN_LONG_ROPE_STAGED = S("attention_long", "decode_attn_long_rope_staged_bf16",
                                  _DECODE_LONG_ROPE)
 # (its twins for heads of head_dim elements without sinks holding one head dim's code:
-# ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1; proj_dim must be head_dim and sinks null)
+# the default for batches, ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0 the A/B; proj_dim must be
+# head_dim and sinks null)
 DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128 = S(
     "attention_long", "decode_attn_long_rope_staged_exact_d128_bf16", _DECODE_LONG_ROPE)
 DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64 = S(

@@ -246,11 +246,12 @@ DECODE_TWINS = {"ahead1": {"decode_attn_ahead": False},  # *_ahead1_bf16 (unclus
                 # attention_long's opt-in: the split merge in the kernel instead of the
                 # combine launch
                 "long_merge": {"decode_attn_long_merge": True},
-                # batches on the staged entry's exact one-dim twins
-                # (ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1), alone and with the merge
-                "long_batched_one_dim": {"decode_attn_long_batched_one_dim": True},
-                "long_batched_one_dim_merge": {"decode_attn_long_batched_one_dim": True,
-                                               "decode_attn_long_merge": True},
+                # batches of exact heads on the staged entry with both head dims' code
+                # (ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0; its one-dim twins are the
+                # default), alone and with the merge
+                "long_batched_both_dims": {"decode_attn_long_batched_one_dim": False},
+                "long_batched_both_dims_merge": {"decode_attn_long_batched_one_dim": False,
+                                                 "decode_attn_long_merge": True},
                 # and its rope entry's waiting prologue (ATLAS_DECODE_ATTN_LONG_STAGED=0;
                 # the staged one is the default), alone and with the merge
                 "long_wait": {"decode_attn_long_staged": False},

@@ -195,22 +195,20 @@ LONG_ROPE_LATE_SHAPES = [
 ]
 
 
-#: batches on the staged entry's twins for exact heads of one head dim
-#: (decode_attn_long_rope_staged_exact_d128 / _d64, ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1:
-#: the staged entry's outputs): batch 8's 4 splits with a padding row, merged and not, a
-#: group of 8, D 64 without the norm on 7-token pages; padded heads keep the staged entry
-LONG_ROPE_BATCHED_ONE_DIM_SHAPES = [
-    ("long_rope D128 gqa4 splits4 pad one-dim", Geometry(32, 8, 128, 16), [2048, 129, 65, 300],
-     4, {"pad_last": True, "twin": "long_batched_one_dim"}),
-    ("long_rope D128 gqa4 splits4 pad merge one-dim", Geometry(32, 8, 128, 16),
-     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_batched_one_dim_merge"}),
-    ("long_rope D128 gqa8 splits2 one-dim", Geometry(32, 4, 128, 16), [700, 33], 2,
-     {"twin": "long_batched_one_dim"}),
-    ("long_rope D64 gqa3 no-norm bs7 one-dim", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
-     {"normed": False, "twin": "long_batched_one_dim"}),
-    ("long_rope D128 pad96 mha no-norm splits4 pad one-dim", Geometry(4, 4, 128, 16, 96),
-     [2048, 129, 65, 300], 4, {"pad_last": True, "normed": False,
-                               "twin": "long_batched_one_dim"}),
+#: batches of exact heads on the staged entry with both head dims' code
+#: (ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0; the default routes them to its twins for one
+#: head dim, decode_attn_long_rope_staged_exact_d128 / _d64, checked by the plain shapes):
+#: batch 8's 4 splits with a padding row, merged and not, a group of 8, D 64 without the norm
+#: on 7-token pages
+LONG_ROPE_BATCHED_BOTH_DIMS_SHAPES = [
+    ("long_rope D128 gqa4 splits4 pad both-dims", Geometry(32, 8, 128, 16),
+     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_batched_both_dims"}),
+    ("long_rope D128 gqa4 splits4 pad merge both-dims", Geometry(32, 8, 128, 16),
+     [2048, 129, 65, 300], 4, {"pad_last": True, "twin": "long_batched_both_dims_merge"}),
+    ("long_rope D128 gqa8 splits2 both-dims", Geometry(32, 4, 128, 16), [700, 33], 2,
+     {"twin": "long_batched_both_dims"}),
+    ("long_rope D64 gqa3 no-norm bs7 both-dims", Geometry(9, 3, 64, 7), [200, 64, 97], 3,
+     {"normed": False, "twin": "long_batched_both_dims"}),
 ]
 
 
@@ -360,7 +358,7 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [long_rope_case(rng, name, g, lens, splits, **kw)
                for name, g, lens, splits, kw in (LONG_ROPE_SHAPES + LONG_ROPE_WAIT_SHAPES
                                                  + LONG_ROPE_LATE_SHAPES
-                                                 + LONG_ROPE_BATCHED_ONE_DIM_SHAPES
+                                                 + LONG_ROPE_BATCHED_BOTH_DIMS_SHAPES
                                                  + LONG_ROPE_EARLY_SHAPES
                                                  + LONG_ROPE_WINDOW_SHAPES
                                                  + LONG_ROPE_SINK_SHAPES)])

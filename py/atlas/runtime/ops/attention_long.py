@@ -183,7 +183,7 @@ def long_rope_kernel_for(routes: KernelRoutes, num_seqs: int, exact: bool = True
     routes.decode_attn_long_exact; with routes.decode_attn_long_one_dim (the default) the
     twin compiled for `head_dim` alone (0: unknown, the one with both dims). Batches of
     exact heads of a known dim take the staged entry's twin for that dim under
-    routes.decode_attn_long_batched_one_dim (opt-in)."""
+    routes.decode_attn_long_batched_one_dim (the default)."""
     if not routes.decode_attn_long_staged:
         return DECODE_ATTN_LONG_ROPE_WAIT
     late = routes.decode_attn_long_late_trigger and num_seqs == 1

@@ -194,11 +194,13 @@ what it asked for each time, and importing Atlas never depends on the environmen
   0.721 / 0.787 / 0.722, Qwen3-30B-A3B 3.113 / 2.980 / 3.113 / 2.983, Qwen3-8B 5.422 / 5.366
   / 5.427 / 5.368, Llama-3.2-1B (D 64) 0.980 / 0.982 / 0.979 / 0.982; the attention after
   the qkv GEMV 7.93 -> 5.50 us a layer on 0.6B.
-* ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=1: batches of two or more sequences on the staged
-  entry's twins for exact heads holding one head dim's code
-  (decode_attn_long_rope_staged_exact_d128_bf16 / _d64_bf16: 5,208 / 3,560 SASS
-  instructions against 9,072) instead of the staged entry. Opt-in until measured (session
-  39, prepared for the next device call): a few sequences run a block or two a SM, as batch 1.
+* ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0: batches of two or more sequences on the staged
+  entry with both head dims' code instead of its twins for exact heads holding one head
+  dim's code (decode_attn_long_rope_staged_exact_d128_bf16 / _d64_bf16: 5,208 / 3,560 SASS
+  instructions against 9,072). Measured (gpu135, 2026-12-05, H100, GPU ms a step at batch x
+  1,024 keys, staged / one dim / staged / one dim): Qwen3-0.6B b8 1.396 / 1.277 / 1.394 /
+  1.275, b64 4.048 / 3.871 / 4.054 / 3.872; Qwen3-8B b8 6.173 / 5.890 / 6.164 / 5.886, b64
+  9.861 / 9.495 / 9.904 / 9.498 (-4 to -9%).
 * ATLAS_DECODE_ATTN_LATENCY=0: decode attention as at the start of session 6 (the A/B of
   its latency paths): never the clustered kernels (the splits' partials always merge through
   global memory and the last split's ticket, splits of 32 keys and more), and the rope-fused
@@ -354,12 +356,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
   Qwen3-30B-A3B runs 3). Measured (gpu131, H100, GPU ms a step at batch 1 x 512, default /
   one step twice): Qwen3-30B-A3B 2.930 / 2.927, 2.921 / 2.928; Qwen3.5-35B-A3B 2.781 /
   2.779, 2.779 / 2.768; MiniMax-M2 (8 layers) 1.493 / 1.484, 1.492 / 1.484.
-* ATLAS_GRAPH_STEP_IO=1: a captured decode step's input upload, carried-token copies and
-  sampled-id download as the step_io.cu kernels inside its graph, which read and write the
-  host's mapped page-locked buffers, instead of copies on the stream around it: the three
-  copies' engine hand-offs left ~20 us a step with no kernel running (gpu133, H200,
-  profile_decode's step boundaries). Opt-in until measured on a GPU (session 39 built it;
-  the device was withheld before its call, bench/results/2026-12-05-gpu134/call.sh, ran).
+* ATLAS_GRAPH_STEP_IO=0: a captured decode step's input upload, carried-token copies and
+  sampled-id download as copies on the stream around its graph instead of the step_io.cu
+  kernels inside it, which read and write the host's mapped page-locked buffers: the three
+  copies' engine hand-offs left ~20 us a step with no kernel running (gpu133, H200).
+  Measured (gpu134, 2026-12-05, H100, batch 1 x 512): span between two step graphs 23.2 ->
+  1.6 us; async wall a step, in-graph / copies / in-graph / copies, Qwen3-0.6B 0.720 /
+  0.735 / 0.722 / 0.734 ms (now the GPU replay's 0.719), Qwen3-8B 5.273 / 5.289; the
+  default server streaming 1,024 tokens to the openai SDK 1,370.1 / 1,348.4 tok/s. Greedy
+  digests at batch 8, 3 and 1 identical either way.
 * ATLAS_MOE_QUANT_DOWN_EARLY=1 / 0: a decode MoE block's down launch over FP8 / NVFP4 experts
   on its early twin (moe_down_sum_early_{fp8,nvfp4}: before the PDL wait each warp reads its
   token's first slots' routing into registers and requests its row's first round of expert
@@ -566,7 +571,7 @@ class KernelRoutes:
     moe_down_gemv_max_m: int = 1
     moe_down_gemv_tiles: int = 0
     moe_down_one_step: bool = True
-    graph_step_io: bool = False
+    graph_step_io: bool = True
     moe_quant_down_early: bool | None = None
     gdn_fused: bool = True
     gdn_chunk_tc: bool = True
@@ -605,7 +610,7 @@ class KernelRoutes:
     decode_attn_long_early: bool = True
     decode_attn_long_exact: bool = True
     decode_attn_long_one_dim: bool = True
-    decode_attn_long_batched_one_dim: bool = False
+    decode_attn_long_batched_one_dim: bool = True
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -697,7 +702,7 @@ class KernelRoutes:
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
                    moe_down_gemv_tiles=_env_count(env, "ATLAS_MOE_DOWN_GEMV_TILES", 0),
                    moe_down_one_step=env_switch(env, "ATLAS_MOE_DOWN_ONE_STEP", True),
-                   graph_step_io=env_switch(env, "ATLAS_GRAPH_STEP_IO", False),
+                   graph_step_io=env_switch(env, "ATLAS_GRAPH_STEP_IO", True),
                    moe_quant_down_early=_env_tristate(env, "ATLAS_MOE_QUANT_DOWN_EARLY"),
                    gdn_fused=env_switch(env, "ATLAS_GDN_FUSED", True),
                    gdn_chunk_tc=env_switch(env, "ATLAS_GDN_CHUNK_TC", True),
@@ -749,7 +754,7 @@ class KernelRoutes:
                    decode_attn_long_one_dim=env_switch(env, "ATLAS_DECODE_ATTN_LONG_ONE_DIM",
                                                        True),
                    decode_attn_long_batched_one_dim=env_switch(
-                       env, "ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM", False),
+                       env, "ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM", True),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
