@@ -13,6 +13,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512; }
 for m in qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3.2-3b llama-3.1-8b; do b1 b1_$m $G/$m; done
 b1 b1_q8_fp8 $G/q-fp8-block/qwen3-8b; b1 b1_q8_nvfp4 $G/q-nvfp4/qwen3-8b
+PLIM=90 prof b64_q8 X=1 --model $G/qwen3-8b --batch 64 --context 1536  # a c64 step mid-run
 serve() {  # serve MODEL: the default server, no flags
   (python3 -m atlas_cli.main serve $C/$1 --backend cuda --port 8897 > $L/server_$1.log 2>&1 &)
   for i in $(seq 360); do grep -q "Listening on" $L/server_$1.log && break; sleep 0.5; done
@@ -43,6 +44,8 @@ PY
 echo "== Qwen3-0.6B server (openai SDK, 1,024 tokens): $(grep median $L/sr_q06.log)"
 echo "== batch 1 x 512: GPU replay / async wall ms a step | weights GB/s over GPU time"
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
+echo "b64 x 1,536: $(hdr b64_q8 | head -1 | cut -c1-150)"
+sed -n '/^kernel  .*calls/,/^critical/p' $L/b64_q8.log | head -12 | cut -c1-100
 for n in b1_qwen3-0.6b b1_qwen3-1.7b b1_qwen3-4b b1_qwen3-8b b1_llama-3.2-1b b1_llama-3.2-3b b1_llama-3.1-8b b1_q8_fp8 b1_q8_nvfp4; do
   printf "%-18s %s| %s\n" $n "$(aw $n)" "$(grep -oE 'weights [0-9.]+ GB -> [0-9]+ GB/s over GPU' $L/$n.log)"; done
 echo "ALL DONE"
