@@ -318,11 +318,14 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
 
 
 @pytest.mark.parametrize("num_seqs, splits, env, want", [
-    (64, 1, None, [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
-    (8, 5, None, [("decode_attn_long_rope_staged_bf16", (4, 8, 8))]),  # merged (gpu106)
+    # batches of exact heads on the staged entry's one-dim twin (gpu135)
+    (64, 1, None, [("decode_attn_long_rope_staged_exact_d128_bf16", (1, 8, 64))]),
+    (8, 5, None, [("decode_attn_long_rope_staged_exact_d128_bf16", (4, 8, 8))]),  # merged
     (8, 5, {"ATLAS_DECODE_ATTN_LONG_MERGE": "0"},
-     [("decode_attn_long_rope_staged_bf16", (4, 8, 8)),
+     [("decode_attn_long_rope_staged_exact_d128_bf16", (4, 8, 8)),
       ("decode_attn_combine_early_bf16", (1, 32, 8))]),
+    (64, 1, {"ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM": "0"},
+     [("decode_attn_long_rope_staged_bf16", (1, 8, 64))]),
     # the waiting prologue's twin: the same grid, shared memory and arguments
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_STAGED": "0"},
      [("decode_attn_long_rope_wait_bf16", (1, 8, 64))]),
@@ -332,7 +335,7 @@ def _rope_launch(env: dict[str, str] | None, num_seqs: int, splits: int, max_blo
     # of head_dim elements without sinks: the exact twin)
     (1, 5, None, [("decode_attn_long_rope_early_exact_d128_bf16", (5, 8, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_EARLY": "0"},
-     [("decode_attn_long_rope_staged_bf16", (5, 8, 1))]),
+     [("decode_attn_long_rope_staged_exact_d128_bf16", (5, 8, 1))]),
     (1, 5, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "2"}, [("decode_attn_rope_bf16", (5, 8, 1))]),
     (64, 1, {"ATLAS_DECODE_ATTN_LONG_MIN_BATCH": "0"}, [("decode_attn_rope_bf16", (1, 8, 64))]),
 ])
