@@ -1,10 +1,10 @@
 """A captured decode step's own input and output copies (ops/step_io.py, the default;
-ATLAS_GRAPH_STEP_IO=0 the copies on the stream), recorded by MockGpuBackend with the step_io module "loaded": the
-graph stages the inputs first and publishes the sampled ids last; a plain decode step then
-puts nothing on the stream but its graph and its event, a carried token travels as -1 - its
-sampled row, the host rewrites the inputs after the staging kernel's echo (or the step's
-event); with the route switched off or on a backend that maps no host memory the copies
-stay."""
+ATLAS_GRAPH_STEP_IO=0 the copies on the stream), recorded by MockGpuBackend with the step_io
+module "loaded": the graph stages the inputs first and publishes the sampled ids last; a plain
+decode step then puts nothing on the stream but its graph and its event, a carried token
+travels as -1 - its sampled row, the host rewrites the inputs after the staging kernel's echo
+(or the step's event); with the route switched off or on a backend that maps no host memory
+the copies stay."""
 
 from collections import Counter
 from pathlib import Path
