@@ -8,6 +8,11 @@
 #   hdr NAME               the log's GPU-per-step lines (profile_decode)
 #   prof NAME "ENV=.." ... profile_decode.py on synthetic weights (seed 0) with those env vars
 #   kt NAME "ENV=.." ...   bench_kernels.py rows (-k selections follow), one line a row
+#   ckpt MODEL             a generated checkpoint of that config under $C (with the tokenizer)
+#   serve MODEL [ENV=..]   the default server (no flags) on port 8897, waiting until it listens
+#   unserve                stop it
+#   tp NAME LEVELS WEIGHTS N SEED MODEL   the `throughput` suite against that server
+#   tp_show FILE...        its levels' totals, TTFT and inter-token percentiles, one line each
 #
 # Results go to $R, logs to $L; both come back as $OUT/all.tgz, also when the call is cut short.
 set -uo pipefail
@@ -66,3 +71,39 @@ for quant, names in (("fp8-block", ("qwen3-8b", "qwen3_5-35b-a3b", "glm-4.5-air"
         synthetic_model_dir(name, root / f"q-{quant}", quant)
 print("cfg:", len(list(root.rglob("config.json"))), "model directories")
 EOF
+ckpt() {
+  python3 tools/make_fixtures.py --config "$1" --device cuda --out "$C/$1" --no-golden > "$L/ckpt_$1.log" 2>&1
+  cp .device/qwen3-tok/tokenizer*.json "$C/$1/"
+}
+serve() {
+  local m=$1; shift
+  (env "$@" python3 -m atlas_cli.main serve "$C/$m" --backend cuda --port 8897 > "$L/server_$m.log" 2>&1 &)
+  for _ in $(seq 360); do grep -q "Listening on" "$L/server_$m.log" && break; sleep 0.5; done
+  grep -E "KV pool|Listening" "$L/server_$m.log" | head -3 | cut -c1-200
+}
+unserve() { pkill -f "atlas_cli.main serve"; sleep 3; }
+tp() {
+  local name=$1 levels=$2 weights=$3 n=$4 seed=$5 model=$6 s; s=$(date +%s)
+  timeout 100 python3 -m atlas_cli.main benchmark run throughput --url http://127.0.0.1:8897 \
+    --model "$model" --param concurrencies="$levels" --param weights="$weights" \
+    --param requests_per_level="$n" --param seed="$seed" --format json --no-fail-on-verdict \
+    > "$R/tp_$name.json" 2> "$L/tp_$name.err"
+  echo "tp_$name rc=$? $(( $(date +%s) - s ))s"; pack
+}
+tp_show() {
+  python3 - "$@" <<'PY' 2>&1 | tail -9
+import json, sys
+m = {}
+for f in sys.argv[1:]:
+    try:
+        m.update(json.load(open(f))["metrics"])
+    except (OSError, ValueError, KeyError) as e:
+        print("unreadable", f, e)
+for c in (1, 2, 4, 8, 16, 32, 64):
+    k = f"c{c}."
+    if k + "aggregate_total_tok_s" in m:
+        print(f"c{c:<3} total {m[k + 'aggregate_total_tok_s']:9.1f} out {m[k + 'aggregate_output_tok_s']:8.1f}"
+              f" ttft p50/p99 {m[k + 'ttft_p50_ms']:7.1f}/{m[k + 'ttft_p99_ms']:7.1f}"
+              f" itl p50/p99 {m[k + 'itl_p50_ms']:5.2f}/{m[k + 'itl_p99_ms']:6.2f}")
+PY
+}

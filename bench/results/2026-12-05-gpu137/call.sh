@@ -9,41 +9,22 @@
 #   git rev-parse --short HEAD > .device/commit. Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-serve() {  # serve MODEL: the default server, no flags
-  (python3 -m atlas_cli.main serve $C/$1 --backend cuda --port 8897 > $L/server_$1.log 2>&1 &)
-  for i in $(seq 360); do grep -q "Listening on" $L/server_$1.log && break; sleep 0.5; done
-  grep -E "KV pool|Listening" $L/server_$1.log | head -3 | cut -c1-200
-}
-tp() { local name=$1 levels=$2 weights=$3 n=$4 seed=$5; local s=$(date +%s); timeout 100 python3 -m atlas_cli.main benchmark run throughput --url http://127.0.0.1:8897 --model qwen3-8b --param concurrencies=$levels --param weights=$weights --param requests_per_level=$n --param seed=$seed --format json --no-fail-on-verdict > $R/tp_$name.json 2> $L/tp_$name.err; echo "tp_$name rc=$? $(( $(date +%s)-s ))s"; pack; }
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512; }
 # in order of need (a call cut short keeps what ran): the 0.6B server, the 8B c64 and c1/c2,
 # the 8B ratios, a c64 step, then the other dense configs and the c4..c32 levels
-for m in qwen3-0.6b qwen3-8b; do
-  python3 tools/make_fixtures.py --config $m --device cuda --out $C/$m --no-golden > $L/ckpt_$m.log 2>&1
-  cp .device/qwen3-tok/tokenizer*.json $C/$m/
-done
+ckpt qwen3-0.6b; ckpt qwen3-8b
 serve qwen3-0.6b
 t 60 sr_q06 python3 tools/gpu/stream_rate.py --url http://127.0.0.1:8897/v1 --model qwen3-0.6b \
   --tokens 1024 --requests 5 --out $R/sr_q06.json
-pkill -f "atlas_cli.main serve"; sleep 3
-serve qwen3-8b; tp d 64 8 64 2001; tp a 1,2 1,1 4 2004; pkill -f "atlas_cli.main serve"; sleep 3
+unserve
+serve qwen3-8b; tp d 64 8 64 2001 qwen3-8b; tp a 1,2 1,1 4 2004 qwen3-8b; unserve
 for m in qwen3-0.6b qwen3-8b; do b1 b1_$m $G/$m; done
 b1 b1_q8_fp8 $G/q-fp8-block/qwen3-8b; b1 b1_q8_nvfp4 $G/q-nvfp4/qwen3-8b
 PLIM=90 prof b64_q8 X=1 --model $G/qwen3-8b --batch 64 --context 1536  # a c64 step mid-run
 for m in qwen3-1.7b qwen3-4b llama-3.2-1b llama-3.2-3b llama-3.1-8b; do b1 b1_$m $G/$m; done
-serve qwen3-8b; tp c 16,32 4,4 64 2002; tp b 4,8 2,2 16 2003; pkill -f "atlas_cli.main serve"
+serve qwen3-8b; tp c 16,32 4,4 64 2002 qwen3-8b; tp b 4,8 2,2 16 2003 qwen3-8b; unserve
 echo "== throughput suite, default Qwen3-8B server"
-python3 - $R/tp_a.json $R/tp_b.json $R/tp_c.json $R/tp_d.json <<'PY' 2>&1 | tail -9
-import json, sys
-m = {}
-for f in sys.argv[1:]:
-    try: m.update(json.load(open(f))["metrics"])
-    except Exception as e: print("bad", f, e)
-for c in [1, 2, 4, 8, 16, 32, 64]:
-    k = f"c{c}."
-    if k + "aggregate_total_tok_s" in m:
-        print(f"c{c:<3} total {m[k+'aggregate_total_tok_s']:9.1f} out {m[k+'aggregate_output_tok_s']:8.1f} ttft p50/p99 {m[k+'ttft_p50_ms']:7.1f}/{m[k+'ttft_p99_ms']:7.1f} itl p50/p99 {m[k+'itl_p50_ms']:5.2f}/{m[k+'itl_p99_ms']:6.2f}")
-PY
+tp_show $R/tp_a.json $R/tp_b.json $R/tp_c.json $R/tp_d.json
 echo "== Qwen3-0.6B server (openai SDK, 1,024 tokens): $(grep median $L/sr_q06.log)"
 echo "== batch 1 x 512: GPU replay / async wall ms a step | weights GB/s over GPU time"
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
