@@ -4,6 +4,8 @@
 # the dense configs (GPU replay and async wall), the 8B bf16 / FP8 / NVFP4 ratios on one card,
 # the default Qwen3-0.6B server's stream to the openai SDK, and the default Qwen3-8B server's
 # `throughput` sweep (1..64 streams, 1,024 in / 1,024 out).
+# Prepared, not run in session 40: three machine starts failed and the device time left (388 s)
+# was too little to start another. Re-prep if HEAD moved past its .device (see below).
 # Prepare: ATLAS_PREP_SETS="hopper__common__*" bash tools/gpu/prep_device.sh;
 #   git archive HEAD py tools kernels | gzip -9 > .device/head_src.tgz;
 #   git rev-parse --short HEAD > .device/commit. Repo root, carry [".device", ".whl"].
