@@ -52,7 +52,8 @@ kt() {
   grep -E "^\| " "$L/kt_$name.log" | grep -v "^| kernel\|^|---" \
     | awk -F'|' '{printf "  %-44s %8s %8s %6s %5s\n", substr($3,1,44), $6, $7, $8, $10}'
 }
-# synthetic-weight model directories: cfg/<name>, cfg/q-<quant>/<name> (config.json only)
+# synthetic-weight model directories: cfg/<name>, cfg/q-<quant>/<name>, cfg/q-<quant>-head/qwen3-8b
+# (config.json only)
 python3 - "$G" <<'EOF'
 import sys
 from pathlib import Path
@@ -69,6 +70,8 @@ for quant, names in (("fp8-block", ("qwen3-8b", "qwen3_5-35b-a3b", "glm-4.5-air"
                      ("nvfp4", ("qwen3-8b", "qwen3_5-35b-a3b"))):
     for name in names:
         synthetic_model_dir(name, root / f"q-{quant}", quant)
+    # as `atlas models quantize` writes them by default: the LM head quantized too
+    synthetic_model_dir("qwen3-8b", root / f"q-{quant}-head", quant, lm_head=True)
 print("cfg:", len(list(root.rglob("config.json"))), "model directories")
 EOF
 ckpt() {

@@ -22,6 +22,8 @@ unserve
 serve qwen3-8b; tp d 64 8 64 2001 qwen3-8b; tp a 1,2 1,1 4 2004 qwen3-8b; unserve
 for m in qwen3-0.6b qwen3-8b; do b1 b1_$m $G/$m; done
 b1 b1_q8_fp8 $G/q-fp8-block/qwen3-8b; b1 b1_q8_nvfp4 $G/q-nvfp4/qwen3-8b
+# issue 12's checkpoints as the tool writes them (LM head quantized too)
+b1 b1_q8_fp8h $G/q-fp8-block-head/qwen3-8b; b1 b1_q8_nvfp4h $G/q-nvfp4-head/qwen3-8b
 PLIM=90 prof b64_q8 X=1 --model $G/qwen3-8b --batch 64 --context 1536  # a c64 step mid-run
 for m in qwen3-1.7b qwen3-4b llama-3.2-1b llama-3.2-3b llama-3.1-8b; do b1 b1_$m $G/$m; done
 serve qwen3-8b; tp c 16,32 4,4 64 2002 qwen3-8b; tp b 4,8 2,2 16 2003 qwen3-8b; unserve
@@ -32,6 +34,6 @@ echo "== batch 1 x 512: GPU replay / async wall ms a step | weights GB/s over GP
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 echo "b64 x 1,536: $(hdr b64_q8 | head -1 | cut -c1-150)"
 sed -n '/^kernel  .*calls/,/^critical/p' $L/b64_q8.log | head -12 | cut -c1-100
-for n in b1_qwen3-0.6b b1_qwen3-1.7b b1_qwen3-4b b1_qwen3-8b b1_llama-3.2-1b b1_llama-3.2-3b b1_llama-3.1-8b b1_q8_fp8 b1_q8_nvfp4; do
+for n in b1_qwen3-0.6b b1_qwen3-1.7b b1_qwen3-4b b1_qwen3-8b b1_llama-3.2-1b b1_llama-3.2-3b b1_llama-3.1-8b b1_q8_fp8 b1_q8_nvfp4 b1_q8_fp8h b1_q8_nvfp4h; do
   printf "%-18s %s| %s\n" $n "$(aw $n)" "$(grep -oE 'weights [0-9.]+ GB -> [0-9]+ GB/s over GPU' $L/$n.log)"; done
 echo "ALL DONE"
