@@ -6,7 +6,7 @@
 # `throughput` sweep (1..64 streams, 1,024 in / 1,024 out).
 # Prepared, not run in session 40: three machine starts failed and the device time left (388 s)
 # was too little to start another. Session 41 added the MoE flagships' batch 1 (issues 10, 11)
-# and the gate records on an H200 (.device/git: `tools/gpu/prep_git.sh`, at the HEAD the call
+# and the gate records on an H200 (.device/git.tar: `tools/gpu/prep_git.sh`, at the HEAD the call
 # runs). Re-prep if HEAD moved past its .device (see below).
 # Prepare: ATLAS_PREP_SETS="hopper__common__*" bash tools/gpu/prep_device.sh;
 #   git archive HEAD py tools kernels | gzip -9 > .device/head_src.tgz;
@@ -29,8 +29,8 @@ b1 b1_q8_fp8h $G/q-fp8-block-head/qwen3-8b; b1 b1_q8_nvfp4h $G/q-nvfp4-head/qwen
 PL=120 b1 b1_q35 $G/qwen3_5-35b-a3b; PL=120 b1 b1_q30 $G/qwen3-30b-a3b
 PLIM=90 prof b64_q8 X=1 --model $G/qwen3-8b --batch 64 --context 1536  # a c64 step mid-run
 serve qwen3-8b
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -d .device/git ]; then
-  [ -d .git ] || cp -r .device/git .git
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
+  [ -d .git ] || { mkdir .git && tar xf .device/git.tar -C .git; }
   git status --porcelain > /dev/null  # refreshes the index: the blob-less clone's diff needs it
   for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
     TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
