@@ -49,4 +49,7 @@ echo "b64 x 1,536: $(hdr b64_q8 | head -1 | cut -c1-150)"
 sed -n '/^kernel  .*calls/,/^critical/p' $L/b64_q8.log | head -12 | cut -c1-100
 for n in b1_qwen3-0.6b b1_qwen3-1.7b b1_qwen3-4b b1_qwen3-8b b1_llama-3.2-1b b1_llama-3.2-3b b1_llama-3.1-8b b1_q8_fp8 b1_q8_nvfp4 b1_q8_fp8h b1_q8_nvfp4h b1_q35 b1_q30; do
   printf "%-18s %s| %s\n" $n "$(aw $n)" "$(grep -oE 'weights [0-9.]+ GB -> [0-9]+ GB/s over GPU' $L/$n.log)"; done
+echo "== summary printed; gpu138's loss rows while the call's time lasts"
+KLIM=150 kt batched "X=1" -k decode_batched_gemv
+KLIM=200 kt decode_attn "X=1" -k decode_attention
 echo "ALL DONE"
