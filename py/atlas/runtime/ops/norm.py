@@ -38,11 +38,17 @@ _ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
 _ADD_RMSNORM_ONEROUND = {False: ADD_RMSNORM_ONEROUND, True: ADD_RMSNORM_ONEROUND_EARLY}
 
 
-def rmsnorm_threads(dim: int, rows: int) -> int:
-    """Block size for `rows` rows of `dim`: one vector per thread for a decode batch,
+def rmsnorm_threads(dim: int, rows: int, decode_vecs: int = 1) -> int:
+    """Block size for `rows` rows of `dim`: `decode_vecs` vectors per thread for a decode
+    batch (routes.norm_decode_vecs, 1 unless ATLAS_NORM_DECODE_VECS says otherwise),
     RMSNORM_MAX_VECS per thread (a smaller block per row) for many rows."""
-    per_thread = RMSNORM_MAX_VECS if rows > RMSNORM_LATENCY_ROWS else 1
+    per_thread = RMSNORM_MAX_VECS if rows > RMSNORM_LATENCY_ROWS else decode_vecs
     return warp_threads(-(-(dim // 8) // per_thread), RMSNORM_MAX_THREADS)
+
+
+def _threads(kc: KernelCache, dim: int, rows: int) -> int:
+    """rmsnorm_threads under the routes' vectors a thread for decode batches."""
+    return rmsnorm_threads(dim, rows, kc.routes.norm_decode_vecs)
 
 
 def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
@@ -62,7 +68,7 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
     if rows:
-        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
+        kc.get(sig)(stream, rows, _threads(kc, dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
@@ -75,7 +81,7 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     if pitch < dim:
         raise ValueError(f"rmsnorm_pitched: pitch={pitch} < dim={dim} (rows would overlap)")
     if rows:
-        kc.get(RMSNORM_PITCHED)(stream, rows, rmsnorm_threads(dim, rows), 0, x, w, out, rows,
+        kc.get(RMSNORM_PITCHED)(stream, rows, _threads(kc, dim, rows), 0, x, w, out, rows,
                                 dim, pitch, eps)
 
 
@@ -87,7 +93,7 @@ def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta
     _check("norm_add_rmsnorm", dim, {"residual": residual, "delta": delta,
                                      "w_delta": w_delta, "w": w, "out": out})
     if rows:
-        kc.get(NORM_ADD_RMSNORM_OFFSET)(stream, rows, rmsnorm_threads(dim, rows), 0, residual,
+        kc.get(NORM_ADD_RMSNORM_OFFSET)(stream, rows, _threads(kc, dim, rows), 0, residual,
                                         delta, w_delta, w, out, rows, dim, eps)
 
 
@@ -100,5 +106,5 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     if rows:
         early = triggers_early(kc, "norm", rows)
         sig = _ADD_RMSNORM_ONEROUND[early] if one_round else _ADD_RMSNORM[offset, early]
-        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
+        kc.get(sig)(stream, rows, _threads(kc, dim, rows), 0, residual, delta, w, out, rows,
                     dim, eps)

@@ -79,6 +79,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,
   sigmoid_gate_mul), at every row count; unset, every kind from
   ops/early_trigger.EARLY_MIN_ROWS rows on.
+* ATLAS_NORM_DECODE_VECS=1..4: 16-byte vectors a thread of the RMSNorm launches of a decode
+  batch (up to RMSNORM_LATENCY_ROWS rows; ops/norm.rmsnorm_threads): a 4,096-wide row is a
+  512-thread block at 1 (the default), 128 threads at 4. The A/B of the batch-1 add + RMSNorm's
+  time after a GEMV, which grows with the hidden size (gpu137, H100: 2.09 us at 1,024 wide,
+  2.74-2.82 at 2,048, 3.76-3.81 at 2,560-4,096; 273 us of Qwen3-8B FP8's 3.110 ms step).
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -514,6 +519,14 @@ def _env_count(env: Mapping[str, str], name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def _env_norm_vecs(env: Mapping[str, str]) -> int:
+    """ATLAS_NORM_DECODE_VECS: 1..4 (rmsnorm.cu kMaxVecs), default 1."""
+    vecs = _env_count(env, "ATLAS_NORM_DECODE_VECS", 1)
+    if not 1 <= vecs <= 4:
+        raise ValueError(f"ATLAS_NORM_DECODE_VECS={vecs} is outside 1..4 (rmsnorm.cu kMaxVecs)")
+    return vecs
+
+
 def env_switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     """A kernel-path switch the environment may override (NAME=0 or 1), for A/B runs."""
     value = env.get(name, "").strip().lower()
@@ -589,6 +602,7 @@ class KernelRoutes:
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
     early_trigger: frozenset[str] | None = None
+    norm_decode_vecs: int = 1
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -720,6 +734,7 @@ class KernelRoutes:
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
+                   norm_decode_vecs=_env_norm_vecs(env),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

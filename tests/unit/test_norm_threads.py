@@ -1,0 +1,53 @@
+"""The RMSNorm launches' block size (ops/norm.rmsnorm_threads): one 16-byte vector a thread
+for a decode batch unless ATLAS_NORM_DECODE_VECS says otherwise (the A/B of the batch-1
+add + RMSNorm's time), RMSNORM_MAX_VECS for many rows whatever it says."""
+
+from __future__ import annotations
+
+import pytest
+
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, norm
+from atlas.runtime.ops.routes import KernelRoutes
+
+
+def test_the_switch_parses_one_to_four_vectors() -> None:
+    parse = lambda v: KernelRoutes.from_env({"ATLAS_NORM_DECODE_VECS": v}).norm_decode_vecs  # noqa
+    assert KernelRoutes.from_env({}).norm_decode_vecs == 1
+    assert [parse(v) for v in ("1", "2", "4")] == [1, 2, 4]
+    for bad in ("0", "5"):
+        with pytest.raises(ValueError, match="ATLAS_NORM_DECODE_VECS=.* outside 1..4"):
+            parse(bad)
+    with pytest.raises(ValueError, match="ATLAS_NORM_DECODE_VECS"):
+        parse("four")
+
+
+@pytest.mark.parametrize("dim, vecs, threads", [(4096, 1, 512), (4096, 2, 256), (4096, 4, 128),
+                                                (1024, 4, 32), (2560, 4, 96), (2560, 1, 320)])
+def test_decode_rows_take_the_vectors_a_thread(dim: int, vecs: int, threads: int) -> None:
+    assert norm.rmsnorm_threads(dim, 1, vecs) == threads
+    assert norm.rmsnorm_threads(dim, norm.RMSNORM_LATENCY_ROWS, vecs) == threads
+    # every vector of the row has a thread slot (rmsnorm.cu: dim <= 8 * kMaxVecs * threads)
+    assert threads * vecs * 8 >= dim
+
+
+@pytest.mark.parametrize("vecs", [1, 2, 4])
+def test_many_rows_keep_the_throughput_block(vecs: int) -> None:
+    assert norm.rmsnorm_threads(4096, norm.RMSNORM_LATENCY_ROWS + 1, vecs) == 128
+
+
+@pytest.mark.parametrize("rows", [1, 8, 2048])
+def test_the_launch_builders_follow_the_routes(rows: int) -> None:
+    """Only the block size moves: the entry, grid and arguments are the default's."""
+    recs = {}
+    for vecs in (1, 4):
+        dev = MockGpuBackend()
+        kc = KernelCache(dev, KernelRoutes(norm_decode_vecs=vecs))
+        p = dev.alloc(2 * 4096 * rows)
+        norm.add_rmsnorm(kc, 0, p, p, p, p, rows, 4096, 1e-6)
+        norm.rmsnorm(kc, 0, p, p, p, rows, 4096, 1e-6)
+        recs[vecs] = dev.drain_launches()
+    for one, four in zip(recs[1], recs[4]):
+        assert (one.func, one.grid, one.args) == (four.func, four.grid, four.args)
+        assert one.block[0] == (512 if rows <= norm.RMSNORM_LATENCY_ROWS else 128)
+        assert four.block[0] == 128
