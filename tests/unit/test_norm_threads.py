@@ -1,6 +1,8 @@
-"""The RMSNorm launches' block size (ops/norm.rmsnorm_threads): one 16-byte vector a thread
-for a decode batch unless ATLAS_NORM_DECODE_VECS says otherwise (the A/B of the batch-1
-add + RMSNorm's time), RMSNORM_MAX_VECS for many rows whatever it says."""
+"""The RMSNorm launches' geometry. Block size (ops/norm.rmsnorm_threads): one 16-byte
+vector a thread for a decode batch unless ATLAS_NORM_DECODE_VECS says otherwise (the A/B of
+the batch-1 add + RMSNorm's time), RMSNORM_MAX_VECS for many rows whatever it says. Grid
+(ops/norm.rmsnorm_grid): a block a row, or ATLAS_NORM_ROWS_PER_BLOCK rows of a prefill's
+plain norm."""
 
 from __future__ import annotations
 
@@ -51,3 +53,36 @@ def test_the_launch_builders_follow_the_routes(rows: int) -> None:
         assert (one.func, one.grid, one.args) == (four.func, four.grid, four.args)
         assert one.block[0] == (512 if rows <= norm.RMSNORM_LATENCY_ROWS else 128)
         assert four.block[0] == 128
+
+
+def test_rows_a_block_parse_one_to_sixteen() -> None:
+    parse = lambda v: KernelRoutes.from_env({"ATLAS_NORM_ROWS_PER_BLOCK": v}).norm_rows_per_block  # noqa
+    assert KernelRoutes.from_env({}).norm_rows_per_block == 1
+    assert [parse(v) for v in ("1", "4", "16")] == [1, 4, 16]
+    for bad in ("0", "17"):
+        with pytest.raises(ValueError, match="ATLAS_NORM_ROWS_PER_BLOCK=.* outside 1..16"):
+            parse(bad)
+
+
+@pytest.mark.parametrize("rows, per, grid", [(1, 4, 1), (norm.RMSNORM_LATENCY_ROWS, 4, 256),
+                                             (2048, 1, 2048), (2048, 4, 512), (2048, 3, 683),
+                                             (257, 16, 17)])
+def test_the_plain_norm_grid(rows: int, per: int, grid: int) -> None:
+    """Decode batches keep one block a row; many rows take `per` rows a block, the last
+    block ragged, every row covered (the kernel loops blockIdx.x, + gridDim.x, ..)."""
+    assert norm.rmsnorm_grid(rows, per) == grid
+    assert grid * per >= rows if rows > norm.RMSNORM_LATENCY_ROWS else grid == rows
+
+
+def test_only_the_plain_launches_loop_over_rows() -> None:
+    """ATLAS_NORM_ROWS_PER_BLOCK shrinks the grid of the plain and pitched entries of a
+    prefill; the add + RMSNorm (one row a block) and decode batches keep theirs."""
+    dev = MockGpuBackend()
+    kc = KernelCache(dev, KernelRoutes(norm_rows_per_block=4))
+    p = dev.alloc(2 * 4096 * 2048)
+    norm.rmsnorm(kc, 0, p, p, p, 2048, 4096, 1e-6)
+    norm.rmsnorm_pitched(kc, 0, p, p, p, 2048, 1024, 2048, 1e-6)
+    norm.add_rmsnorm(kc, 0, p, p, p, p, 2048, 4096, 1e-6)
+    norm.rmsnorm(kc, 0, p, p, p, 8, 4096, 1e-6)
+    grids = [launch.grid[0] for launch in dev.drain_launches()]
+    assert grids == [512, 512, 2048, 8]

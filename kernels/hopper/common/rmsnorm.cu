@@ -10,12 +10,18 @@
 // The *_oneround_* entry points (gpt-oss's GptOssRMSNorm) apply the plain weight to the f32
 // normalized row: out = bf16(w * (r * rsqrt(mean(r^2) + eps))), one rounding.
 //
-// Launch: grid = rows, block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
+// Launch: grid = rows (any grid for the plain entries), block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
 // dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
 // (packed bf16, 4 registers each) between the reduction and the scaling, so the row is read
 // from DRAM once. A thread issues all of its row loads (x, then delta) before using the
 // first, so a small block with several vectors a thread (ops/norm.py's block size for many
 // rows, which lets an SM hold many rows at once) waits for DRAM once per row, not per vector.
+// Many rows (ops/norm.py's prefill launches of the plain entries) take fewer blocks than rows:
+// a block normalizes rows blockIdx.x, + gridDim.x, .. and requests the next row's vectors
+// before the current row's reduction and stores (a register double buffer), so its loads
+// stream under the stores. One block a row (the old grid) was one wave of 2,048 blocks at a
+// Qwen3-8B prefill, every block's load, reduction and store in step: DRAM idled between the
+// phases (54% of copy, gpu138). Any grid is correct.
 // w stays loaded inside the scaling loop: every block on an SM reads the same w, so those
 // loads hit L1 and holding them in registers would only cost occupancy. Each thread asks for
 // its w lines into L1 before the PDL wait (w is a weight: no kernel writes it), so at batch-1
@@ -39,48 +45,13 @@ __device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&ds
   }
 }
 
-// kNormDelta: delta is normalized by w_delta (zero-centred) before the add. kOneRound: the
-// plain weight times the f32 normalized values, one rounding (kOffset unused).
-template <bool kAdd, bool kOffset, bool kNormDelta = false, bool kOneRound = false>
-__device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alias residual
-                                            const __nv_bfloat16* __restrict__ delta,
-                                            __nv_bfloat16* residual,
-                                            const __nv_bfloat16* __restrict__ w,
-                                            __nv_bfloat16* out, uint32_t dim,
-                                            float eps, uint32_t pitch,
-                                            const __nv_bfloat16* __restrict__ w_delta = nullptr) {
-  const size_t base = static_cast<size_t>(blockIdx.x) * pitch;
-  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
-  uint4 packed[kMaxVecs];
-  __shared__ float scratch[32];
-  load_vecs(reinterpret_cast<const uint4*>(x + base), nvec, packed);
-  if constexpr (kAdd) {
-    uint4 dpacked[kMaxVecs];
-    load_vecs(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
-    if constexpr (kNormDelta) {
-      float dsq = 0.f;
-#pragma unroll
-      for (int j = 0; j < kMaxVecs; ++j)
-        if (threadIdx.x + j * blockDim.x < nvec)
-          dsq = atlas::rmsnorm::sumsq_bf16x8(dpacked[j], dsq);
-      const float dinv = rsqrtf(atlas::block_sum(dsq, scratch) / static_cast<float>(dim) + eps);
-      const uint4* wdv = reinterpret_cast<const uint4*>(w_delta);
-#pragma unroll
-      for (int j = 0; j < kMaxVecs; ++j) {
-        const int i = threadIdx.x + j * blockDim.x;
-        if (i < nvec) dpacked[j] = atlas::rmsnorm::scale_bf16x8(dpacked[j], wdv[i], dinv, true);
-      }
-    }
-    uint4* rv = reinterpret_cast<uint4*>(residual + base);
-#pragma unroll
-    for (int j = 0; j < kMaxVecs; ++j) {
-      const int i = threadIdx.x + j * blockDim.x;
-      if (i < nvec) {
-        packed[j] = atlas::rmsnorm::add_bf16x8(packed[j], dpacked[j]);  // bf16(residual + delta)
-        rv[i] = packed[j];
-      }
-    }
-  }
+// Scale one row held in registers: out = RMSNorm(packed) * w (kOffset: * (1 + w); kOneRound:
+// w times the f32 normalized values, one rounding).
+template <bool kOffset, bool kOneRound>
+__device__ __forceinline__ void store_normed(const uint4 (&packed)[kMaxVecs], int nvec,
+                                             const __nv_bfloat16* __restrict__ w,
+                                             __nv_bfloat16* out, uint32_t dim, float eps,
+                                             float* scratch) {
   float sumsq = 0.f;
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j)
@@ -89,13 +60,85 @@ __device__ __forceinline__ void rmsnorm_row(const __nv_bfloat16* x,  // may alia
   const float total = atlas::block_sum(sumsq, scratch);
   const float inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
   const uint4* wv = reinterpret_cast<const uint4*>(w);
-  uint4* ov = reinterpret_cast<uint4*>(out + base);
+  uint4* ov = reinterpret_cast<uint4*>(out);
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
     if (i < nvec)
       ov[i] = kOneRound ? atlas::rmsnorm::scale_one_round_bf16x8(packed[j], wv[i], inv_rms)
                         : atlas::rmsnorm::scale_bf16x8(packed[j], wv[i], inv_rms, kOffset);
+  }
+}
+
+// residual += delta, out = RMSNorm(residual) * w, one row a block. kNormDelta: delta is
+// normalized by w_delta (zero-centred) before the add. kOneRound: the plain weight times the
+// f32 normalized values, one rounding (kOffset unused).
+template <bool kOffset, bool kNormDelta = false, bool kOneRound = false>
+__device__ __forceinline__ void add_rmsnorm_row(__nv_bfloat16* residual,
+                                                const __nv_bfloat16* __restrict__ delta,
+                                                const __nv_bfloat16* __restrict__ w,
+                                                __nv_bfloat16* out, uint32_t dim, float eps,
+                                                const __nv_bfloat16* __restrict__ w_delta = nullptr) {
+  const size_t base = static_cast<size_t>(blockIdx.x) * dim;
+  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
+  uint4 packed[kMaxVecs], dpacked[kMaxVecs];
+  __shared__ float scratch[32];
+  uint4* rv = reinterpret_cast<uint4*>(residual + base);
+  load_vecs(rv, nvec, packed);
+  load_vecs(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
+  if constexpr (kNormDelta) {
+    float dsq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxVecs; ++j)
+      if (threadIdx.x + j * blockDim.x < nvec)
+        dsq = atlas::rmsnorm::sumsq_bf16x8(dpacked[j], dsq);
+    const float dinv = rsqrtf(atlas::block_sum(dsq, scratch) / static_cast<float>(dim) + eps);
+    const uint4* wdv = reinterpret_cast<const uint4*>(w_delta);
+#pragma unroll
+    for (int j = 0; j < kMaxVecs; ++j) {
+      const int i = threadIdx.x + j * blockDim.x;
+      if (i < nvec) dpacked[j] = atlas::rmsnorm::scale_bf16x8(dpacked[j], wdv[i], dinv, true);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i < nvec) {
+      packed[j] = atlas::rmsnorm::add_bf16x8(packed[j], dpacked[j]);  // bf16(residual + delta)
+      rv[i] = packed[j];
+    }
+  }
+  store_normed<kOffset, kOneRound>(packed, nvec, w, out + base, dim, eps, scratch);
+}
+
+// The plain norm over rows blockIdx.x, + gridDim.x, .. of `dim` starting `pitch` elements
+// apart, the next row's vectors requested before the current row's reduction (two register
+// buffers, alternating in a loop unrolled by two: no copy waits on the next row's data).
+// In place (x == out) is safe: a row is loaded whole before its own stores, and rows differ.
+template <bool kOffset, bool kOneRound>
+__device__ __forceinline__ void rmsnorm_rows(const __nv_bfloat16* x,
+                                             const __nv_bfloat16* __restrict__ w,
+                                             __nv_bfloat16* out, uint32_t rows, uint32_t dim,
+                                             float eps, uint32_t pitch) {
+  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
+  __shared__ float scratch[32];
+  const auto row_vecs = [&](uint32_t row) {
+    return reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * pitch);
+  };
+  uint4 a[kMaxVecs], b[kMaxVecs];
+  uint32_t row = blockIdx.x;
+  load_vecs(row_vecs(row), nvec, a);
+  while (true) {
+    const uint32_t next = row + gridDim.x;
+    if (next < rows) load_vecs(row_vecs(next), nvec, b);
+    store_normed<kOffset, kOneRound>(a, nvec, w, out + static_cast<size_t>(row) * pitch, dim,
+                                     eps, scratch);
+    if (next >= rows) return;
+    row = next + gridDim.x;
+    if (row < rows) load_vecs(row_vecs(row), nvec, a);
+    store_normed<kOffset, kOneRound>(b, nvec, w, out + static_cast<size_t>(next) * pitch, dim,
+                                     eps, scratch);
+    if (row >= rows) return;
   }
 }
 
@@ -118,7 +161,7 @@ rmsnorm_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restric
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps, dim);
+  rmsnorm_rows<false, false>(x, w, out, rows, dim, eps, dim);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -127,7 +170,7 @@ rmsnorm_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, true>(x, nullptr, nullptr, w, out, dim, eps, dim);
+  rmsnorm_rows<true, false>(x, w, out, rows, dim, eps, dim);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -136,7 +179,7 @@ rmsnorm_oneround_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* 
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, false, false, true>(x, nullptr, nullptr, w, out, dim, eps, dim);
+  rmsnorm_rows<false, true>(x, w, out, rows, dim, eps, dim);
 }
 
 // Rows of `dim` starting `pitch` elements apart, normalized in place (x == out) or into
@@ -151,7 +194,7 @@ rmsnorm_pitched_bf16(const __nv_bfloat16* x, const __nv_bfloat16* __restrict__ w
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<false, false>(x, nullptr, nullptr, w, out, dim, eps, pitch);
+  rmsnorm_rows<false, false>(x, w, out, rows, dim, eps, pitch);
 }
 
 // residual += delta, out = RMSNorm(residual) * w (kOffset: * (1 + w)). kEarly: the *_early_*
@@ -167,8 +210,7 @@ __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
   atlas::pdl_enter_early<kEarly>();
-  rmsnorm_row<true, kOffset, false, kOneRound>(residual, delta, residual, w, out, dim, eps,
-                                               dim);
+  add_rmsnorm_row<kOffset, false, kOneRound>(residual, delta, w, out, dim, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -232,5 +274,5 @@ norm_add_rmsnorm_offset_bf16(__nv_bfloat16* __restrict__ residual,
   prefetch_weight(w_delta, dim);
   prefetch_weight(w, dim);
   atlas::pdl_enter();
-  rmsnorm_row<true, true, true>(residual, delta, residual, w, out, dim, eps, dim, w_delta);
+  add_rmsnorm_row<true, true>(residual, delta, w, out, dim, eps, w_delta);
 }

@@ -1,7 +1,8 @@
 """Launch builders for RMSNorm and the fused residual add + RMSNorm (rmsnorm.cu).
 
-One block per row; each thread holds up to RMSNORM_MAX_VECS 16-byte vectors of the row in
-registers, so dim is limited to 8 * RMSNORM_MAX_VECS * 1024 elements.
+One block per row (the plain norm of many rows: `rmsnorm_grid`'s rows a block, looped); each
+thread holds up to RMSNORM_MAX_VECS 16-byte vectors of the row in registers, so dim is
+limited to 8 * RMSNORM_MAX_VECS * 1024 elements.
 
 Two block sizes: a decode batch (few rows, latency-bound) gives each thread one vector, so
 the row is loaded, reduced and stored in the fewest steps. Many rows (prefill) would then run
@@ -46,6 +47,16 @@ def rmsnorm_threads(dim: int, rows: int, decode_vecs: int = 1) -> int:
     return warp_threads(-(-(dim // 8) // per_thread), RMSNORM_MAX_THREADS)
 
 
+def rmsnorm_grid(rows: int, rows_per_block: int = 1) -> int:
+    """Blocks of a plain RMSNorm launch over `rows` rows: one a row for a decode batch (up to
+    RMSNORM_LATENCY_ROWS), else `rows_per_block` rows each (routes.norm_rows_per_block,
+    ATLAS_NORM_ROWS_PER_BLOCK): rmsnorm.cu's plain entries loop over rows blockIdx.x, +
+    gridDim.x, .. with the next row's loads in flight under the current row's stores."""
+    if rows <= RMSNORM_LATENCY_ROWS:
+        return rows
+    return -(-rows // rows_per_block)
+
+
 def _threads(kc: KernelCache, dim: int, rows: int) -> int:
     """rmsnorm_threads under the routes' vectors a thread for decode batches."""
     return rmsnorm_threads(dim, rows, kc.routes.norm_decode_vecs)
@@ -68,7 +79,8 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
     if rows:
-        kc.get(sig)(stream, rows, _threads(kc, dim, rows), 0, x, w, out, rows, dim, eps)
+        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+                    _threads(kc, dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
@@ -81,8 +93,8 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     if pitch < dim:
         raise ValueError(f"rmsnorm_pitched: pitch={pitch} < dim={dim} (rows would overlap)")
     if rows:
-        kc.get(RMSNORM_PITCHED)(stream, rows, _threads(kc, dim, rows), 0, x, w, out, rows,
-                                dim, pitch, eps)
+        kc.get(RMSNORM_PITCHED)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+                                _threads(kc, dim, rows), 0, x, w, out, rows, dim, pitch, eps)
 
 
 def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
