@@ -16,12 +16,10 @@
 // from DRAM once. A thread issues all of its row loads (x, then delta) before using the
 // first, so a small block with several vectors a thread (ops/norm.py's block size for many
 // rows, which lets an SM hold many rows at once) waits for DRAM once per row, not per vector.
-// Many rows (ops/norm.py's prefill launches of the plain entries) take fewer blocks than rows:
-// a block normalizes rows blockIdx.x, + gridDim.x, .. and requests the next row's vectors
-// before the current row's reduction and stores (a register double buffer), so its loads
-// stream under the stores. One block a row (the old grid) was one wave of 2,048 blocks at a
-// Qwen3-8B prefill, every block's load, reduction and store in step: DRAM idled between the
-// phases (54% of copy, gpu138). Any grid is correct.
+// Many rows (ops/norm.py's prefill launches of the plain entries) may take fewer blocks than
+// rows: a block normalizes rows blockIdx.x, + gridDim.x, .. with the next row's vectors
+// requested before the current row's reduction and stores (row_loop.cuh says why). Any grid
+// is correct.
 // w stays loaded inside the scaling loop: every block on an SM reads the same w, so those
 // loads hit L1 and holding them in registers would only cost occupancy. Each thread asks for
 // its w lines into L1 before the PDL wait (w is a weight: no kernel writes it), so at batch-1
@@ -30,6 +28,7 @@
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
 #include "rmsnorm_core.cuh"
+#include "row_loop.cuh"
 
 namespace {
 
@@ -112,9 +111,9 @@ __device__ __forceinline__ void add_rmsnorm_row(__nv_bfloat16* residual,
 }
 
 // The plain norm over rows blockIdx.x, + gridDim.x, .. of `dim` starting `pitch` elements
-// apart, the next row's vectors requested before the current row's reduction (two register
-// buffers, alternating in a loop unrolled by two: no copy waits on the next row's data).
-// In place (x == out) is safe: a row is loaded whole before its own stores, and rows differ.
+// apart, the next row's vectors requested before the current row's reduction
+// (row_loop.cuh). In place (x == out) is safe: a row is loaded whole before its own stores,
+// and rows differ.
 template <bool kOffset, bool kOneRound>
 __device__ __forceinline__ void rmsnorm_rows(const __nv_bfloat16* x,
                                              const __nv_bfloat16* __restrict__ w,
@@ -122,24 +121,17 @@ __device__ __forceinline__ void rmsnorm_rows(const __nv_bfloat16* x,
                                              float eps, uint32_t pitch) {
   const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
   __shared__ float scratch[32];
-  const auto row_vecs = [&](uint32_t row) {
-    return reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * pitch);
-  };
-  uint4 a[kMaxVecs], b[kMaxVecs];
-  uint32_t row = blockIdx.x;
-  load_vecs(row_vecs(row), nvec, a);
-  while (true) {
-    const uint32_t next = row + gridDim.x;
-    if (next < rows) load_vecs(row_vecs(next), nvec, b);
-    store_normed<kOffset, kOneRound>(a, nvec, w, out + static_cast<size_t>(row) * pitch, dim,
-                                     eps, scratch);
-    if (next >= rows) return;
-    row = next + gridDim.x;
-    if (row < rows) load_vecs(row_vecs(row), nvec, a);
-    store_normed<kOffset, kOneRound>(b, nvec, w, out + static_cast<size_t>(next) * pitch, dim,
-                                     eps, scratch);
-    if (row >= rows) return;
-  }
+  struct Row { uint4 v[kMaxVecs]; };
+  atlas::for_rows_prefetched<Row>(
+      rows,
+      [&](uint32_t row, Row& r) {
+        load_vecs(reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * pitch), nvec,
+                  r.v);
+      },
+      [&](uint32_t row, const Row& r) {
+        store_normed<kOffset, kOneRound>(r.v, nvec, w, out + static_cast<size_t>(row) * pitch,
+                                         dim, eps, scratch);
+      });
 }
 
 // Before pdl_wait: request this thread's vectors of the norm weight into L1 (no registers).

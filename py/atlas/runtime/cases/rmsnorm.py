@@ -65,7 +65,7 @@ def _routes(early: bool | None, rows_per_block: int) -> KernelRoutes:
     if early is not None:
         routes = replace(routes, early_trigger=frozenset({"norm"} if early else ()))
     if rows_per_block > 1:
-        routes = replace(routes, norm_rows_per_block=rows_per_block)
+        routes = replace(routes, copy_rows_per_block=rows_per_block)
     return routes
 
 
@@ -75,7 +75,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
           rows_per_block: int = 1) -> KernelCase:
     """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights);
     `one_round`: the *_oneround_* entries (gpt-oss); `rows_per_block`: a many-row plain
-    launch's blocks loop over that many rows (routes.norm_rows_per_block)."""
+    launch's blocks loop over that many rows (routes.copy_rows_per_block)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}

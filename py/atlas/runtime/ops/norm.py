@@ -49,8 +49,8 @@ def rmsnorm_threads(dim: int, rows: int, decode_vecs: int = 1) -> int:
 
 def rmsnorm_grid(rows: int, rows_per_block: int = 1) -> int:
     """Blocks of a plain RMSNorm launch over `rows` rows: one a row for a decode batch (up to
-    RMSNORM_LATENCY_ROWS), else `rows_per_block` rows each (routes.norm_rows_per_block,
-    ATLAS_NORM_ROWS_PER_BLOCK): rmsnorm.cu's plain entries loop over rows blockIdx.x, +
+    RMSNORM_LATENCY_ROWS), else `rows_per_block` rows each (routes.copy_rows_per_block,
+    ATLAS_ROWS_PER_BLOCK): rmsnorm.cu's plain entries loop over rows blockIdx.x, +
     gridDim.x, .. with the next row's loads in flight under the current row's stores."""
     if rows <= RMSNORM_LATENCY_ROWS:
         return rows
@@ -79,7 +79,7 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
     if rows:
-        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.copy_rows_per_block),
                     _threads(kc, dim, rows), 0, x, w, out, rows, dim, eps)
 
 
@@ -93,7 +93,7 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     if pitch < dim:
         raise ValueError(f"rmsnorm_pitched: pitch={pitch} < dim={dim} (rows would overlap)")
     if rows:
-        kc.get(RMSNORM_PITCHED)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+        kc.get(RMSNORM_PITCHED)(stream, rmsnorm_grid(rows, kc.routes.copy_rows_per_block),
                                 _threads(kc, dim, rows), 0, x, w, out, rows, dim, pitch, eps)
 
 

@@ -84,11 +84,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   512-thread block at 1 (the default), 128 threads at 4. The A/B of the batch-1 add + RMSNorm's
   time after a GEMV, which grows with the hidden size (gpu137, H100: 2.09 us at 1,024 wide,
   2.74-2.82 at 2,048, 3.76-3.81 at 2,560-4,096; 273 us of Qwen3-8B FP8's 3.110 ms step).
-* ATLAS_NORM_ROWS_PER_BLOCK=1..16: rows each block of a many-row plain RMSNorm launch
-  normalizes (more than RMSNORM_LATENCY_ROWS rows: a prefill's first and final norms;
-  ops/norm.rmsnorm_grid), the next row's loads in flight under the current one's reduction
-  and stores (rmsnorm.cu rmsnorm_rows). 1 (the default): one block a row, one wave of
-  in-step blocks at 2,048 rows (54% of copy, gpu138).
+* ATLAS_ROWS_PER_BLOCK=1..16: rows each block of a many-row launch of the row-wise copy
+  kernels takes (a prefill's plain RMSNorms, its first and final, ops/norm.rmsnorm_grid, and
+  its embedding gather, ops/embedding.embedding_geometry), the next row's loads in flight
+  under the current row's stores (row_loop.cuh). 1 (the default): one block a row, one wave
+  of in-step blocks at 2,048 rows (the plain RMSNorm at 54% of copy, gpu138).
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -608,7 +608,7 @@ class KernelRoutes:
     quant_fp8_h2: bool | None = None
     early_trigger: frozenset[str] | None = None
     norm_decode_vecs: int = 1
-    norm_rows_per_block: int = 1
+    copy_rows_per_block: int = 1
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -742,8 +742,8 @@ class KernelRoutes:
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
                    norm_decode_vecs=_env_bounded(env, "ATLAS_NORM_DECODE_VECS", 1, 4,
                                                  "rmsnorm.cu kMaxVecs"),
-                   norm_rows_per_block=_env_bounded(env, "ATLAS_NORM_ROWS_PER_BLOCK", 1, 16,
-                                                    "a block's rows of a prefill norm"),
+                   copy_rows_per_block=_env_bounded(env, "ATLAS_ROWS_PER_BLOCK", 1, 16,
+                                                    "a block's rows of a prefill copy"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

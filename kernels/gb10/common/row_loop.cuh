@@ -1,0 +1,1 @@
+../../hopper/common/row_loop.cuh
