@@ -359,13 +359,15 @@ stage_kv_dtypes() {
 # Qwen3-8B-config checkpoint served with default flags: `atlas gate record` writes each record
 # under .benchmarks/ (scored by kernels/hopper/qwen3-8b/BENCH.toml) and they come back in
 # results/benchmarks/. Records name the commit, so the tree needs git: a shallow clone's .git
-# travels as .device/git.tar (tools/gpu/prep_git.sh) when the checkout has none.
+# travels as .device/git.tar (tools/gpu/prep_git.sh) and replaces whatever .git the device's
+# copy holds (a warm machine keeps an earlier call's: gpu142's records named session 41's
+# commit with this one's kernels as dirty paths).
 stage_gates() {
   local port=8897 log="$LOGS/gates_server.log" pid g rc=0
   make_checkpoint qwen3-8b weights || return 1
   cp "$REPO"/.device/qwen3-tok/tokenizer*.json "$CKPT/qwen3-8b/" || return 1
-  if [ ! -d "$REPO/.git" ]; then  # refreshing the index once: the clone holds no large blobs
-    mkdir "$REPO/.git" && tar xf "$REPO/.device/git.tar" -C "$REPO/.git" \
+  if [ -f "$REPO/.device/git.tar" ]; then  # refreshing the index once: no large blobs in it
+    rm -rf "$REPO/.git" && mkdir "$REPO/.git" && tar xf "$REPO/.device/git.tar" -C "$REPO/.git" \
       && git -C "$REPO" status --porcelain > /dev/null || return 1
   fi
   "$PY" -m atlas_cli.main serve "$CKPT/qwen3-8b" --backend cuda --port "$port" >"$log" 2>&1 &

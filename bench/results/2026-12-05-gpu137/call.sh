@@ -30,7 +30,7 @@ PL=120 b1 b1_q35 $G/qwen3_5-35b-a3b; PL=120 b1 b1_q30 $G/qwen3-30b-a3b
 PLIM=90 prof b64_q8 X=1 --model $G/qwen3-8b --batch 64 --context 1536  # a c64 step mid-run
 serve qwen3-8b
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
-  [ -d .git ] || { mkdir .git && tar xf .device/git.tar -C .git; }
+  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git  # this HEAD's, not a stale one
   git status --porcelain > /dev/null  # refreshes the index: the blob-less clone's diff needs it
   for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
     TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \

@@ -10,16 +10,16 @@
 // The *_oneround_* entry points (gpt-oss's GptOssRMSNorm) apply the plain weight to the f32
 // normalized row: out = bf16(w * (r * rsqrt(mean(r^2) + eps))), one rounding.
 //
-// Launch: grid = rows (any grid for the plain entries), block = 32..1024 threads (multiple of 32), dim % 8 == 0 and
-// dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
+// Launch: grid = rows (the plain entries: any grid), block = 32..1024 threads (multiple of
+// 32), dim % 8 == 0 and dim <= 8 * kMaxVecs * blockDim.x. Each thread keeps its (at most kMaxVecs) 16-byte vectors
 // (packed bf16, 4 registers each) between the reduction and the scaling, so the row is read
 // from DRAM once. A thread issues all of its row loads (x, then delta) before using the
 // first, so a small block with several vectors a thread (ops/norm.py's block size for many
 // rows, which lets an SM hold many rows at once) waits for DRAM once per row, not per vector.
-// Many rows (ops/norm.py's prefill launches of the plain entries) may take fewer blocks than
-// rows: a block normalizes rows blockIdx.x, + gridDim.x, .. with the next row's vectors
-// requested before the current row's reduction and stores (row_loop.cuh says why). Any grid
-// is correct.
+// Many rows (ops/norm.py's prefill launches of the plain entries: 3 rows a block by default)
+// take fewer blocks than rows: a block normalizes rows blockIdx.x, + gridDim.x, .. with the
+// next row's vectors requested before the current row's reduction and stores (row_loop.cuh
+// says why).
 // w stays loaded inside the scaling loop: every block on an SM reads the same w, so those
 // loads hit L1 and holding them in registers would only cost occupancy. Each thread asks for
 // its w lines into L1 before the PDL wait (w is a weight: no kernel writes it), so at batch-1

@@ -3,8 +3,6 @@ and embedding_scaled_bf16 (Gemma's sqrt(hidden) as bf16: one rounding of the pro
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ...core.dtype import DType
@@ -12,7 +10,6 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, embedding
-from ..ops.routes import KernelRoutes
 from .gemv import random_bf16
 
 #: (n, vocab, dim): one vector per row, SmolLM2 width, a width with a partial thread block;
@@ -27,20 +24,15 @@ GEMMA_SCALE = float(bf16_bits_to_f32(f32_to_bf16_bits(np.array([1152 ** 0.5], np
 
 
 def _case(rng: np.random.Generator, n: int, vocab: int, dim: int,
-          scale: float = 1.0, rows_per_block: int = 1) -> KernelCase:
-    """`rows_per_block` > 1: a many-row launch's blocks loop over that many rows
-    (routes.copy_rows_per_block; 1 keeps the environment's routes)."""
+          scale: float = 1.0) -> KernelCase:
     ids = rng.integers(0, vocab, n).astype(np.int32)
     if n > 3:
         ids[1], ids[2], ids[3] = -1, vocab, ids[0]  # below, above, repeated
     inputs = {"ids": ids, "table": random_bf16(rng, (vocab, dim), 2.0)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        routes = KernelRoutes.from_env()
-        if rows_per_block > 1:
-            routes = replace(routes, copy_rows_per_block=rows_per_block)
-        embedding.embedding(KernelCache(backend, routes), stream, p["ids"], p["table"],
-                            p["out"], n, dim, vocab, scale)
+        embedding.embedding(KernelCache(backend), stream, p["ids"], p["table"], p["out"], n, dim,
+                            vocab, scale)
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         table = bf16_bits_to_f32(x["table"]).astype(np.float64)
@@ -51,18 +43,11 @@ def _case(rng: np.random.Generator, n: int, vocab: int, dim: int,
     # scaled: the product rounded once, half a bf16 ulp from the float64 product
     tol = (0.0, 0.0) if scale == 1.0 else (0.0, 2.0 ** -8)
     name = "embedding" if scale == 1.0 else "embedding_scaled"
-    rows_tag = f"_{rows_per_block}rows" if rows_per_block > 1 else ""
-    return KernelCase(f"{name}_{n}x{vocab}x{dim}{rows_tag}", "embedding", inputs,
+    return KernelCase(f"{name}_{n}x{vocab}x{dim}", "embedding", inputs,
                       {"out": OutputSpec(DType.BF16, (n, dim), tol=tol)}, run, oracle)
 
 
 @kernel_cases("embedding")
 def embedding_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([_case(rng, *shape) for shape in SHAPES]
-            + [_case(rng, *shape, scale=GEMMA_SCALE) for shape in SHAPES[:4]]
-            # the row loop (embedding.cu via row_loop.cuh): an even and an odd count of rows
-            # a block with a ragged last block, rows split over two blocks, the scaled entry
-            + [_case(rng, 2048, 300, 4096, rows_per_block=4),
-               _case(rng, 2047, 300, 4096, rows_per_block=3),
-               _case(rng, 70, 40, 8200, rows_per_block=2),
-               _case(rng, 300, 50, 1152, GEMMA_SCALE, rows_per_block=5)])
+            + [_case(rng, *shape, scale=GEMMA_SCALE) for shape in SHAPES[:4]])

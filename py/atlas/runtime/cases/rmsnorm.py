@@ -58,24 +58,25 @@ def _make_oracle(offset: bool, one_round: bool = False):
     return oracle
 
 
-def _routes(early: bool | None, rows_per_block: int) -> KernelRoutes:
-    """The environment's routes (the device sweeps set ATLAS_NORM_*), with the case's early
-    trigger and rows a block where it names them."""
+def _routes(early: bool | None, rows_per_block: int | None) -> KernelRoutes:
+    """The environment's routes (a device sweep may set ATLAS_NORM_ROWS_PER_BLOCK), with the
+    case's early trigger and rows a block where it names them."""
     routes = KernelRoutes.from_env()
     if early is not None:
         routes = replace(routes, early_trigger=frozenset({"norm"} if early else ()))
-    if rows_per_block > 1:
-        routes = replace(routes, copy_rows_per_block=rows_per_block)
+    if rows_per_block is not None:
+        routes = replace(routes, norm_rows_per_block=rows_per_block)
     return routes
 
 
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
           offset: bool = False, early: bool | None = None,
           norm_delta: bool = False, one_round: bool = False,
-          rows_per_block: int = 1) -> KernelCase:
+          rows_per_block: int | None = None) -> KernelCase:
     """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights);
     `one_round`: the *_oneround_* entries (gpt-oss); `rows_per_block`: a many-row plain
-    launch's blocks loop over that many rows (routes.copy_rows_per_block)."""
+    launch's blocks loop over that many rows (None: the routes', DEFAULT_NORM_ROWS_PER_BLOCK
+    unless the environment says otherwise)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -108,7 +109,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
     kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
             + ("_offset" if offset else "") + ("_oneround" if one_round else "")
             + ("_early" if early else "")
-            + (f"_{rows_per_block}rows" if rows_per_block > 1 else ""))
+            + (f"_{rows_per_block}rows" if rows_per_block is not None else ""))
     # the normalized delta's f32 sums run in another order than the host reference's: an ulp
     # of it (2^-6, |d| < 4) can move the residual by that much where the sum cancels
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
@@ -117,7 +118,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
 
 
 def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int,
-                  rows_per_block: int = 1) -> KernelCase:
+                  rows_per_block: int | None = None) -> KernelCase:
     """rmsnorm_pitched in place over the first `dim` columns of [rows, pitch] rows: the other
     columns must come back untouched (`rows_per_block` as _case's)."""
     w = f32_to_bf16_bits(rng.uniform(0.5, 1.5, dim).astype(np.float32))
@@ -133,7 +134,7 @@ def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int,
             np.float64), EPS)
         return {"x": out}
 
-    rows_tag = f"_{rows_per_block}rows" if rows_per_block > 1 else ""
+    rows_tag = f"_{rows_per_block}rows" if rows_per_block is not None else ""
     return KernelCase(f"rmsnorm_pitched_{rows}x{dim}_of_{pitch}{rows_tag}", "rmsnorm",
                       {"w": w, "x": x},
                       {"x": OutputSpec(DType.BF16, (rows, pitch))}, run, oracle)
@@ -144,9 +145,10 @@ def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int,
 PITCHED_SHAPES = [(1, 6144, 8192), (4, 1024, 8192), (300, 6144, 8192), (3, 200, 264)]
 
 #: (rows, dim, offset, one-round, rows a block) of the plain entries' row loop: a Qwen3-8B
-#: 2,048-token prefill at 4 and 3 rows a block (3: a ragged last block), 257 rows of an odd
-#: width on 2, Qwen3.5's and gpt-oss's widths
-LOOP_SHAPES = [(2048, 4096, False, False, 4), (2048, 4096, False, False, 3),
+#: 2,048-token prefill at one row a block (the grid before the loop), 4 and 3 (3: a ragged
+#: last block), 257 rows of an odd width on 2, Qwen3.5's and gpt-oss's widths
+LOOP_SHAPES = [(2048, 4096, False, False, 1), (2048, 4096, False, False, 4),
+               (2048, 4096, False, False, 3),
                (257, 8200, False, False, 2), (300, 2048, True, False, 4),
                (301, 2880, False, True, 5)]
 #: the (1 + w) variants: Qwen3.5 hidden 2048 / 4096 rows in decode and prefill, odd widths
@@ -171,8 +173,8 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [_case(rng, rows, dim, fused, one_round=True) for rows, dim in ONE_ROUND_SHAPES
                for fused in (False, True)]
             + [_case(rng, 1, 2880, True, early=True, one_round=True)]
-            # the plain entries' row loop (rows_per_block > 1): an even and an odd count of
-            # rows a block, a ragged last block, every plain variant, in place and pitched
+            # the plain entries' row loop at set rows a block: one, an even and an odd count,
+            # a ragged last block, every plain variant, in place and pitched
             + [_case(rng, rows, dim, False, offset, one_round=one_round, rows_per_block=per)
                for rows, dim, offset, one_round, per in LOOP_SHAPES]
             + [_pitched_case(rng, 300, 6144, 8192, rows_per_block=3)])

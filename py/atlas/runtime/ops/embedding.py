@@ -21,19 +21,13 @@ EMBEDDING_MAX_THREADS = 128
 EMBEDDING_LATENCY_ROWS = 64
 
 
-def embedding_geometry(n: int, dim: int, rows_per_block: int = 1
-                       ) -> tuple[tuple[int, int], int]:
-    """(grid, block) for n rows of dim: grid = (row blocks, blocks per row), the row's vectors
-    shared evenly between its blocks (8200 = 1025 vectors is 3 x 96 threads, not 3 x 128).
-    Many rows (above EMBEDDING_LATENCY_ROWS) take `rows_per_block` rows a block
-    (routes.copy_rows_per_block, ATLAS_ROWS_PER_BLOCK: embedding.cu loops over rows b, b +
-    grid, .. with the next row's loads in flight under the current row's stores)."""
+def embedding_geometry(n: int, dim: int) -> tuple[tuple[int, int], int]:
+    """(grid, block) for n rows of dim: grid = (rows, blocks per row), the row's vectors
+    shared evenly between its blocks (8200 = 1025 vectors is 3 x 96 threads, not 3 x 128)."""
     threads_needed = -(-(dim // 8) // EMBEDDING_VECS)
-    latency = n <= EMBEDDING_LATENCY_ROWS
-    cap = 32 if latency else EMBEDDING_MAX_THREADS
+    cap = 32 if n <= EMBEDDING_LATENCY_ROWS else EMBEDDING_MAX_THREADS
     blocks_per_row = -(-threads_needed // cap)
-    row_blocks = n if latency else -(-n // rows_per_block)
-    return (row_blocks, blocks_per_row), warp_threads(-(-threads_needed // blocks_per_row), cap)
+    return (n, blocks_per_row), warp_threads(-(-threads_needed // blocks_per_row), cap)
 
 
 def embedding(kc: KernelCache, stream: Stream, ids: DevicePtr, table: DevicePtr, out: DevicePtr,
@@ -45,7 +39,7 @@ def embedding(kc: KernelCache, stream: Stream, ids: DevicePtr, table: DevicePtr,
     require_aligned("embedding", "out", out, 16)
     require_aligned("embedding", "ids", ids, 4)
     if n:
-        grid, threads = embedding_geometry(n, dim, kc.routes.copy_rows_per_block)
+        grid, threads = embedding_geometry(n, dim)
         if scale == 1.0:
             kc.get(EMBEDDING)(stream, grid, threads, 0, ids, table, out, n, dim, vocab)
         else:

@@ -22,6 +22,7 @@ from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
                           RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
+from .routes import DEFAULT_NORM_ROWS_PER_BLOCK
 from ._preconditions import require_aligned, require_multiple, warp_threads
 
 #: rmsnorm.cu kMaxVecs: 16-byte vectors per thread
@@ -39,27 +40,22 @@ _ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
 _ADD_RMSNORM_ONEROUND = {False: ADD_RMSNORM_ONEROUND, True: ADD_RMSNORM_ONEROUND_EARLY}
 
 
-def rmsnorm_threads(dim: int, rows: int, decode_vecs: int = 1) -> int:
-    """Block size for `rows` rows of `dim`: `decode_vecs` vectors per thread for a decode
-    batch (routes.norm_decode_vecs, 1 unless ATLAS_NORM_DECODE_VECS says otherwise),
-    RMSNORM_MAX_VECS per thread (a smaller block per row) for many rows."""
-    per_thread = RMSNORM_MAX_VECS if rows > RMSNORM_LATENCY_ROWS else decode_vecs
+def rmsnorm_threads(dim: int, rows: int) -> int:
+    """Block size for `rows` rows of `dim`: one vector per thread for a decode batch,
+    RMSNORM_MAX_VECS per thread (a smaller block per row) for many rows. (Four a thread at
+    batch 1, 128-thread blocks at 4,096 wide, measured 2.5-9% slower steps: gpu141.)"""
+    per_thread = RMSNORM_MAX_VECS if rows > RMSNORM_LATENCY_ROWS else 1
     return warp_threads(-(-(dim // 8) // per_thread), RMSNORM_MAX_THREADS)
 
 
-def rmsnorm_grid(rows: int, rows_per_block: int = 1) -> int:
+def rmsnorm_grid(rows: int, rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK) -> int:
     """Blocks of a plain RMSNorm launch over `rows` rows: one a row for a decode batch (up to
-    RMSNORM_LATENCY_ROWS), else `rows_per_block` rows each (routes.copy_rows_per_block,
-    ATLAS_ROWS_PER_BLOCK): rmsnorm.cu's plain entries loop over rows blockIdx.x, +
+    RMSNORM_LATENCY_ROWS), else `rows_per_block` rows each (routes.norm_rows_per_block,
+    ATLAS_NORM_ROWS_PER_BLOCK): rmsnorm.cu's plain entries loop over rows blockIdx.x, +
     gridDim.x, .. with the next row's loads in flight under the current row's stores."""
     if rows <= RMSNORM_LATENCY_ROWS:
         return rows
     return -(-rows // rows_per_block)
-
-
-def _threads(kc: KernelCache, dim: int, rows: int) -> int:
-    """rmsnorm_threads under the routes' vectors a thread for decode batches."""
-    return rmsnorm_threads(dim, rows, kc.routes.norm_decode_vecs)
 
 
 def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
@@ -79,8 +75,8 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
     sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
     if rows:
-        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.copy_rows_per_block),
-                    _threads(kc, dim, rows), 0, x, w, out, rows, dim, eps)
+        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+                    rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
@@ -93,8 +89,8 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
     if pitch < dim:
         raise ValueError(f"rmsnorm_pitched: pitch={pitch} < dim={dim} (rows would overlap)")
     if rows:
-        kc.get(RMSNORM_PITCHED)(stream, rmsnorm_grid(rows, kc.routes.copy_rows_per_block),
-                                _threads(kc, dim, rows), 0, x, w, out, rows, dim, pitch, eps)
+        kc.get(RMSNORM_PITCHED)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+                                rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, pitch, eps)
 
 
 def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
@@ -105,7 +101,7 @@ def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta
     _check("norm_add_rmsnorm", dim, {"residual": residual, "delta": delta,
                                      "w_delta": w_delta, "w": w, "out": out})
     if rows:
-        kc.get(NORM_ADD_RMSNORM_OFFSET)(stream, rows, _threads(kc, dim, rows), 0, residual,
+        kc.get(NORM_ADD_RMSNORM_OFFSET)(stream, rows, rmsnorm_threads(dim, rows), 0, residual,
                                         delta, w_delta, w, out, rows, dim, eps)
 
 
@@ -118,5 +114,5 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     if rows:
         early = triggers_early(kc, "norm", rows)
         sig = _ADD_RMSNORM_ONEROUND[early] if one_round else _ADD_RMSNORM[offset, early]
-        kc.get(sig)(stream, rows, _threads(kc, dim, rows), 0, residual, delta, w, out, rows,
+        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
                     dim, eps)

@@ -79,16 +79,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,
   sigmoid_gate_mul), at every row count; unset, every kind from
   ops/early_trigger.EARLY_MIN_ROWS rows on.
-* ATLAS_NORM_DECODE_VECS=1..4: 16-byte vectors a thread of the RMSNorm launches of a decode
-  batch (up to RMSNORM_LATENCY_ROWS rows; ops/norm.rmsnorm_threads): a 4,096-wide row is a
-  512-thread block at 1 (the default), 128 threads at 4. The A/B of the batch-1 add + RMSNorm's
-  time after a GEMV, which grows with the hidden size (gpu137, H100: 2.09 us at 1,024 wide,
-  2.74-2.82 at 2,048, 3.76-3.81 at 2,560-4,096; 273 us of Qwen3-8B FP8's 3.110 ms step).
-* ATLAS_ROWS_PER_BLOCK=1..16: rows each block of a many-row launch of the row-wise copy
-  kernels takes (a prefill's plain RMSNorms, its first and final, ops/norm.rmsnorm_grid, and
-  its embedding gather, ops/embedding.embedding_geometry), the next row's loads in flight
-  under the current row's stores (row_loop.cuh). 1 (the default): one block a row, one wave
-  of in-step blocks at 2,048 rows (the plain RMSNorm at 54% of copy, gpu138).
+* ATLAS_NORM_ROWS_PER_BLOCK=1..16: rows each block of a many-row plain RMSNorm launch takes
+  (a prefill's first and final norms, ops/norm.rmsnorm_grid; default
+  DEFAULT_NORM_ROWS_PER_BLOCK = 3), the next row's loads in flight under the current row's
+  stores (row_loop.cuh); 1 is one block a row, the grid before session 42.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -470,6 +464,11 @@ from typing import Mapping
 #: work.)
 DEFAULT_BATCHED_GEMV_MIN_M = 3
 
+#: rows a block of a many-row plain launch (a prefill's first and final norms) loops over:
+#: gpu141 (H200, 2,048 rows of 4,096) timed 1 / 2 / 3 / 4 / 8 / 16 rows at 14.31 / 14.29 /
+#: 12.79 / 13.26 / 17.80 / 28.22 us (PyTorch 11.5): at 1 and 2 every block is resident at once
+#: and all load, then all store, in step; at 8 and more too few blocks keep loads in flight
+DEFAULT_NORM_ROWS_PER_BLOCK = 3
 
 #: Row range of the skinny wgmma GEMM (gemm_decode_sm90) where the loaded set has it: from just
 #: past the CUDA-core GEMV's 8 rows to its widest wgmma N. Unmeasured against gemv_mma (9..64)
@@ -607,8 +606,7 @@ class KernelRoutes:
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
     early_trigger: frozenset[str] | None = None
-    norm_decode_vecs: int = 1
-    copy_rows_per_block: int = 1
+    norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -740,10 +738,9 @@ class KernelRoutes:
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
-                   norm_decode_vecs=_env_bounded(env, "ATLAS_NORM_DECODE_VECS", 1, 4,
-                                                 "rmsnorm.cu kMaxVecs"),
-                   copy_rows_per_block=_env_bounded(env, "ATLAS_ROWS_PER_BLOCK", 1, 16,
-                                                    "a block's rows of a prefill copy"),
+                   norm_rows_per_block=_env_bounded(env, "ATLAS_NORM_ROWS_PER_BLOCK",
+                                                    DEFAULT_NORM_ROWS_PER_BLOCK, 16,
+                                                    "a block's rows of a prefill norm"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
