@@ -433,3 +433,14 @@ def test_table_has_the_decode_latency_rows_of_every_head_geometry() -> None:
              (16, 2, 256, False))
             for b in (1, 8) for h in (512, 2048)}
     assert rows == want
+
+
+def test_the_decode_gemm_width_rows_time_the_served_launch() -> None:
+    """The "... dgemm" rows leave block shape and split to the routes (the start-up tuner's
+    pick, as a served step), the "wide" and plain decode GEMM rows force their shapes (the
+    A/Bs): a forced shape bypasses the tuner (ops.matmul_decode.tunes)."""
+    rows = [s for s in ks.table_shapes() if isinstance(s, Linear) and s.decode_sm90]
+    dgemm = [s for s in rows if s.label.endswith(" dgemm")]
+    assert dgemm and all(s.wide is None for s in dgemm)
+    assert any(s.label.startswith("qwen3-4b gate_up b64") for s in dgemm)
+    assert all(s.wide is not None for s in rows if not s.label.endswith(" dgemm"))

@@ -436,9 +436,10 @@ def gate_up_swiglu_case(env: Env, s: Any, kc: KernelCache) -> Case:
                 lambda o, t, r: [("act", o["act"], r)], outputs=("act",), note=f"ours: {route}")
 
 
-def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
+def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool | None,
                      out_f32: bool = False, swiglu: bool = False) -> str:
-    """Which decode GEMM kernel a row runs, its block shape, cluster split and ring."""
+    """Which decode GEMM kernel a row runs, its block shape, cluster split and ring (`wide`
+    None: the routes' own, so the tuner's pick where it runs: the rule's shown, marked)."""
     tma = matmul_decode.uses_tma(kc)
     groups = matmul_decode.decode_groups(m, wide, tma)
     split = matmul_decode.launch_split(kc, m, n, k, out_f32, swiglu, tma, groups)
@@ -452,8 +453,10 @@ def decode_gemm_note(kc: KernelCache, m: int, n: int, k: int, wide: bool,
     looped = (matmul_decode.persistent_launch_grid(kc, m, n, out_f32, swiglu, (split, groups))
               if tma else None)
     grid = "" if looped is None else f", persistent grid of {looped} blocks"
+    tuned = (" unless the start-up tuner picked another (ops/decode_gemm_tune)"
+             if wide is None and matmul_decode.tunes(kc) else "")
     return (f"{'gemm_decode_tma' if tma else 'gemm_decode_sm90'}, {groups} warpgroup(s) a "
-            f"block, cluster split {split}, {ring}{grid}")
+            f"block, cluster split {split}, {ring}{grid}{tuned}")
 
 
 def linear_case(env: Env, s: Any) -> Case:

@@ -330,8 +330,10 @@ class Embedding:
 class Linear:
     """y[m, n] = x[m, k] @ w[n, k].T; `prefill` puts it in the GEMM family, `batched` in
     the family of the tensor-core decode GEMV (ops.matmul_batched), `decode_sm90` in that of
-    the skinny wgmma GEMM (ops.matmul_decode; `wide` forces its two-warpgroup blocks), each
-    forced; the others run whatever `linear` would choose for m. `swiglu`: the MLP down
+    the skinny wgmma GEMM (ops.matmul_decode; `wide` forces its two-warpgroup blocks or
+    (False) one, which also fixes the split to the rule's; None leaves both to the routes:
+    the start-up tuner's pick, what a served step launches), each forced; the others run
+    whatever `linear` would choose for m. `swiglu`: the MLP down
     projection with its activation, x = swiglu of a gate_up [m, 2k] input, through
     `linear_silu`; `ends_swiglu`: the gate_up projection [n = 2 I, k] ending with it (y =
     swiglu, [m, I]), as decode steps run them (one row on the GEMV, decode batches on the
@@ -353,7 +355,7 @@ class Linear:
     decode_sm90: bool = False
     swiglu: bool = False
     ends_swiglu: bool = False
-    wide: bool = False
+    wide: bool | None = False
     cpasync: bool = False
     quick: bool = False
 
@@ -1002,10 +1004,11 @@ def table_shapes(m: ModelDims = QWEN3_8B,
             shapes.append(Linear(label=f"{m.name} gate_up+swiglu b{b} wide", m=b,
                                  n=2 * m.intermediate, k=m.hidden, ends_swiglu=True,
                                  decode_sm90=True, wide=True))
-    # the decode GEMM at other widths, each batch on the TMA kernel's default block shape
-    # (two warpgroups from 33 rows) and the split rule (ATLAS_DECODE_GEMM_ANY_SPLIT's A/B)
+    # the decode GEMM at other widths as a served step launches it: block shape and split the
+    # start-up tuner's (ops/decode_gemm_tune.py; ATLAS_DECODE_GEMM_TUNE=0: the kernel's default
+    # shape, two warpgroups from 33 rows, and the split rule, ATLAS_DECODE_GEMM_ANY_SPLIT's A/B)
     shapes += [Linear(label=f"{dims.name} {name} b{b} dgemm", m=b, n=n, k=k, decode_sm90=True,
-                      wide=b > 32)
+                      wide=None)
                for dims, names in decode_gemm_widths for b in (16, 64)
                for name, n, k in _linears(dims) if name in names]
     for fmt in ("fp8-block", "nvfp4"):
