@@ -14,7 +14,8 @@ import pytest
 
 from atlas.core.target import KernelTarget
 from atlas.core.vendor import Vendor
-from atlas.kernels.build import ModuleBuilt, build_into, build_sets, default_cache_dir
+from atlas.kernels.build import (ModuleBuilt, build_into, build_sets, default_cache_dir,
+                                 flags_read_by)
 from atlas.kernels.compiler import CompilerError, resolve_compute_target
 from atlas.kernels.ptxset import PtxModule, PtxSet, artifact_name
 from atlas.kernels.registry import KernelsNotFound, PtxRegistry, find_kernels_dir
@@ -209,30 +210,63 @@ def test_bazel_build_equals_cli_build_byte_for_byte(tmp_path: Path) -> None:
 
 @needs_nvcc
 def test_modules_compile_once_and_report_progress_as_they_finish(tmp_path: Path) -> None:
-    """big and small share common a.cu but not its flags (different defines): 2 + 2 distinct
-    modules; fam's flags equal the baseline's, so common/bf16 adds nothing to compile. A
-    rebuild with the cache compiles nothing and leaves the artifacts untouched."""
+    """big and small differ from fam and the baseline only by ATLAS_HIDDEN, which no module
+    reads, so all four share common a.cu's compile and three share common b.cu's: with big's
+    own b.cu, 3 distinct modules. A rebuild with the cache compiles nothing and leaves the
+    artifacts untouched."""
     repo = write_baseline(write_tree(tmp_path / "repo"))
     base = KernelTarget("hw", "common", "bf16")
     lines: list[ModuleBuilt] = []
     out, cache = tmp_path / "out", tmp_path / "cache"
     written = build_into(repo, out, [BIG, FAM, SMALL, base], skip=False, jobs=2,
                          cache_dir=cache, progress=lines.append)
-    assert len(lines) == 6 and not any(b.cached for b in lines)
-    assert sorted(b.done for b in lines) == list(range(1, 7))
+    assert len(lines) == 3 and not any(b.cached for b in lines)
+    assert sorted(b.done for b in lines) == list(range(1, 4))
     assert {b.source for b in lines} == {"kernels/hw/common/a.cu", "kernels/hw/common/b.cu",
                                          "kernels/hw/big/bf16/b.cu"}
-    assert lines[-1].line().startswith("[  6/6] sm_90a   kernels/hw/")
+    assert lines[-1].line().startswith("[  3/3] sm_90a   kernels/hw/")
     stamps = [p.stat().st_mtime_ns for p in written]
     again: list[ModuleBuilt] = []
     build_into(repo, out, [BIG, FAM, SMALL, base], skip=False, jobs=2, cache_dir=cache,
                progress=again.append)
-    assert len(again) == 6 and all(b.cached for b in again)
+    assert len(again) == 3 and all(b.cached for b in again)
     assert [p.stat().st_mtime_ns for p in written] == stamps
     sets = [PtxSet.from_json(p.read_bytes()) for p in written]
     # small's define is read by no kernel: it, and fam, compile to the baseline's PTX
     assert [v.path for v in identical_ptx_sets(sets)] == ["kernels/hw/fam/bf16",
                                                           "kernels/hw/small/bf16"]
+
+
+def test_a_project_define_keys_only_the_modules_whose_closure_names_it() -> None:
+    """A -DATLAS_* define enters a module's compile only where a file of its closure spells
+    the name as a whole token; every other flag always does."""
+    flags = ["-O3", "-DATLAS_HIDDEN=64", "-DATLAS_HIDDEN_ROWS=2", "-DATLAS_FAST", "-DNDEBUG",
+             "-DB_ALT=1"]
+    names_rows = {"a.cu": b'#include "u.cuh"\n', "u.cuh": b"#define R ATLAS_HIDDEN_ROWS\n"}
+    assert flags_read_by(names_rows, flags) == ["-O3", "-DATLAS_HIDDEN_ROWS=2", "-DNDEBUG",
+                                                "-DB_ALT=1"]
+    names_hidden = {"b.cu": b"#if ATLAS_HIDDEN == 64 && defined(ATLAS_FAST)\n#endif\n"}
+    assert flags_read_by(names_hidden, flags) == ["-O3", "-DATLAS_HIDDEN=64", "-DATLAS_FAST",
+                                                  "-DNDEBUG", "-DB_ALT=1"]
+    assert flags_read_by({"c.cu": b"int MY_ATLAS_HIDDEN;\n"}, flags) == ["-O3", "-DNDEBUG",
+                                                                          "-DB_ALT=1"]
+
+
+@needs_nvcc
+def test_a_module_reading_a_leaf_define_compiles_per_leaf(tmp_path: Path) -> None:
+    """Where a module reads the leaf's define, each leaf gets its own compile and PTX."""
+    repo = write_tree(tmp_path / "repo")
+    write(repo, "kernels/hw/common/b_impl.cuh",
+          "#pragma once\n#ifndef ATLAS_HIDDEN\n#define ATLAS_HIDDEN 16\n#endif\n"
+          "#define B_VALUE (ATLAS_HIDDEN * 1.0f)\n")
+    lines: list[ModuleBuilt] = []
+    small, fam = build_sets(repo, [SMALL, FAM], skip=False, jobs=2, progress=lines.append)
+    assert sorted(b.source for b in lines) == ["kernels/hw/common/a.cu",
+                                               "kernels/hw/common/b.cu",
+                                               "kernels/hw/common/b.cu"]
+    assert small.modules["a"].ptx == fam.modules["a"].ptx
+    thirty_two, sixteen = "1107296256", "1098907648"  # the bits of 32.0f and 16.0f
+    assert thirty_two in small.modules["b"].ptx and sixteen in fam.modules["b"].ptx
 
 
 def test_identical_ptx_sets_are_reported_per_arch() -> None:

@@ -2,8 +2,9 @@
 (tools/bazel/ptx.bzl) both run this code, so there is one build as well as one source list.
 
 Compiled modules are cached by content: the key is the module's repo-relative source path
-and the digest of its whole include closure (paths + bytes), arch, compiler version and
-flags. Identical inputs (a common kernel compiled for two leaves with the same flags, or the
+and the digest of its whole include closure (paths + bytes), arch, compiler version and the
+flags it can read (`flags_read_by`: a project define no file of the closure names is left
+out). Identical inputs (a common kernel compiled for two leaves with the same flags, or the
 same tree in another checkout) compile once per build, and with a cache directory once ever:
 `default_cache_dir()` is per user and shared by every checkout, which is safe because PTX
 bytes do not depend on the checkout's path (compiler.FIXED_SOURCE_ROOT). nvcc runs in a
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import sys
 import threading
 import time
@@ -33,6 +35,10 @@ from .sources import digest_closure, leaf_modules, module_closures, closure_hash
 from .tree import Leaf, list_targets, load_leaf, select_targets, selection_from_env
 
 SKIP_ENV = "ATLAS_SKIP_BUILD"
+#: Defines in the project's namespace: only the project's sources read them (the leaves'
+#: shape constants, the variant builds' switches), and every project file a module includes
+#: is in its closure, so a module whose closure never spells such a name cannot see it.
+PROJECT_DEFINE_PREFIX = "ATLAS_"
 CACHE_ENV = "ATLAS_PTX_CACHE"
 #: Enters every cache key: change it when how a module is compiled changes in a way its
 #: inputs do not show (e.g. the directory it is compiled from), so old entries stop matching.
@@ -112,6 +118,7 @@ class PtxCompiler:
         self.planned = 0  # distinct modules this build will submit (for progress lines)
 
     def job(self, source: str, closure: dict[str, bytes], arch: str, flags: list[str]) -> _Job:
+        flags = flags_read_by(closure, flags)
         digest = digest_closure(closure, arch, self.version, flags)
         key = hashlib.sha256(f"{COMPILE_SCHEME}\0{source}\0{digest}".encode()).hexdigest()
         # Not keyed by flags or arch: the same sources compile at the same absolute path
@@ -144,6 +151,26 @@ class PtxCompiler:
                                           hit, self._done,
                                           max(self.planned, len(self._futures))))
         return ptx
+
+
+def flags_read_by(closure: Mapping[str, bytes], flags: list[str]) -> list[str]:
+    """`flags` less the project defines (-DATLAS_NAME[=VALUE]) that no file of the module's
+    include closure names. Such a define cannot change the module's PTX, so the module is
+    compiled (and cached) once for every leaf that differs from another only by it. Why: the
+    MoE size leaves' shape constants are read by two modules, yet keyed into every module's
+    compile they made each size leaf recompile the whole hardware tree (three times the
+    sm_90a compile of a fresh `atlas kernels build`). The set's flags and closure hash still
+    carry every define."""
+    files = tuple(closure.values())
+
+    def read(flag: str) -> bool:
+        if not flag.startswith(f"-D{PROJECT_DEFINE_PREFIX}"):
+            return True
+        name = re.escape(flag[2:].split("=", 1)[0].encode())
+        token = re.compile(rb"(?<![A-Za-z0-9_])" + name + rb"(?![A-Za-z0-9_])")
+        return any(token.search(data) for data in files)
+
+    return [flag for flag in flags if read(flag)]
 
 
 def skipped_set(repo_root: Path, leaf: Leaf) -> PtxSet:
