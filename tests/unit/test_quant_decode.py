@@ -418,6 +418,13 @@ def test_atlas_gemv_rows_8_takes_the_convert_gemvs_8_row_twins() -> None:
     assert [(r.func, r.grid[0], r.block[0]) for r in dev.drain_launches()] == [
         ("gemv_fp8_cvt_x8_single", n // 8, 128), ("gemv_fp8_cvt_swiglu_x8_single", n // 8, 128),
         ("gemv_fp8_cvt_f32_single", n // 4, 128)]
+    # ATLAS_GEMV_SWIGLU_ROWS=8 alone: only the SwiGLU product on its 8-row twin
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_GEMV_SWIGLU_ROWS": "8",
+                                                 "ATLAS_QUANT_FP8_H2": "0"}))
+    QuantLinear(w).linear(kc, 0, x, y, 1)
+    QuantLinear(w).linear_swiglu(kc, 0, x, y, 1)
+    assert [(r.func, r.grid[0]) for r in dev.drain_launches()] == [
+        ("gemv_fp8_cvt_bf16_single", n // 4), ("gemv_fp8_cvt_swiglu_x8_single", n // 8)]
 
 
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])

@@ -175,15 +175,16 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
                                          x, w, y, m, n, k, plan.stages)
 
 
-#: the single-row entries with an 8-row twin (routes.gemv_rows)
+#: the single-row entries with an 8-row twin (routes.single_gemv_rows)
 _X8_SINGLE = {GEMV_SINGLE: GEMV_X8_SINGLE, GEMV_SWIGLU_SINGLE: GEMV_SWIGLU_X8_SINGLE}
 
 
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig` (its 8-row twin under routes.gemv_rows 8)."""
+    """One row on the single-row entry `sig` (its 8-row twin where routes.single_gemv_rows
+    says 8)."""
     rows = GEMV_ROWS_PER_BLOCK
-    if kc.routes.gemv_rows == 8 and sig in _X8_SINGLE:
+    if sig in _X8_SINGLE and kc.routes.single_gemv_rows(sig == GEMV_SWIGLU_SINGLE) == 8:
         sig, rows = _X8_SINGLE[sig], 8
     kc.get(sig)(stream, -(-n // rows), gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, 1,
                 n, k)

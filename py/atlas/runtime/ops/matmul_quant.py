@@ -180,7 +180,7 @@ def _check_rows(name: str, m: int) -> None:
 
 
 #: the convert GEMV's entry points by (product, weight rows a block): 8-row twins of the bf16
-#: and SwiGLU products under routes.gemv_rows 8 (ATLAS_GEMV_ROWS)
+#: and SwiGLU products where routes.single_gemv_rows says 8 (ATLAS_GEMV_ROWS, _SWIGLU_ROWS)
 _FP8_CVT = {("bf16", 4): GEMV_FP8_CVT_SINGLE, ("swiglu", 4): GEMV_FP8_CVT_SWIGLU_SINGLE,
             ("f32", 4): GEMV_FP8_CVT_F32_SINGLE, ("bf16", 8): GEMV_FP8_CVT_X8_SINGLE,
             ("swiglu", 8): GEMV_FP8_CVT_SWIGLU_X8_SINGLE}
@@ -203,7 +203,8 @@ def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: Dev
         if swiglu and w.n % 2:
             raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
         product = "swiglu" if swiglu else "f32" if out_f32 else "bf16"
-        rows = 8 if kc.routes.gemv_rows == 8 and (product, 8) in _FP8_CVT else \
+        rows = 8 if ((product, 8) in _FP8_CVT
+                     and kc.routes.single_gemv_rows(product == "swiglu") == 8) else \
             GEMV_ROWS_PER_BLOCK
         kc.get(_FP8_CVT[product, rows])(stream, -(-w.n // rows), gemv_fp8_threads(w.k, 2), 0,
                                         x, w.codes, w.scales, y, m, w.n, w.k, *w.map_args)

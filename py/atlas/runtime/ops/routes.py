@@ -397,7 +397,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   threads at k 2,048 where 1 gives 256 with half of their loads zero-filled). 1 is the A/B.
 * ATLAS_GEMV_ROWS=4|8: weight rows a block of batch 1's bf16 GEMV and gate_up + SwiGLU
   (gemv_bf16_single / gemv_swiglu_bf16_single, or their `_x8` twins: twice the bytes a block
-  for one launch, reduction and exit, the same bits). Unset: 4.
+  for one launch, reduction and exit, the same bits), and of FP8's convert GEMV. Unset: 4.
+* ATLAS_GEMV_SWIGLU_ROWS=4|8: the same for the gate_up + SwiGLU products alone (unset: as
+  ATLAS_GEMV_ROWS). Why: gpu144 (H100, FP8-block Qwen3-8B, batch 1) put the 8-row twins'
+  gain in the gate_up + SwiGLU (37.00 -> 36.23 us a layer) and losses in down and qkv.
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -648,6 +651,7 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_chunks: int = 2
     gemv_rows: int = 4
+    gemv_swiglu_rows: int | None = None
     gemv_swiglu: bool = True
     gemv_bias: bool = True
     gemv_attn_gate: bool = False
@@ -658,6 +662,13 @@ class KernelRoutes:
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
+
+    def single_gemv_rows(self, swiglu: bool) -> int:
+        """Weight rows a block of batch 1's 4-row GEMVs and their 8-row twins take: the
+        gate_up + SwiGLU product's own count where set, else gemv_rows."""
+        if swiglu and self.gemv_swiglu_rows is not None:
+            return self.gemv_swiglu_rows
+        return self.gemv_rows
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -673,6 +684,9 @@ class KernelRoutes:
         gemv_rows = env.get("ATLAS_GEMV_ROWS", "").strip() or "4"
         if gemv_rows not in ("4", "8"):
             raise ValueError(f"ATLAS_GEMV_ROWS={gemv_rows!r} must be 4, 8 or unset")
+        swiglu_rows = env.get("ATLAS_GEMV_SWIGLU_ROWS", "").strip()
+        if swiglu_rows not in ("", "4", "8"):
+            raise ValueError(f"ATLAS_GEMV_SWIGLU_ROWS={swiglu_rows!r} must be 4, 8 or unset")
         gemv_chunks = env.get("ATLAS_GEMV_CHUNKS", "").strip() or "2"
         if gemv_chunks not in ("1", "2"):
             raise ValueError(f"ATLAS_GEMV_CHUNKS={gemv_chunks!r} must be 1, 2 or unset")
@@ -801,6 +815,7 @@ class KernelRoutes:
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_chunks=int(gemv_chunks),
                    gemv_rows=int(gemv_rows),
+                   gemv_swiglu_rows=int(swiglu_rows) if swiglu_rows else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
