@@ -213,8 +213,8 @@ def test_one_row_takes_the_single_row_kernels() -> None:
     assert [r.block[0] for r in mock.drain_launches()] == [128]
     with pytest.raises(ValueError, match="ATLAS_GEMV_CHUNKS"):
         KernelRoutes.from_env({"ATLAS_GEMV_CHUNKS": "3"})
-    # ATLAS_GEMV_ROWS=8: the plain and SwiGLU single-row products on their 8-row twins (grid
-    # n / 8, the same threads); the f32 logits keep 4-row blocks
+    # ATLAS_GEMV_ROWS=8: the plain single-row product on its 8-row twin (grid n / 8, the
+    # same threads), beside the SwiGLU one's (its default); the f32 logits keep 4-row blocks
     x8 = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "8"}))
     matmul.gemv(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)
     matmul.gemv_swiglu(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)
@@ -224,8 +224,8 @@ def test_one_row_takes_the_single_row_kernels() -> None:
         ("gemv_bf16_f32_single", 1536, 128)]
     with pytest.raises(ValueError, match="ATLAS_GEMV_ROWS"):
         KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "6"})
-    # ATLAS_GEMV_SWIGLU_ROWS sets the SwiGLU product's own count, either way round
-    for env, plain, swiglu in (({"ATLAS_GEMV_SWIGLU_ROWS": "8"}, 4, 8),
+    # ATLAS_GEMV_SWIGLU_ROWS sets the SwiGLU product's own count (unset: 8), either way round
+    for env, plain, swiglu in (({}, 4, 8), ({"ATLAS_GEMV_SWIGLU_ROWS": "4"}, 4, 4),
                                ({"ATLAS_GEMV_ROWS": "8", "ATLAS_GEMV_SWIGLU_ROWS": "4"}, 8, 4)):
         kc_rows = KernelCache(mock, routes=KernelRoutes.from_env(env))
         matmul.gemv(kc_rows, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)

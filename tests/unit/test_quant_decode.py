@@ -403,10 +403,11 @@ def test_one_fp8_row_of_logits_takes_the_convert_gemv() -> None:
         matmul_quant.gemv_fp8(KernelCache(dev), 0, x, w, y, 1, out_f32=True)
 
 
-def test_atlas_gemv_rows_8_takes_the_convert_gemvs_8_row_twins() -> None:
-    """ATLAS_GEMV_ROWS=8: one FP8 row's bf16 and SwiGLU products on gemv_fp8_cvt_x8_single /
-    gemv_fp8_cvt_swiglu_x8_single (grid n / 8, the convert GEMV's threads); logits stay on
-    the 4-row f32 entry."""
+def test_the_rows_switches_take_the_convert_gemvs_8_row_twins() -> None:
+    """ATLAS_GEMV_ROWS=8: one FP8 row's bf16 product on gemv_fp8_cvt_x8_single (grid n / 8,
+    the convert GEMV's threads), the SwiGLU product on gemv_fp8_cvt_swiglu_x8_single as by
+    default (ATLAS_GEMV_SWIGLU_ROWS unset: 8; 4 its 4-row entry); logits stay on the 4-row
+    f32 entry."""
     dev = _direct_mock()
     kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "8",
                                                  "ATLAS_QUANT_FP8_H2": "0"}))
@@ -418,13 +419,14 @@ def test_atlas_gemv_rows_8_takes_the_convert_gemvs_8_row_twins() -> None:
     assert [(r.func, r.grid[0], r.block[0]) for r in dev.drain_launches()] == [
         ("gemv_fp8_cvt_x8_single", n // 8, 128), ("gemv_fp8_cvt_swiglu_x8_single", n // 8, 128),
         ("gemv_fp8_cvt_f32_single", n // 4, 128)]
-    # ATLAS_GEMV_SWIGLU_ROWS=8 alone: only the SwiGLU product on its 8-row twin
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_GEMV_SWIGLU_ROWS": "8",
-                                                 "ATLAS_QUANT_FP8_H2": "0"}))
-    QuantLinear(w).linear(kc, 0, x, y, 1)
-    QuantLinear(w).linear_swiglu(kc, 0, x, y, 1)
-    assert [(r.func, r.grid[0]) for r in dev.drain_launches()] == [
-        ("gemv_fp8_cvt_bf16_single", n // 4), ("gemv_fp8_cvt_swiglu_x8_single", n // 8)]
+    for env, swiglu in (({}, ("gemv_fp8_cvt_swiglu_x8_single", n // 8)),
+                        ({"ATLAS_GEMV_SWIGLU_ROWS": "4"},
+                         ("gemv_fp8_cvt_swiglu_bf16_single", n // 4))):
+        kc = KernelCache(dev, KernelRoutes.from_env({**env, "ATLAS_QUANT_FP8_H2": "0"}))
+        QuantLinear(w).linear(kc, 0, x, y, 1)
+        QuantLinear(w).linear_swiglu(kc, 0, x, y, 1)
+        assert [(r.func, r.grid[0]) for r in dev.drain_launches()] == [
+            ("gemv_fp8_cvt_bf16_single", n // 4), swiglu]
 
 
 @pytest.mark.parametrize("case", ["prefill", "switched off", "k % 64", "narrow blocks", "gb10"])
@@ -671,7 +673,7 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert down.args["y"] == bufs["delta"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
     assert [r.func for r in dev.drain_launches()] == [  # both on the convert GEMV
-        "gemv_fp8_cvt_swiglu_bf16_single", "gemv_fp8_cvt_bf16_single"]
+        "gemv_fp8_cvt_swiglu_x8_single", "gemv_fp8_cvt_bf16_single"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False, quant_fp8_h2=True)), 0, b, 1)
     assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
                                                       "gemv_fp8_h2_bf16"]  # half-precision FMAs

@@ -37,20 +37,24 @@ def test_the_switch_parses_and_defaults_to_the_launch_builders_rule() -> None:
     assert not matmul_quant.uses_core_swiglu(KernelCache(HostBackend()), w, 1)  # no module
 
 
+@pytest.mark.parametrize("rows", [8, 4])
 @pytest.mark.parametrize("inter, k, threads", [(12288, 4096, 128), (12289, 4096, 128),
                                                (100, 12288, 256), (1, 64, 32)])
-def test_gate_up_launches_the_convert_twin_two_features_a_block(inter: int, k: int,
-                                                                  threads: int) -> None:
+def test_gate_up_launches_the_convert_twin_rows_over_two_features_a_block(
+        inter: int, k: int, threads: int, rows: int) -> None:
+    """8-row blocks (the default, ATLAS_GEMV_SWIGLU_ROWS) hold 4 features, 4-row ones 2."""
     dev = _mock()
-    kc = KernelCache(dev, ON)
+    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_QUANT_FP8_CORE_SWIGLU": "1",
+                                                 "ATLAS_GEMV_SWIGLU_ROWS": str(rows)}))
     gate_up = QuantLinear(direct_weight(dev, "fp8", 2 * inter, k))
     assert gate_up.fuses_swiglu(kc, 1)
     act = dev.alloc(2 * inter)
     gate_up.linear_swiglu(kc, 0, dev.alloc(2 * k), act, 1)
     (rec,) = dev.drain_launches()
-    assert (rec.module, rec.func) == ("gemv_fp8", "gemv_fp8_cvt_swiglu_bf16_single")
+    entry = "gemv_fp8_cvt_swiglu_x8_single" if rows == 8 else "gemv_fp8_cvt_swiglu_bf16_single"
+    assert (rec.module, rec.func) == ("gemv_fp8", entry)
     assert rec.args["y"] == act and rec.args["n"] == 2 * inter and rec.args["m"] == 1
-    assert rec.grid[0] == -(-inter // 2) and rec.block[0] == threads
+    assert rec.grid[0] == -(-inter // (rows // 2)) and rec.block[0] == threads
 
 
 def test_it_yields_to_the_h2_gemv_the_convert_switch_and_more_rows() -> None:

@@ -109,7 +109,7 @@ def test_switched_off_every_product_keeps_its_previous_route() -> None:
     funcs = [(r.module, r.func) for r in dev.drain_launches()]
     assert funcs[0] == ("gemv_fp8", "gemv_fp8_cvt_bf16_single")
     assert funcs[1] == ("gemv_fp8", "gemv_fp8_cvt_f32_single")
-    assert funcs[2] == ("gemv_fp8", "gemv_fp8_cvt_swiglu_bf16_single")
+    assert funcs[2] == ("gemv_fp8", "gemv_fp8_cvt_swiglu_x8_single")
     assert not any("h2" in f for _, f in funcs)
 
 

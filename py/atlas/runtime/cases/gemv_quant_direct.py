@@ -50,7 +50,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     loop; `h2`, m = 1: the format's half-precision-FMA GEMV instead (gemv_nvfp4.cu /
     gemv_fp8.cu gemv_*_h2_swiglu_bf16); `core`, FP8, m = 1: the convert GEMV's twin
     (gemv_fp8_cvt_swiglu_bf16_single, routes.quant_fp8_core_swiglu; `rows` 8: its 8-row twin,
-    routes.gemv_rows); `x_spikes`:
+    routes.gemv_swiglu_rows); `x_spikes`:
     x columns set to large values, quant_linear.with_spikes), against float64:
     the product rounded to bf16, then silu_mul's rounding (swiglu_oracle)."""
     n = 2 * inter
@@ -82,7 +82,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
     routes = case_routes(True, e2m1_lut, staged, tile_loop, narrow, core and not nvfp4,
                          h2=h2 and nvfp4, fp8_h2=h2 and not nvfp4)
     routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4,
-                                 gemv_rows=rows)
+                                 gemv_rows=rows, gemv_swiglu_rows=rows)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],

@@ -27,7 +27,7 @@ def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: in
 def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4,
                      gelu: bool = False) -> KernelCase:
     """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k] in blocks of
-    `rows` weight rows (routes.gemv_rows: 8 runs gemv_swiglu_bf16_x8_single); its unfused
+    `rows` weight rows (routes.gemv_swiglu_rows: 8 runs gemv_swiglu_bf16_x8_single); its unfused
     twin (the 4-row GEMV, then silu_mul) into `act_unfused` where silu_mul takes inter.
 
     Every gate and up value is exact in f32 whatever the order of its sums (the products
@@ -50,7 +50,7 @@ def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend)
-        fused = KernelCache(backend, routes=replace(kc.routes, gemv_rows=rows))
+        fused = KernelCache(backend, routes=replace(kc.routes, gemv_swiglu_rows=rows))
         matmul.gemv_swiglu(fused, stream, p["x"], p["w"], p["act"], 1, n, k, gelu)
         if twin:
             matmul.gemv(kc, stream, p["x"], p["w"], p["gate_up"], 1, n, k, single=True)

@@ -103,7 +103,7 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
 
     routes = dataclasses.replace(
         case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2),
-        gemv_rows=rows)  # 8: the batch-1 CUDA-core GEMVs' 8-row twins
+        gemv_rows=rows, gemv_swiglu_rows=rows)  # 8: the batch-1 CUDA-core GEMVs' 8-row twins
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

@@ -395,12 +395,15 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_CHUNKS=1|2: 16-byte chunks of each row a bf16 CUDA-core GEMV thread loads
   (ops/matmul.py gemv_threads; unset: 2, gemv_core's kUnroll, every load slot used: 128
   threads at k 2,048 where 1 gives 256 with half of their loads zero-filled). 1 is the A/B.
-* ATLAS_GEMV_ROWS=4|8: weight rows a block of batch 1's bf16 GEMV and gate_up + SwiGLU
-  (gemv_bf16_single / gemv_swiglu_bf16_single, or their `_x8` twins: twice the bytes a block
-  for one launch, reduction and exit, the same bits), and of FP8's convert GEMV. Unset: 4.
-* ATLAS_GEMV_SWIGLU_ROWS=4|8: the same for the gate_up + SwiGLU products alone (unset: as
-  ATLAS_GEMV_ROWS). Why: gpu144 (H100, FP8-block Qwen3-8B, batch 1) put the 8-row twins'
-  gain in the gate_up + SwiGLU (37.00 -> 36.23 us a layer) and losses in down and qkv.
+* ATLAS_GEMV_ROWS=4|8: weight rows a block of batch 1's plain bf16 GEMV (gemv_bf16_single
+  or its `_x8` twin: twice the bytes a block for one launch, reduction and exit, the same
+  bits) and FP8's plain convert GEMV. Unset: 4 (gpu143 / gpu144, H100: 8 lost on Qwen3-4B,
+  -0.6B and the 35B's input projections).
+* ATLAS_GEMV_SWIGLU_ROWS=4|8: the same for batch 1's gate_up + SwiGLU products
+  (gemv_swiglu_bf16_single, gemv_fp8_cvt_swiglu_bf16_single, or their `_x8` twins). Unset:
+  8: gpu145 (H100, batch 1 x 512, GPU ms a step, 4 vs 8) Qwen3-8B FP8-block 3.062 vs 3.048,
+  Qwen3-8B 5.276 vs 5.245, Qwen3-4B 3.146 vs 3.129, Qwen3-1.7B 1.4285 vs 1.420, Llama-3.2-1B
+  0.975 vs 0.967.
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -651,7 +654,7 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_chunks: int = 2
     gemv_rows: int = 4
-    gemv_swiglu_rows: int | None = None
+    gemv_swiglu_rows: int = 8
     gemv_swiglu: bool = True
     gemv_bias: bool = True
     gemv_attn_gate: bool = False
@@ -664,11 +667,9 @@ class KernelRoutes:
     persistent_flags: bool = True
 
     def single_gemv_rows(self, swiglu: bool) -> int:
-        """Weight rows a block of batch 1's 4-row GEMVs and their 8-row twins take: the
-        gate_up + SwiGLU product's own count where set, else gemv_rows."""
-        if swiglu and self.gemv_swiglu_rows is not None:
-            return self.gemv_swiglu_rows
-        return self.gemv_rows
+        """Weight rows a block of batch 1's GEMVs that have an 8-row twin: the gate_up +
+        SwiGLU products' count, or the plain products'."""
+        return self.gemv_swiglu_rows if swiglu else self.gemv_rows
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -684,8 +685,8 @@ class KernelRoutes:
         gemv_rows = env.get("ATLAS_GEMV_ROWS", "").strip() or "4"
         if gemv_rows not in ("4", "8"):
             raise ValueError(f"ATLAS_GEMV_ROWS={gemv_rows!r} must be 4, 8 or unset")
-        swiglu_rows = env.get("ATLAS_GEMV_SWIGLU_ROWS", "").strip()
-        if swiglu_rows not in ("", "4", "8"):
+        swiglu_rows = env.get("ATLAS_GEMV_SWIGLU_ROWS", "").strip() or "8"
+        if swiglu_rows not in ("4", "8"):
             raise ValueError(f"ATLAS_GEMV_SWIGLU_ROWS={swiglu_rows!r} must be 4, 8 or unset")
         gemv_chunks = env.get("ATLAS_GEMV_CHUNKS", "").strip() or "2"
         if gemv_chunks not in ("1", "2"):
@@ -815,7 +816,7 @@ class KernelRoutes:
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_chunks=int(gemv_chunks),
                    gemv_rows=int(gemv_rows),
-                   gemv_swiglu_rows=int(swiglu_rows) if swiglu_rows else None,
+                   gemv_swiglu_rows=int(swiglu_rows),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
