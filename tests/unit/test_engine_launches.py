@@ -15,7 +15,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-qwen3"
 #: attention with q/k norm + RoPE + KV append inside, o_proj, add + RMSNorm, gate_up ending
 #: with its SwiGLU (ATLAS_GEMV_SWIGLU), down; the first layer's norm has nothing to add
 DEFAULT_LAYER = ["add_rmsnorm_bf16", "gemv_bf16_single", "decode_attn_rope_bf16",
-                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_x8_single",
+                 "gemv_bf16_single", "add_rmsnorm_bf16", "gemv_swiglu_bf16_single",
                  "gemv_bf16_single"]
 
 

@@ -25,7 +25,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny-glm4-moe"
 
 ATTENTION = ["gemv_bias_bf16_single", "qk_norm_rope_kv_partial_bf16", "decode_attn_bf16",
              "gemv_bf16_single"]
-DENSE = ["gemv_swiglu_bf16_x8_single", "gemv_bf16_single"]
+DENSE = ["gemv_swiglu_bf16_single", "gemv_bf16_single"]
 ROUTER = "moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16"
 FUSED = [ROUTER, "moe_gate_up_gemv_bf16_single", "moe_down_sum_bf16"]
 SEPARATE = ["add_rmsnorm_bf16", "gemv_bf16_f32_unrounded", "moe_topk_sigmoid_f32",

@@ -47,7 +47,7 @@ NORM_ROUTE_AND_GATE_UP = ["moe_add_rmsnorm_gate_topk_cluster_softmax_bf16",
 #: the down launch writes delta (the tiny fixtures' inter is no multiple of 256: the row-group
 #: kernel); the next add_rmsnorm launch adds it
 SPARSE = NORM_ROUTE_AND_GATE_UP + ["moe_down_sum_bf16"]
-DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_x8_single", "gemv_bf16_single"]
+DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 
 @pytest.mark.parametrize("name, layers", [

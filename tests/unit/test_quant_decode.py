@@ -672,8 +672,8 @@ def test_a_quantized_dense_mlp_runs_two_launches_at_decode() -> None:
     assert down.func == "gemv_qd_fp8_bf16" and down.args["x"] == bufs["act"]
     assert down.args["y"] == bufs["delta"]
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False)), 0, b, 1)  # the default:
-    assert [r.func for r in dev.drain_launches()] == [  # both on the convert GEMV
-        "gemv_fp8_cvt_swiglu_x8_single", "gemv_fp8_cvt_bf16_single"]
+    assert [r.func for r in dev.drain_launches()] == [  # both on the convert GEMV (256-byte
+        "gemv_fp8_cvt_swiglu_bf16_single", "gemv_fp8_cvt_bf16_single"]  # rows: 4 a block)
     mlp.forward(KernelCache(dev, KernelRoutes(quant_staged=False, quant_fp8_h2=True)), 0, b, 1)
     assert [r.func for r in dev.drain_launches()] == ["gemv_fp8_h2_swiglu_bf16",  # both on the
                                                       "gemv_fp8_h2_bf16"]  # half-precision FMAs

@@ -13,6 +13,7 @@
 #   unserve                stop it
 #   tp NAME LEVELS WEIGHTS N SEED MODEL   the `throughput` suite against that server
 #   tp_show FILE...        its levels' totals, TTFT and inter-token percentiles, one line each
+#   h200_gates             on an H200: the four gate records at the carried HEAD
 #
 # Results go to $R, logs to $L; both come back as $OUT/all.tgz, also when the call is cut short.
 set -uo pipefail
@@ -92,6 +93,18 @@ tp() {
     --param requests_per_level="$n" --param seed="$seed" --format json --no-fail-on-verdict \
     > "$R/tp_$name.json" 2> "$L/tp_$name.err"
   echo "tp_$name rc=$? $(( $(date +%s) - s ))s"; pack
+}
+# The four gate records at this HEAD (.device/git.tar, tools/gpu/prep_git.sh), on an H200 only:
+# BENCH.toml's thresholds are the H200's.
+h200_gates() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ] \
+    || return 0
+  ckpt qwen3-8b; serve qwen3-8b
+  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git && git status --porcelain > /dev/null
+  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
+    TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
+      --model qwen3-8b --checkpoint Qwen/Qwen3-8B; done
+  mkdir -p $R/benchmarks && cp -r .benchmarks/. $R/benchmarks/; pack; unserve
 }
 tp_show() {
   python3 - "$@" <<'PY' 2>&1 | tail -9

@@ -25,14 +25,7 @@ done
 for m in qwen3-8b qwen3-0.6b; do b1 ${m}_def X=1 $G/$m; b1 ${m}_r8 $R8 $G/$m; done
 KLIM=120 kt dgemm "X=1" -k dgemm
 KLIM=40 kt norm "X=1" -k rmsnorm
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
-  ckpt qwen3-8b; serve qwen3-8b
-  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git && git status --porcelain > /dev/null
-  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
-    TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
-      --model qwen3-8b --checkpoint Qwen/Qwen3-8B; done
-  mkdir -p $R/benchmarks && cp -r .benchmarks/. $R/benchmarks/; pack; unserve
-fi
+h200_gates
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default, 8-row GEMV blocks)"
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 for m in qwen3-1.7b qwen3-4b llama-3.2-1b qwen3-8b qwen3-0.6b; do

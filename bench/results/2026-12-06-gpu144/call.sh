@@ -22,14 +22,7 @@ PL=120 b1 q35_def X=1 $G/qwen3_5-35b-a3b; PL=120 b1 q35_r8 $R8 $G/qwen3_5-35b-a3
 PL=120 b1 q35_r8_2 $R8 $G/qwen3_5-35b-a3b; PL=120 b1 q35_def2 X=1 $G/qwen3_5-35b-a3b
 PL=120 b1 q30_def X=1 $G/qwen3-30b-a3b; PL=120 b1 q30_r8 $R8 $G/qwen3-30b-a3b
 b1 q8_def X=1 $G/qwen3-8b
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
-  ckpt qwen3-8b; serve qwen3-8b
-  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git && git status --porcelain > /dev/null
-  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
-    TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
-      --model qwen3-8b --checkpoint Qwen/Qwen3-8B; done
-  mkdir -p $R/benchmarks && cp -r .benchmarks/. $R/benchmarks/; pack; unserve
-fi
+h200_gates
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default, 8-row GEMV blocks, ...)"
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 for m in fp8 q35 q30; do

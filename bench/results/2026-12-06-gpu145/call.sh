@@ -26,12 +26,5 @@ show() {
   for n in fp8_def fp8_s8; do echo "$n:"; grep -A 8 "^critical path" $L/$n.log | tail -7 | cut -c1-110; done
 }
 show
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
-  ckpt qwen3-8b; serve qwen3-8b
-  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git && git status --porcelain > /dev/null
-  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
-    TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
-      --model qwen3-8b --checkpoint Qwen/Qwen3-8B; done
-  mkdir -p $R/benchmarks && cp -r .benchmarks/. $R/benchmarks/; pack; unserve
-fi
+h200_gates
 echo "ALL DONE"

@@ -14,12 +14,5 @@ for m in $MS; do b1 ${m}_s8 X=1 $G/$m; b1 ${m}_s4 $S4 $G/$m; done
 aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default: SwiGLU 8-row | SwiGLU 4-row)"
 for m in $MS; do printf "%-16s s8 %s| s4 %s\n" $m "$(aw ${m}_s8)" "$(aw ${m}_s4)"; done
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -f .device/git.tar ]; then
-  ckpt qwen3-8b; serve qwen3-8b
-  rm -rf .git && mkdir .git && tar xf .device/git.tar -C .git && git status --porcelain > /dev/null
-  for g in decode-floor concurrency-sweep ttft-cold ttft-warm; do
-    TAILN=2 t 90 gate_$g python3 -m atlas_cli.main gate record $g --url http://127.0.0.1:8897 \
-      --model qwen3-8b --checkpoint Qwen/Qwen3-8B; done
-  mkdir -p $R/benchmarks && cp -r .benchmarks/. $R/benchmarks/; pack; unserve
-fi
+h200_gates
 echo "ALL DONE"

@@ -175,16 +175,37 @@ def gemv_ring(kc: KernelCache, stream: Stream, sig: KernelSig, plan: RingPlan, x
                                          x, w, y, m, n, k, plan.stages)
 
 
-#: the single-row entries with an 8-row twin (routes.single_gemv_rows)
+#: the single-row entries with an 8-row twin (single_gemv_rows)
 _X8_SINGLE = {GEMV_SINGLE: GEMV_X8_SINGLE, GEMV_SWIGLU_SINGLE: GEMV_SWIGLU_X8_SINGLE}
+
+#: Batch 1's gate_up + SwiGLU (bf16 and FP8's convert GEMV) takes 8-row blocks where a weight
+#: row holds this many bytes (bf16 k >= 2,048, FP8 k >= 4,096: 4-row blocks of 16 KiB and up),
+#: unless ATLAS_GEMV_SWIGLU_ROWS says. Measured (H100, batch 1 x 512, GPU ms a step, 4 vs 8
+#: rows for that product alone; gpu145, gpu146): Qwen3-8B FP8-block 3.062 vs 3.048, Qwen3-8B
+#: 5.276 vs 5.245, Llama-3.1-8B 5.156 vs 5.134, Mistral-7B 4.908 vs 4.888, Qwen3-4B 3.146 vs
+#: 3.129, Phi-4-mini 3.015 vs 3.010, Qwen3-1.7B 1.4285 vs 1.420, Llama-3.2-1B 0.975 vs 0.967,
+#: Llama-3.2-3B 2.400 vs 2.402 and Qwen2.5-7B 4.935 vs 4.938 (level); below it 8 rows lost:
+#: Qwen2.5-1.5B (3,072-byte rows) 1.394 vs 1.408, Qwen3-0.6B (2,048) 0.724 vs 0.738. At those
+#: widths a 4-row block is 48..96 threads and the 8-row one halves an SM's blocks.
+SWIGLU_X8_MIN_ROW_BYTES = 4096
+
+
+def single_gemv_rows(kc: KernelCache, swiglu: bool, row_bytes: int) -> int:
+    """Weight rows a block of batch 1's GEMVs that have an 8-row twin: for the gate_up +
+    SwiGLU products routes.gemv_swiglu_rows, else by SWIGLU_X8_MIN_ROW_BYTES; for the plain
+    ones routes.gemv_rows."""
+    if not swiglu:
+        return kc.routes.gemv_rows
+    if kc.routes.gemv_swiglu_rows is not None:
+        return kc.routes.gemv_swiglu_rows
+    return 8 if row_bytes >= SWIGLU_X8_MIN_ROW_BYTES else GEMV_ROWS_PER_BLOCK
 
 
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig` (its 8-row twin where routes.single_gemv_rows
-    says 8)."""
+    """One row on the single-row entry `sig` (its 8-row twin where single_gemv_rows says 8)."""
     rows = GEMV_ROWS_PER_BLOCK
-    if sig in _X8_SINGLE and kc.routes.single_gemv_rows(sig == GEMV_SWIGLU_SINGLE) == 8:
+    if sig in _X8_SINGLE and single_gemv_rows(kc, sig == GEMV_SWIGLU_SINGLE, 2 * k) == 8:
         sig, rows = _X8_SINGLE[sig], 8
     kc.get(sig)(stream, -(-n // rows), gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, 1,
                 n, k)

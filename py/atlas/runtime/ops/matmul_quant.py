@@ -34,7 +34,8 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_F
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
-                     fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu)
+                     fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu,
+                     single_gemv_rows)
 from .matmul_h2 import H2Out, launch_h2
 
 
@@ -180,7 +181,7 @@ def _check_rows(name: str, m: int) -> None:
 
 
 #: the convert GEMV's entry points by (product, weight rows a block): 8-row twins of the bf16
-#: and SwiGLU products where routes.single_gemv_rows says 8 (ATLAS_GEMV_ROWS, _SWIGLU_ROWS)
+#: and SwiGLU products where matmul.single_gemv_rows says 8 (ATLAS_GEMV_ROWS, _SWIGLU_ROWS)
 _FP8_CVT = {("bf16", 4): GEMV_FP8_CVT_SINGLE, ("swiglu", 4): GEMV_FP8_CVT_SWIGLU_SINGLE,
             ("f32", 4): GEMV_FP8_CVT_F32_SINGLE, ("bf16", 8): GEMV_FP8_CVT_X8_SINGLE,
             ("swiglu", 8): GEMV_FP8_CVT_SWIGLU_X8_SINGLE}
@@ -204,7 +205,7 @@ def gemv_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: Dev
             raise ValueError(f"gemv_fp8: the SwiGLU entry point needs an even n, got {w.n}")
         product = "swiglu" if swiglu else "f32" if out_f32 else "bf16"
         rows = 8 if ((product, 8) in _FP8_CVT
-                     and kc.routes.single_gemv_rows(product == "swiglu") == 8) else \
+                     and single_gemv_rows(kc, product == "swiglu", w.k) == 8) else \
             GEMV_ROWS_PER_BLOCK
         kc.get(_FP8_CVT[product, rows])(stream, -(-w.n // rows), gemv_fp8_threads(w.k, 2), 0,
                                         x, w.codes, w.scales, y, m, w.n, w.k, *w.map_args)

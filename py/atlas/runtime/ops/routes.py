@@ -401,9 +401,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   -0.6B and the 35B's input projections).
 * ATLAS_GEMV_SWIGLU_ROWS=4|8: the same for batch 1's gate_up + SwiGLU products
   (gemv_swiglu_bf16_single, gemv_fp8_cvt_swiglu_bf16_single, or their `_x8` twins). Unset:
-  8: gpu145 (H100, batch 1 x 512, GPU ms a step, 4 vs 8) Qwen3-8B FP8-block 3.062 vs 3.048,
-  Qwen3-8B 5.276 vs 5.245, Qwen3-4B 3.146 vs 3.129, Qwen3-1.7B 1.4285 vs 1.420, Llama-3.2-1B
-  0.975 vs 0.967.
+  8 where a weight row holds ops/matmul.SWIGLU_X8_MIN_ROW_BYTES or more, else 4 (the data
+  there).
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -654,7 +653,7 @@ class KernelRoutes:
     gemv_ring_stages: int | None = None
     gemv_chunks: int = 2
     gemv_rows: int = 4
-    gemv_swiglu_rows: int = 8
+    gemv_swiglu_rows: int | None = None
     gemv_swiglu: bool = True
     gemv_bias: bool = True
     gemv_attn_gate: bool = False
@@ -665,11 +664,6 @@ class KernelRoutes:
     persistent_blocks: int = 0
     persistent_splits: int = 0
     persistent_flags: bool = True
-
-    def single_gemv_rows(self, swiglu: bool) -> int:
-        """Weight rows a block of batch 1's GEMVs that have an 8-row twin: the gate_up +
-        SwiGLU products' count, or the plain products'."""
-        return self.gemv_swiglu_rows if swiglu else self.gemv_rows
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "KernelRoutes":
@@ -685,8 +679,8 @@ class KernelRoutes:
         gemv_rows = env.get("ATLAS_GEMV_ROWS", "").strip() or "4"
         if gemv_rows not in ("4", "8"):
             raise ValueError(f"ATLAS_GEMV_ROWS={gemv_rows!r} must be 4, 8 or unset")
-        swiglu_rows = env.get("ATLAS_GEMV_SWIGLU_ROWS", "").strip() or "8"
-        if swiglu_rows not in ("4", "8"):
+        swiglu_rows = env.get("ATLAS_GEMV_SWIGLU_ROWS", "").strip()
+        if swiglu_rows not in ("", "4", "8"):
             raise ValueError(f"ATLAS_GEMV_SWIGLU_ROWS={swiglu_rows!r} must be 4, 8 or unset")
         gemv_chunks = env.get("ATLAS_GEMV_CHUNKS", "").strip() or "2"
         if gemv_chunks not in ("1", "2"):
@@ -816,7 +810,7 @@ class KernelRoutes:
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
                    gemv_chunks=int(gemv_chunks),
                    gemv_rows=int(gemv_rows),
-                   gemv_swiglu_rows=int(swiglu_rows),
+                   gemv_swiglu_rows=int(swiglu_rows) if swiglu_rows else None,
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
