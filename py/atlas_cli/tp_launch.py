@@ -140,6 +140,7 @@ class WorkerWatch:
     #: how the log line names the group ("tensor-parallel", "expert-parallel")
     label: str = "tensor-parallel"
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     @classmethod
     def spawn(cls, model_dir: Path, opts: ParallelOptions,
@@ -171,7 +172,8 @@ class WorkerWatch:
         """Start reporting deaths (after the group formed: a load failure surfaces on rank 0
         as the rendezvous or a collective failing)."""
         self.on_death = on_death
-        threading.Thread(target=self._run, name="atlas-tp-watch", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="atlas-tp-watch", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         sentinels = {p.sentinel: rank for rank, p in self.procs.items()}
@@ -210,10 +212,14 @@ class WorkerWatch:
         return None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Wait for workers told to stop; terminate any that do not exit."""
+        """Wait for workers told to stop; terminate any that do not exit. Then wait for the
+        watch thread: once every worker is gone it returns, after reporting a death it had
+        already seen, so its log line comes before the caller's final error, not after it."""
         self._stopping.set()
         for proc in self.procs.values():
             proc.join(timeout)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -41,3 +41,25 @@ def test_no_report_while_every_worker_lives() -> None:
     finally:
         stop.set()
         proc.join(5.0)
+
+
+def test_stop_returns_after_a_death_report_in_flight() -> None:
+    """A death the watch thread saw before `stop` is reported (its log line written) by the
+    time `stop` returns, so the caller's final error line comes last (a served group whose
+    worker was killed printed the watch's log line after `Error: ...` now and then)."""
+    ctx = mp.get_context("fork")
+    proc = ctx.Process(target=_exit_with, args=(9,), daemon=True)
+    proc.start()
+    entered, seen = threading.Event(), []
+
+    def slow_report(msg: str) -> None:
+        entered.set()
+        threading.Event().wait(0.5)  # the log call still running when stop() starts
+        seen.append(msg)
+
+    watch = WorkerWatch({1: proc}, label="expert-parallel")
+    watch.watch(slow_report)
+    assert entered.wait(10.0)
+    watch.stop(timeout=5.0)
+    assert seen == [f"expert-parallel worker rank 1 (pid {proc.pid}) exited with code 9; "
+                    "shutting down"]
