@@ -14,6 +14,8 @@
 #   tp NAME LEVELS WEIGHTS N SEED MODEL   the `throughput` suite against that server
 #   tp_show FILE...        its levels' totals, TTFT and inter-token percentiles, one line each
 #   h200_gates             on an H200: the four gate records at the carried HEAD
+#   b1 NAME "ENV=.." DIR   prof at batch 1 x 512 ($PL: its time limit, default 75 s)
+#   aw NAME                that profile's GPU-replay and async-wall ms a step, one line
 #
 # Results go to $R, logs to $L; both come back as $OUT/all.tgz, also when the call is cut short.
 set -uo pipefail
@@ -93,6 +95,11 @@ tp() {
     --param requests_per_level="$n" --param seed="$seed" --format json --no-fail-on-verdict \
     > "$R/tp_$name.json" 2> "$L/tp_$name.err"
   echo "tp_$name rc=$? $(( $(date +%s) - s ))s"; pack
+}
+b1() { PLIM=${PL:-75} prof "$1" "$2" --model "$3" --batch 1 --context 512; }
+aw() {
+  grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" \
+    "$L/$1.log" 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '
 }
 # The four gate records at this HEAD (.device/git.tar, tools/gpu/prep_git.sh), on an H200 only:
 # BENCH.toml's thresholds are the H200's.

@@ -12,7 +12,6 @@ source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 TAILN=2 t 90 checks python3 tools/gpu/check_kernels.py -m rmsnorm -m embedding --out $R/checks.json
 V4=ATLAS_NORM_DECODE_VECS=4; EN=ATLAS_EARLY_TRIGGER=norm
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 Q8=$G/qwen3-8b; F8=$G/q-fp8-block-head/qwen3-8b; N4=$G/q-nvfp4-head/qwen3-8b
 b1 f8 X=1 $F8; b1 f8_v4 $V4 $F8; b1 f8_en $EN $F8; b1 f8_v4_2 $V4 $F8; b1 f8_2 X=1 $F8
 b1 q8 X=1 $Q8; b1 q8_v4 $V4 $Q8; b1 n4 X=1 $N4; b1 n4_v4 $V4 $N4
@@ -20,7 +19,6 @@ b1 q06 X=1 $G/qwen3-0.6b; b1 q06_v4 $V4 $G/qwen3-0.6b
 PL=120 b1 q35 X=1 $G/qwen3_5-35b-a3b; PL=120 b1 q35_v4 $V4 $G/qwen3_5-35b-a3b
 for n in 1 4 2; do KLIM=60 kt "rows_$n" "ATLAS_ROWS_PER_BLOCK=$n" -k rmsnorm -k embedding; done
 echo "== batch 1 x 512: GPU replay / async wall ms a step | the norm on the critical path (us a call)"
-aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 nm() { grep -E "^add_rmsnorm[a-z_]* +[a-z]" $L/$1.log | awk '{printf "%s after %s %s; ", $1, $2, $(NF-1)}'; }
 for n in f8 f8_v4 f8_en f8_v4_2 f8_2 q8 q8_v4 n4 n4_v4 q06 q06_v4 q35 q35_v4; do
   printf "%-9s %s| %s\n" $n "$(aw $n)" "$(nm $n | cut -c1-150)"; done

@@ -17,7 +17,6 @@ source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 TAILN=2 t 120 checks python3 tools/gpu/check_kernels.py -m gemv -m gemv_fp8 -m rmsnorm -k x8 \
   -k rmsnorm --out $R/checks.json
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 R8=ATLAS_GEMV_ROWS=8
 for m in qwen3-1.7b qwen3-4b llama-3.2-1b; do
   b1 ${m}_def X=1 $G/$m; b1 ${m}_r8 $R8 $G/$m; b1 ${m}_r8_2 $R8 $G/$m; b1 ${m}_def2 X=1 $G/$m
@@ -27,7 +26,6 @@ KLIM=120 kt dgemm "X=1" -k dgemm
 KLIM=40 kt norm "X=1" -k rmsnorm
 h200_gates
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default, 8-row GEMV blocks)"
-aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 for m in qwen3-1.7b qwen3-4b llama-3.2-1b qwen3-8b qwen3-0.6b; do
   printf "%-13s def %s| r8 %s| r8 %s| def %s\n" $m "$(aw ${m}_def)" "$(aw ${m}_r8)" \
     "$(aw ${m}_r8_2 2>/dev/null)" "$(aw ${m}_def2 2>/dev/null)"; done

@@ -14,7 +14,6 @@
 #   Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 R8=ATLAS_GEMV_ROWS=8
 F=$G/q-fp8-block-head/qwen3-8b
 b1 fp8_def X=1 $F; b1 fp8_r8 $R8 $F; b1 fp8_r8_2 $R8 $F; b1 fp8_def2 X=1 $F
@@ -24,7 +23,6 @@ PL=120 b1 q30_def X=1 $G/qwen3-30b-a3b; PL=120 b1 q30_r8 $R8 $G/qwen3-30b-a3b
 b1 q8_def X=1 $G/qwen3-8b
 h200_gates
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default, 8-row GEMV blocks, ...)"
-aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 for m in fp8 q35 q30; do
   printf "%-5s def %s| r8 %s| r8 %s| def %s\n" $m "$(aw ${m}_def)" "$(aw ${m}_r8)" "$(aw ${m}_r8_2)" "$(aw ${m}_def2)"; done
 echo "q8 bf16 (the FP8 ratio's base) $(aw q8_def)"

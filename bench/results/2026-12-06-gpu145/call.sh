@@ -9,7 +9,6 @@
 #   head_src.tgz, commit and git.tar). Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 S8=ATLAS_GEMV_SWIGLU_ROWS=8
 F=$G/q-fp8-block-head/qwen3-8b
 b1 fp8_def X=1 $F; b1 fp8_s8 $S8 $F; b1 fp8_s8_2 $S8 $F; b1 fp8_def2 X=1 $F
@@ -18,7 +17,6 @@ b1 q17_def2 X=1 $G/qwen3-1.7b
 b1 q8_def X=1 $G/qwen3-8b; b1 q8_s8 $S8 $G/qwen3-8b
 b1 q4_def X=1 $G/qwen3-4b; b1 q4_s8 $S8 $G/qwen3-4b
 b1 l1_def X=1 $G/llama-3.2-1b; b1 l1_s8 $S8 $G/llama-3.2-1b
-aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 show() {
   echo "== batch 1 x 512: GPU replay / async wall ms a step (default | SwiGLU 8-row | ...)"
   for m in fp8 q17 q8 q4 l1; do

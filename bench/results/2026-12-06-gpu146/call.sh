@@ -7,11 +7,9 @@
 # Prepare: as gpu145's. Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 S4=ATLAS_GEMV_SWIGLU_ROWS=4
 MS="llama-3.1-8b llama-3.2-3b qwen2.5-7b mistral-7b-v0.3 qwen2.5-1.5b phi-4-mini qwen3-0.6b"
 for m in $MS; do b1 ${m}_s8 X=1 $G/$m; b1 ${m}_s4 $S4 $G/$m; done
-aw() { grep -oE "GPU per step \(graph replay\) [0-9.]+|async scheduling: wall per step [0-9.]+" $L/$1.log 2>/dev/null | grep -oE "[0-9.]+$" | tr '\n' ' '; }
 echo "== batch 1 x 512: GPU replay / async wall ms a step (default: SwiGLU 8-row | SwiGLU 4-row)"
 for m in $MS; do printf "%-16s s8 %s| s4 %s\n" $m "$(aw ${m}_s8)" "$(aw ${m}_s4)"; done
 h200_gates

@@ -8,6 +8,5 @@ nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { nvidia-smi
   --format=csv,noheader; echo "not an H200: nothing to do"; exit 0; }
 source tools/gpu/call_head.sh
 h200_gates
-b1() { PLIM=${PL:-75} prof "$1" "$2" --model $3 --batch 1 --context 512; }
 b1 q8_def X=1 $G/qwen3-8b; b1 q8_s4 ATLAS_GEMV_SWIGLU_ROWS=4 $G/qwen3-8b
 echo "ALL DONE"
