@@ -24,14 +24,16 @@ from atlas.runtime.ops.decode_gemm_tune import TuneEntry, TuneKey, TuneTable, ch
 from atlas.runtime.ops.routes import KernelRoutes
 
 
-#: these tests pin the one-tile entries (the persistent form: test_decode_gemm_persistent.py)
-ONE_TILE = {"ATLAS_DECODE_GEMM_PERSISTENT": "0"}
+#: these tests pin the one-tile cluster entries (the persistent form:
+#: test_decode_gemm_persistent.py; stream-K: test_decode_gemm_streamk.py)
+ONE_TILE = {"ATLAS_DECODE_GEMM_PERSISTENT": "0", "ATLAS_DECODE_GEMM_STREAMK": "0"}
 
 
 @pytest.fixture(autouse=True)
 def _one_tile_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     """KernelCache(dev) reads the environment: the one-tile entries there too."""
-    monkeypatch.setenv("ATLAS_DECODE_GEMM_PERSISTENT", "0")
+    for name, value in ONE_TILE.items():
+        monkeypatch.setenv(name, value)
 
 
 # ---- the selection rule -----------------------------------------------------------------

@@ -40,7 +40,7 @@ from atlas.runtime.ops import KernelCache, decode_gemm_tune as tune  # noqa: E40
 from atlas.runtime.ops import matmul_decode as md  # noqa: E402
 from atlas.core.cold_reads import rotation_copies  # noqa: E402
 from atlas.runtime.ops.decode_gemm_tune import (MAX_COPIES, ROTATE_BYTES,  # noqa: E402
-                                                DecodeGemmTuner, Pick, TuneKey, TuneTable)
+                                                DecodeGemmTuner, Pick, TuneTable)
 
 #: the Llama widths beside the kernel table's Qwen3 ones (DECODE_GEMM_WIDTHS)
 LLAMA_WIDTHS = (
@@ -156,8 +156,8 @@ def main() -> int:
             model = (md.launch_split(kc, m, p.n, p.k, False, p.swiglu, tma, groups), groups)
             tuned = md.tuned_pick(kc, stream, x, weights[0], y, m, p.n, p.k, False, p.swiglu,
                                   tma)
-            entry = kc.decode_tune.entry(module, TuneKey(md.decode_cols(m), p.n, p.k, False,
-                                                         p.swiglu, tma))
+            entry = kc.decode_tune.entry(module, md.tune_key(kc, m, p.n, p.k, False,
+                                                             md.Glu(p.swiglu), tma))
             model_us = cold_us(kc, stream, events, x, weights, y, m, p, tma, model)
             tuned_us = (model_us if tuned == model
                         else cold_us(kc, stream, events, x, weights, y, m, p, tma, tuned))

@@ -154,6 +154,22 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
   }
 }
 
+// A consumer thread's accumulators into the [batch row][weight row] f32 partial tile `part`
+// (pitch partial_pitch(G)): d[j] of lane l in warp q is weight row 16q + l/4 + 8 ((j/2) % 2),
+// batch row 8 (j/4) + 2 (l%4) + j%2 (warp q of the block is warp q % 4 of warpgroup q / 4,
+// whose rows start at 64 (q / 4)).
+template <int kCols, int kGroups>
+__device__ __forceinline__ void scatter_acc(const float (&acc)[kCols / 2], float* part) {
+  constexpr int kPitch = partial_pitch(kGroups);
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, q = tid >> 5;
+#pragma unroll
+  for (int j = 0; j < kCols / 2; ++j) {
+    const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
+    const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+    part[c * kPitch + r] = acc[j];
+  }
+}
+
 // The block's output tile from its consumer threads' accumulators (threads [0, 128 G): the
 // warpgroups; kProducer: the block has a producer warp past them, which only joins the
 // barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
@@ -162,12 +178,10 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
 // block's first output column (gated: first gate/up pair), `rank` its cluster rank. Every
 // thread of every block of the cluster must call it.
 //
-// The accumulators are scattered into the [batch row][weight row] partial tile: d[j] of lane l
-// in warp q is weight row 16q + l/4 + 8 ((j/2) % 2), batch row 8 (j/4) + 2 (l%4) + j%2 (warp q
-// of the block is warp q % 4 of warpgroup q / 4, whose rows start at 64 (q / 4)). Then rank r
-// sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed shared memory,
-// ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced along n; a last
-// cluster barrier keeps every partial alive until all ranks have read it.
+// The accumulators are scattered into the [batch row][weight row] partial tile (scatter_acc),
+// then rank r sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed
+// shared memory, ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced
+// along n; a last cluster barrier keeps every partial alive until all ranks have read it.
 template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kProducer,
           bool kQuads>
 __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part, void* y, int m,
@@ -179,15 +193,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
   static_assert(!(kGated && kF32Out), "the activation is bf16");
   const int inter = n / 2;  // activation width (kGated)
   const int tid = static_cast<int>(threadIdx.x);
-  if (!kProducer || tid < kThreads) {
-    const int lane = tid & 31, q = tid >> 5;
-#pragma unroll
-    for (int j = 0; j < kCols / 2; ++j) {
-      const int r = 16 * q + (lane >> 2) + 8 * ((j >> 1) & 1);
-      const int c = 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
-      part[c * kPitch + r] = acc[j];
-    }
-  }
+  if (!kProducer || tid < kThreads) scatter_acc<kCols, kGroups>(acc, part);
 
   if constexpr (kSplit > 1) {
     cooperative_groups::this_cluster().sync();  // every rank's partial is written and visible

@@ -128,6 +128,65 @@ static_assert(persistent_fits(16, 1) && persistent_fits(32, 1) && persistent_fit
               "the persistent layout keeps the one-tile form's blocks an SM and a slot the "
               "epilogue leaves to the next tile");
 
+// The ring of a decode GEMM block: kStages slots of a [64 G][64] weight tile and a [kCols][64]
+// x tile, each with a "full" mbarrier (the producer's copies land) and an "empty" one (every
+// consumer warp has released the slot). Its copies are issued by the producer thread.
+template <int kCols, int kGroups, bool kGated, int kStages>
+struct Ring {
+  static constexpr int kStage = stage_bytes(kCols, kGroups);
+  static constexpr int kStageW = kGroupRows * kGroups * BK * 2;
+  const TensorMap* wmap;
+  const TensorMap* xmap;
+  uint32_t smem;      // the ring's base (swizzle-atom aligned)
+  uint64_t* full;
+  uint64_t* empty;
+  int inter;          // a gated weight's up rows start here
+  uint64_t stream;    // the weights' L2 policy
+
+  // The barriers, by thread 0, published to the block by the caller's block barrier.
+  __device__ __forceinline__ void init() const {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        atlas::bulk::init_barrier(&full[s], 1);
+        atlas::bulk::init_barrier(&empty[s], kGroups * kGroupThreads / 32);  // per consumer warp
+      }
+      atlas::bulk::fence_barrier_init();
+    }
+    __syncthreads();
+  }
+  // k-tile kt of the weight tile whose first output column (gated: gate/up pair) is row0
+  __device__ __forceinline__ void load_w(int s, int kt, int row0) const {
+    const uint32_t dst = smem + s * kStage;
+    if constexpr (kGated) {  // gate rows [row0, +rows / 2), then the up rows I past them
+      atlas::bulk::copy_tile_2d_stream(dst, wmap, kt * BK, row0, &full[s], stream);
+      atlas::bulk::copy_tile_2d_stream(dst + kStageW / 2, wmap, kt * BK, inter + row0, &full[s],
+                                       stream);
+    } else {
+      atlas::bulk::copy_tile_2d_stream(dst, wmap, kt * BK, row0, &full[s], stream);
+    }
+  }
+  __device__ __forceinline__ void load_x(int s, int kt) const {
+    atlas::bulk::copy_tile_2d(smem + s * kStage + kStageW, xmap, kt * BK, 0, &full[s]);
+  }
+  // ring stage g (counted over the block's k-tiles), once the slot's previous stage is released
+  __device__ __forceinline__ void load(int g, int kt, int row0) const {
+    const int s = g % kStages;
+    if (g >= kStages)
+      atlas::bulk::wait_parity_or_trap(&empty[s], (g / kStages - 1) & 1, kHangCycles);
+    atlas::bulk::expect_bytes(&full[s], kStage);
+    load_w(s, kt, row0);
+    load_x(s, kt);
+  }
+  // a consumer's k-tile at ring stage g: wait for it, multiply (its wgmmas stay in flight)
+  template <int R>
+  __device__ __forceinline__ void multiply(float (&acc)[R], int g, uint32_t w_off) const {
+    const int s = g % kStages;
+    atlas::bulk::wait_parity_or_trap(&full[s], (g / kStages) & 1, kHangCycles);
+    const uint32_t stage = smem + s * kStage;
+    atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off), atlas::smem_desc(stage + kStageW));
+  }
+};
+
 // kPersistent: the tile loop of the persistent entries (header); else the block's one tile.
 template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kPersistent>
 __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const TensorMap& xmap,
@@ -165,39 +224,9 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
   const int count = k_tiles * (rank + 1) / kSplit - kt0;  // k-tiles of this block, each tile
   const int tid = static_cast<int>(threadIdx.x);
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      atlas::bulk::init_barrier(&full[s], 1);
-      atlas::bulk::init_barrier(&empty[s], kThreads / 32);  // one arrival per consumer warp
-    }
-    atlas::bulk::fence_barrier_init();
-  }
-  __syncthreads();
-
-  // the producer's copies of ring stage g (counted over the cluster's tiles): k-tile kt of
-  // the tile whose first output column (kGated: gate/up pair) is row0
-  const uint64_t stream = atlas::l2_stream_policy();  // the weights' L2 policy
-  auto load_w = [&](int s, int kt, int row0) {
-    const uint32_t dst = smem + s * kStage;
-    if constexpr (kGated) {  // gate rows [row0, +kRows / 2), then the up rows I past them
-      atlas::bulk::copy_tile_2d_stream(dst, &wmap, kt * BK, row0, &full[s], stream);
-      atlas::bulk::copy_tile_2d_stream(dst + kStageW / 2, &wmap, kt * BK, inter + row0, &full[s],
-                                       stream);
-    } else {
-      atlas::bulk::copy_tile_2d_stream(dst, &wmap, kt * BK, row0, &full[s], stream);
-    }
-  };
-  auto load_x = [&](int s, int kt) {
-    atlas::bulk::copy_tile_2d(smem + s * kStage + kStageW, &xmap, kt * BK, 0, &full[s]);
-  };
-  auto load = [&](int g, int kt, int row0) {  // once the slot's previous stage is released
-    const int s = g % kStages;
-    if (g >= kStages)
-      atlas::bulk::wait_parity_or_trap(&empty[s], (g / kStages - 1) & 1, kHangCycles);
-    atlas::bulk::expect_bytes(&full[s], kStage);
-    load_w(s, kt, row0);
-    load_x(s, kt);
-  };
+  const Ring<kCols, kGroups, kGated, kStages> ring{&wmap, &xmap, smem, full, empty, inter,
+                                                   atlas::l2_stream_policy()};
+  ring.init();
 
   int issued = 0;  // the producer's stages of the current tile issued before its iteration
   if (tid == kThreads) {
@@ -209,10 +238,10 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
     issued = first_tile >= tiles ? 0 : count < kStages ? count : kStages;
     for (int i = 0; i < issued; ++i) {
       atlas::bulk::expect_bytes(&full[i], kStage);
-      load_w(i, kt0 + i, first_tile * kOutRows);
+      ring.load_w(i, kt0 + i, first_tile * kOutRows);
     }
     atlas::pdl_enter();
-    for (int i = 0; i < issued; ++i) load_x(i, kt0 + i);
+    for (int i = 0; i < issued; ++i) ring.load_x(i, kt0 + i);
   } else {
     atlas::pdl_enter();
   }
@@ -226,7 +255,7 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
     for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.f;
 
     if (tid == kThreads) {  // the producer thread (its warp's other lanes only join barriers)
-      for (int i = issued; i < count; ++i) load(g0 + i, kt0 + i, row0);
+      for (int i = issued; i < count; ++i) ring.load(g0 + i, kt0 + i, row0);
       issued = 0;
       // persistent: the next tile's first stages, while the consumers finish this one. At
       // most a ring (each slot's previous stage is then this tile's or older, released
@@ -235,18 +264,15 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
       if (kPersistent && next < tiles) {
         for (; issued < count && issued < kStages && (g0 + count + issued) % kStages <
                                                           kEpilogueSlot; ++issued)
-          load(g0 + count + issued, kt0 + issued, next * kOutRows);
+          ring.load(g0 + count + issued, kt0 + issued, next * kOutRows);
       }
     } else if (tid < kThreads) {  // the consumer warpgroups
       // warpgroup g multiplies weight rows [64 g, 64 g + 64) of each stage by its x tile
       const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
       for (int i = 0; i < count; ++i) {
-        const int g = g0 + i, s = g % kStages;
-        atlas::bulk::wait_parity_or_trap(&full[s], (g / kStages) & 1, kHangCycles);
-        const uint32_t stage = smem + s * kStage;
+        const int g = g0 + i;
         // four k16 wgmmas, then wait until only they are in flight: stage g - 1's are done
-        atlas::wgmma_k64_tile(acc, atlas::smem_desc(stage + w_off),
-                              atlas::smem_desc(stage + kStageW));
+        ring.multiply(acc, g, w_off);
         // wgmma.wait_group is warpgroup-collective: once it returns, stage g - 1's operands
         // are read for every lane, so one lane a warp releases the slot (4 G arrivals)
         if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(g - 1) % kStages]);
@@ -275,6 +301,207 @@ __device__ __forceinline__ void gemm_decode_tma(const TensorMap& wmap, const Ten
     }
     if constexpr (!kPersistent) break;  // one tile: no loop for the register allocator
   }
+}
+
+// ---- Stream-K (the *_streamk entries; header: "Stream-K") ----------------------------------
+
+// A stream-K block's ring: as many of ring_stages' slots as leave room past them for the
+// partial tile in the block's share of shared memory (the epilogue then never waits for the
+// ring, nor the ring for the epilogue).
+__host__ __device__ constexpr int streamk_part_bytes(int cols, int groups) {
+  return cols * partial_pitch(groups) * 4;
+}
+__host__ __device__ constexpr int streamk_stages(int cols, int groups) {
+  const int room = (block_shared(cols, groups) - kBarrierBytes - kAlign -
+                    streamk_part_bytes(cols, groups)) / stage_bytes(cols, groups);
+  const int ring = ring_stages(cols, groups, kMaxStages);
+  return room < ring ? room : ring;
+}
+// Dynamic shared memory of a stream-K launch (ops/matmul_decode.py streamk_smem_bytes).
+__host__ __device__ constexpr int streamk_smem_bytes(int cols, int groups) {
+  return streamk_stages(cols, groups) * stage_bytes(cols, groups) +
+         streamk_part_bytes(cols, groups) + kAlign;
+}
+constexpr int kStreamkMaxCols = 128;  // ops/matmul_decode.py STREAMK_MAX_COLS
+static_assert(streamk_stages(16, 1) >= 3 && streamk_stages(32, 1) >= 3 &&
+                  streamk_stages(64, 1) >= 3 && streamk_stages(128, 1) >= 3 &&
+                  streamk_stages(16, 2) >= 3 && streamk_stages(32, 2) >= 3 &&
+                  streamk_stages(64, 2) >= 3 && streamk_stages(kStreamkMaxCols, 2) >= 3,
+              "a stream-K ring keeps three slots beside its partial tile");
+static_assert(streamk_smem_bytes(kStreamkMaxCols, 1) + kBarrierBytes <= block_shared(128, 1) &&
+                  streamk_smem_bytes(kStreamkMaxCols, 2) + kBarrierBytes <= block_shared(128, 2),
+              "the ring and the partial tile fit the block's share of shared memory");
+
+__device__ __forceinline__ void named_sync(int threads) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// The first of the `units` (tile, k-tile) pairs, tile-major, that block j of `blocks` owns.
+__device__ __forceinline__ int streamk_start(long long units, int j, int blocks) {
+  return static_cast<int>(units * j / blocks);
+}
+
+// One stream-K block (header). `work` holds one f32 partial a block ([acc][thread]), `flags`
+// one word a block: 1 from its partial's release until the tile's owner has acquired it.
+template <int kCols, bool kF32Out, int kGroups, Glu kGlu>
+__device__ __forceinline__ void gemm_decode_tma_streamk(const TensorMap& wmap,
+                                                        const TensorMap& xmap,
+                                                        void* __restrict__ y, int m, int n,
+                                                        int k, float* __restrict__ work,
+                                                        uint32_t* __restrict__ flags,
+                                                        uint8_t* smem_raw, uint64_t* full,
+                                                        uint64_t* empty) {
+  constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
+  constexpr int kStages = streamk_stages(kCols, kGroups);
+  constexpr int kStage = stage_bytes(kCols, kGroups);
+  constexpr bool kGated = kGlu != Glu::kNone;
+  constexpr int kOutRows = kGated ? kRows / 2 : kRows;
+  constexpr int kAcc = kCols / 2;
+  static_assert(kCols <= kStreamkMaxCols, "stream-K runs up to 128 batch rows");
+  const int inter = n / 2;  // activation width (kGated)
+
+  const uint32_t raw = atlas::smem_addr(smem_raw);
+  const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
+  float* part = reinterpret_cast<float*>(smem_raw + (smem - raw) + kStages * kStage);
+
+  const int tiles = (n + kRows - 1) / kRows, k_tiles = (k + BK - 1) / BK;
+  const long long units = static_cast<long long>(tiles) * k_tiles;
+  const int blocks = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
+  const int u0 = streamk_start(units, b, blocks), u1 = streamk_start(units, b + 1, blocks);
+  const int tid = static_cast<int>(threadIdx.x);
+
+  const Ring<kCols, kGroups, kGated, kStages> ring{&wmap, &xmap, smem, full, empty, inter,
+                                                   atlas::l2_stream_policy()};
+  ring.init();
+
+  if (tid >= kThreads) {  // the producer warp: its first lane streams the block's units
+    if (tid == kThreads) {
+      atlas::bulk::prefetch_map(&wmap);
+      atlas::bulk::prefetch_map(&xmap);
+      // the first ring's weights before the PDL wait, their x tiles after it
+      const int ahead = u1 - u0 < kStages ? u1 - u0 : kStages;
+      for (int g = 0; g < ahead; ++g) {
+        const int u = u0 + g, tile = u / k_tiles;
+        atlas::bulk::expect_bytes(&full[g], kStage);
+        ring.load_w(g, u - tile * k_tiles, tile * kOutRows);
+      }
+      atlas::pdl_enter();
+      for (int g = 0; g < ahead; ++g) ring.load_x(g, (u0 + g) % k_tiles);
+      for (int g = ahead; u0 + g < u1; ++g) {
+        const int u = u0 + g, tile = u / k_tiles;
+        ring.load(g, u - tile * k_tiles, tile * kOutRows);
+      }
+    } else {
+      atlas::pdl_enter();
+    }
+    return;  // no barrier below counts the producer warp
+  }
+  atlas::pdl_enter();
+
+  // the consumer warpgroups: the block's segments (one tile's k-tiles each) in order
+  const uint32_t w_off = (tid / kGroupThreads) * kGroupRows * BK * 2;
+  float acc[kAcc];
+  for (int u = u0; u < u1;) {
+    const int tile = u / k_tiles, kt_begin = u - tile * k_tiles;
+    const int kt_end = u1 - u < k_tiles - kt_begin ? kt_begin + (u1 - u) : k_tiles;
+    const int g0 = u - u0, count = kt_end - kt_begin;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+    for (int i = 0; i < count; ++i) {
+      const int g = g0 + i;
+      ring.multiply(acc, g, w_off);
+      if (i > 0 && (tid & 31) == 0) atlas::bulk::arrive(&empty[(g - 1) % kStages]);
+    }
+    atlas::wgmma_wait<0>();
+    atlas::fence_acc(acc);
+    if ((tid & 31) == 0) atlas::bulk::arrive(&empty[(g0 + count - 1) % kStages]);
+    u += count;
+
+    if (kt_begin > 0) {
+      // not the tile's first k-tiles: this is the block's first segment; its partial goes to
+      // the owner (the block holding k-tile 0, whose last segment this tile is)
+      float* mine = work + static_cast<size_t>(b) * kAcc * kThreads + tid;
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) __stcg(mine + i * kThreads, acc[i]);
+      __threadfence();
+      named_sync(kThreads);
+      if (tid == 0) st_release_gpu(flags + b, 1u);
+      continue;
+    }
+    if (kt_end < k_tiles) {
+      // the owner: add the later blocks' partials of this tile in block order (a fixed order
+      // for a given grid: the same bits every launch)
+      const long long tile_end = static_cast<long long>(tile + 1) * k_tiles;
+      for (int j = b + 1; j < blocks && streamk_start(units, j, blocks) < tile_end; ++j) {
+        if (streamk_start(units, j + 1, blocks) == streamk_start(units, j, blocks)) continue;
+        if (tid == 0) {
+          const long long start = clock64();
+          while (ld_acquire_gpu(flags + j) == 0u)
+            if (clock64() - start > kHangCycles) __trap();
+          flags[j] = 0u;  // its only reader is this block; the next launch sets it again
+        }
+        named_sync(kThreads);
+        const float* theirs = work + static_cast<size_t>(j) * kAcc * kThreads + tid;
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(theirs + i * kThreads);
+      }
+    }
+    // the whole tile's sums: scattered, then stored (gated: their activation) by the consumers
+    named_sync(kThreads);  // the last segment's readers of `part` are done
+    scatter_acc<kCols, kGroups>(acc, part);
+    named_sync(kThreads);
+    sum_store_quads<1, kF32Out, kGlu, kThreads, kOutRows, partial_pitch(kGroups)>(
+        part, y, n, tile * kOutRows, 0, m, true);
+  }
+}
+
+template <bool kF32Out, int kGroups, Glu kGlu>
+__device__ __forceinline__ void streamk_cols(const TensorMap& wmap, const TensorMap& xmap,
+                                             void* y, int m, int n, int k, float* work,
+                                             uint32_t* flags, uint8_t* smem, uint64_t* full,
+                                             uint64_t* empty) {
+  if (m <= 16)
+    gemm_decode_tma_streamk<16, kF32Out, kGroups, kGlu>(wmap, xmap, y, m, n, k, work, flags,
+                                                        smem, full, empty);
+  else if (m <= 32)
+    gemm_decode_tma_streamk<32, kF32Out, kGroups, kGlu>(wmap, xmap, y, m, n, k, work, flags,
+                                                        smem, full, empty);
+  else if (m <= 64)
+    gemm_decode_tma_streamk<64, kF32Out, kGroups, kGlu>(wmap, xmap, y, m, n, k, work, flags,
+                                                        smem, full, empty);
+  else if (m <= kStreamkMaxCols)
+    gemm_decode_tma_streamk<kStreamkMaxCols, kF32Out, kGroups, kGlu>(wmap, xmap, y, m, n, k,
+                                                                     work, flags, smem, full,
+                                                                     empty);
+  else
+    __trap();  // ops/matmul_decode.py runs stream-K up to STREAMK_MAX_COLS rows
+}
+
+template <bool kF32Out, Glu kGlu>
+__device__ __forceinline__ void streamk_dispatch(const TensorMap& wmap, const TensorMap& xmap,
+                                                 void* y, uint32_t m, uint32_t n, uint32_t k,
+                                                 float* work, uint32_t* flags) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (blockDim.x == kGroupThreads * kMaxGroups + kProducerThreads)
+    streamk_cols<kF32Out, kMaxGroups, kGlu>(wmap, xmap, y, mi, ni, ki, work, flags, smem_raw,
+                                            full, empty);
+  else if (blockDim.x == kGroupThreads + kProducerThreads)
+    streamk_cols<kF32Out, 1, kGlu>(wmap, xmap, y, mi, ni, ki, work, flags, smem_raw, full,
+                                   empty);
+  else
+    __trap();
 }
 
 // N = the batch rounded up to a wgmma width (the TMA box covers any N for either block shape).
@@ -608,4 +835,42 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kMaxThrea
         const __nv_bfloat16* w, void* y, uint32_t m, uint32_t n, uint32_t k,
         const __grid_constant__ TensorMap wmap, const __grid_constant__ TensorMap xmap) {
   dispatch<2, false, Glu::kGeglu, true>(wmap, xmap, y, m, n, k);
+}
+
+// Stream-K (header): one block per resident slot, each over an equal share of the (tile,
+// k-tile) units; work / flags: ops/matmul_decode.py streamk_workspace.
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_streamk(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                                 uint32_t m, uint32_t n, uint32_t k,
+                                 const __grid_constant__ TensorMap wmap,
+                                 const __grid_constant__ TensorMap xmap, float* work,
+                                 uint32_t* flags) {
+  streamk_dispatch<false, Glu::kNone>(wmap, xmap, y, m, n, k, work, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_bf16_f32_streamk(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                                     uint32_t m, uint32_t n, uint32_t k,
+                                     const __grid_constant__ TensorMap wmap,
+                                     const __grid_constant__ TensorMap xmap, float* work,
+                                     uint32_t* flags) {
+  streamk_dispatch<true, Glu::kNone>(wmap, xmap, y, m, n, k, work, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_swiglu_bf16_streamk(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                                        uint32_t m, uint32_t n, uint32_t k,
+                                        const __grid_constant__ TensorMap wmap,
+                                        const __grid_constant__ TensorMap xmap, float* work,
+                                        uint32_t* flags) {
+  streamk_dispatch<false, Glu::kSwiglu>(wmap, xmap, y, m, n, k, work, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemm_decode_tma_geglu_bf16_streamk(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                                       uint32_t m, uint32_t n, uint32_t k,
+                                       const __grid_constant__ TensorMap wmap,
+                                       const __grid_constant__ TensorMap xmap, float* work,
+                                       uint32_t* flags) {
+  streamk_dispatch<false, Glu::kGeglu>(wmap, xmap, y, m, n, k, work, flags);
 }

@@ -236,6 +236,16 @@ GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2 = S(
     "gemm_decode_tma", "gemm_decode_tma_bf16_f32_persistent_split2", _DECODE_TMA)
 GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2 = S(
     "gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_persistent_split2", _DECODE_TMA)
+# stream-K (gemm_decode_tma.cu "Stream-K"): one block per resident slot over an equal share of
+# the (tile, k-tile) units; work f32 [blocks][cols / 2][threads] partials and flags u32
+# [blocks] (0 between launches), ops/matmul_decode.py streamk_workspace
+_DECODE_TMA_STREAMK = _DECODE_TMA + " work:ptr flags:ptr"
+GEMM_DECODE_TMA_STREAMK = S("gemm_decode_tma", "gemm_decode_tma_bf16_streamk",
+                            _DECODE_TMA_STREAMK)
+GEMM_DECODE_TMA_F32OUT_STREAMK = S("gemm_decode_tma", "gemm_decode_tma_bf16_f32_streamk",
+                                   _DECODE_TMA_STREAMK)
+GEMM_DECODE_TMA_SWIGLU_STREAMK = S("gemm_decode_tma", "gemm_decode_tma_swiglu_bf16_streamk",
+                                   _DECODE_TMA_STREAMK)
 
 
 def geglu_twin(swiglu: KernelSig) -> KernelSig:
@@ -260,6 +270,7 @@ GEMM_DECODE_TMA_GEGLU_SPLIT7 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT7)
 GEMM_DECODE_TMA_GEGLU_SPLIT8 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_SPLIT8)
 GEMM_DECODE_TMA_GEGLU_PERSISTENT = geglu_twin(GEMM_DECODE_TMA_SWIGLU_PERSISTENT)
 GEMM_DECODE_TMA_GEGLU_PERSISTENT_SPLIT2 = geglu_twin(GEMM_DECODE_TMA_SWIGLU_PERSISTENT_SPLIT2)
+GEMM_DECODE_TMA_GEGLU_STREAMK = geglu_twin(GEMM_DECODE_TMA_SWIGLU_STREAMK)
 # FP8 E4M3 weights [N, K] (one byte each) with f32 scales under the index map
 # scale[(n >> row_shift) * row_stride + (k >> col_shift) * col_stride] (block, per-channel or
 # per-tensor layouts; ops/matmul_quant.py builds the map), dequantized in registers.

@@ -100,6 +100,28 @@ GEMM_DECODE_TMA_PERSISTENT_SHAPES = [
 #: the one-tile entry's output beside the persistent one's
 ONE_TILE = "_one_tile"
 
+#: (m, n, k, out_f32, wide, glu, blocks) the stream-K entries run at `blocks` blocks (None:
+#: streamk_blocks, the route's): ranges inside one tile, over several, blocks without units,
+#: owners adding one to many partials, k ending inside a k-tile, every width up to 128
+GEMM_DECODE_TMA_STREAMK_SHAPES = [
+    (64, 1000, 4096, False, True, Glu.NONE, 11),      # 8 tiles x 64 k-tiles over 11 blocks
+    (17, 600, 520, True, True, Glu.NONE, 7),          # f32, k % 64 = 8: 5 x 9 units over 7
+    (3, 300, 8200, False, False, Glu.NONE, 13),       # N 16 one warpgroup: 5 x 129 over 13
+    (128, 520, 1000, False, True, Glu.NONE, 9),       # N 128 two warpgroups (4-slot ring)
+    (100, 700, 384, False, False, Glu.NONE, 20),      # N 128 one warpgroup (3 slots): 11 x 6
+    (64, 200, 4096, False, True, Glu.NONE, 40),       # 2 tiles over 40 blocks: 19 partials each
+    (5, 64, 256, False, True, Glu.NONE, 9),           # 4 units, 9 blocks: 5 without one
+    (64, 2000, 1024, False, True, Glu.SWIGLU, 13),    # SwiGLU I = 1000: 16 x 16 over 13
+    (9, 600, 4096, False, False, Glu.SWIGLU, 17),     # SwiGLU N 16 one warpgroup
+    (64, 2080, 640, False, True, Glu.GEGLU, 11),      # GeGLU I = 1040
+    (64, 6144, 4096, False, True, Glu.NONE, None),    # Qwen3-8B qkv at 64 rows, the route
+    (64, 4096, 12288, False, True, Glu.NONE, None),   # Qwen3-8B down at 64 rows
+    (64, 24576, 4096, False, True, Glu.SWIGLU, None),  # Qwen3-8B gate_up + SwiGLU at 64
+    (32, 4096, 4096, False, False, Glu.NONE, None),   # o_proj at 32 rows, one warpgroup
+]
+#: the second stream-K launch's output and the flags after both
+AGAIN, FLAGS = "_again", "flags"
+
 
 def _split(kc: KernelCache, m: int, n: int, k: int, split: int | None,
            groups: int) -> int:
@@ -208,6 +230,49 @@ def gemm_decode_tma_persistent_case(rng: np.random.Generator, m: int, n: int, k:
                       same_bits=((name, name + ONE_TILE),))
 
 
+def gemm_decode_tma_streamk_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bool,
+                                 wide: bool, glu: Glu, blocks: int | None) -> KernelCase:
+    """y (act with `glu`, n = 2 I) through the stream-K entry at `blocks` blocks, twice: the
+    oracle for both, the same bits (a fixed order of partial sums), and every flag back at 0
+    after them (each owner resets the flags it consumed: a flag left at 1 would let the next
+    launch's owner read a partial before it is written)."""
+    glu = Glu(glu)
+    inputs, name, cols = gated_inputs(rng, m, n, k, glu)
+    spec = OutputSpec(DType.FP32 if f32 else DType.BF16, (m, cols), bf16_valued=f32)
+    groups = matmul_decode.decode_groups(m, wide, tma=True)
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend)
+        for out in (name, name + AGAIN):
+            matmul_decode.launch_pick(kc, stream, p["x"], p["w"], p[out], m, n, k, f32, glu,
+                                      True, (matmul_decode.STREAMK, groups), blocks)
+        work = matmul_decode.streamk_workspace(kc, stream)
+        assert work is not None, "made by the launches above"
+        words = min(2 * kc.facts.sm_count, FLAG_WORDS)
+        backend.memset(p[FLAGS], 0, FLAG_WORDS * 4, stream)
+        backend.copy_d2d(p[FLAGS], work + matmul_decode.streamk_flags_offset(kc.facts.sm_count),
+                         words * 4, stream)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        y = gated_oracle(x, glu)
+        return {name: y, name + AGAIN: y, FLAGS: np.zeros(FLAG_WORDS, np.int32)}
+
+    label = ("wide " if wide else "") + ("route" if blocks is None else f"b{blocks}")
+    kind = f"{glu.name.lower()} m{m} i{n // 2}" if glu else f"m{m} n{n}"
+    return KernelCase(f"gemm_decode_tma streamk {label} {kind} k{k}{' f32' if f32 else ''}",
+                      "gemm_decode_tma", inputs,
+                      {name: spec, name + AGAIN: spec,
+                       FLAGS: OutputSpec(DType.I32, (FLAG_WORDS,), tol=(0.0, 0.0))},
+                      run, oracle, reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      reference_slack=gated_slack(inputs, glu, (name, name + AGAIN)),
+                      capturable=False, same_bits=((name, name + AGAIN),))
+
+
+#: the flag words a check case reads back (the first ones of a larger device; a smaller
+#: one's are followed by zeros): two blocks an SM at 132 SMs
+FLAG_WORDS = 2 * 132
+
+
 def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, Glu]]:
     """Every (m, n, k, out_f32, split, wide, glu) the TMA kernel is checked at."""
     gated = ((GEMM_DECODE_SWIGLU_SHAPES + GEMM_DECODE_TMA_ODD_SWIGLU_SHAPES, Glu.SWIGLU),
@@ -224,4 +289,6 @@ def tma_case_shapes() -> list[tuple[int, int, int, bool, int | None, bool, Glu]]
 def gemm_decode_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([gemm_decode_tma_case(rng, *shape) for shape in tma_case_shapes()]
             + [gemm_decode_tma_persistent_case(rng, *shape)
-               for shape in GEMM_DECODE_TMA_PERSISTENT_SHAPES])
+               for shape in GEMM_DECODE_TMA_PERSISTENT_SHAPES]
+            + [gemm_decode_tma_streamk_case(rng, *shape)
+               for shape in GEMM_DECODE_TMA_STREAMK_SHAPES])

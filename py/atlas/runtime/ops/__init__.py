@@ -6,7 +6,7 @@ they never assemble raw argument lists themselves.
 
 from __future__ import annotations
 
-from ..gpu import DevicePtr, GpuBackend, KernelHandle, KernelLaunch, KernelSig
+from ..gpu import DevicePtr, GpuBackend, KernelHandle, KernelLaunch, KernelSig, Stream
 from .decode_gemm_tune import DecodeGemmTuner
 from .routes import KernelRoutes
 
@@ -28,6 +28,7 @@ class KernelCache:
         self._non_portable: set[KernelSig] = set()
         self._tensor_maps: dict[tuple[int, int, int, int], bytes] = {}
         self._resident: dict[tuple[str, str, int, int, int], int | None] = {}
+        self._workspaces: dict[str, tuple[DevicePtr, int]] = {}
         self.decode_tune = DecodeGemmTuner.open(backend, self.facts, self.routes)
 
     def get(self, sig: KernelSig) -> KernelLaunch:
@@ -78,6 +79,26 @@ class KernelCache:
             tmap = self._tensor_maps[key] = self.backend.tensor_map_2d(ptr, rows, cols,
                                                                        box_rows)
         return tmap
+
+    def workspace(self, name: str, nbytes: int, stream: Stream) -> DevicePtr | None:
+        """A zeroed device buffer of at least `nbytes` that kernels of one kind (`name`) share
+        across launches (they run in stream order), allocated at the first request and kept
+        with the cache (a larger later request replaces it); None where it would have to be
+        made while `stream`, the stream of the launch that needs it, is being captured into a
+        graph (nothing may be allocated there: the caller launches something else)."""
+        held = self._workspaces.get(name)
+        if held is not None and held[1] >= nbytes:
+            return held[0]
+        if self.backend.is_capturing(stream):
+            return None
+        self.backend.synchronize()
+        if held is not None:
+            self.backend.free(held[0])
+        ptr = self.backend.alloc(nbytes)
+        self.backend.memset(ptr, 0, nbytes)
+        self.backend.synchronize()
+        self._workspaces[name] = (ptr, nbytes)
+        return ptr
 
     def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
                         cluster: int) -> int | None:

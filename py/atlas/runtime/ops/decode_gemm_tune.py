@@ -86,14 +86,17 @@ class TuneKey:
     swiglu: int
     tma: bool
     persistent: bool = False
+    streamk: bool = False
 
     def text(self) -> str:
         """The key's part of a table key (stable: the file outlives the process). Timed under
         KernelRoutes.decode_gemm_persistent, a pick's multi-wave grids ran the persistent form:
-        such keys say so, and the one-tile form's keep their text."""
+        such keys say so, and the one-tile form's keep their text; keys whose candidates
+        included the stream-K entries (KernelRoutes.decode_gemm_streamk) say that too."""
         return (f"cols={self.cols} n={self.n} k={self.k} f32={int(self.out_f32)} "
                 f"swiglu={int(self.swiglu)} tma={int(self.tma)}"
-                + (" persistent=1" if self.persistent else ""))
+                + (" persistent=1" if self.persistent else "")
+                + (" streamk=1" if self.streamk else ""))
 
 
 def build_prefix(gpu: str, sm_count: int, digest: str) -> str:
@@ -110,14 +113,16 @@ def choose(times: Mapping[Pick, float], model: Pick, gain: float = TUNE_GAIN,
            tie: float = TUNE_TIE) -> Pick:
     """The pick a key keeps, from each candidate's time (any unit): `model` unless some
     candidate is faster than it by `gain` or more (a model pick that was not timed counts as
-    infinitely slow); then, of the candidates within `tie` of the fastest, the smallest split,
-    then the fewest warpgroups. Restarts whose timings differ by noise keep the same pick."""
+    infinitely slow); then, of the candidates within `tie` of the fastest, the smallest split
+    (stream-K, split 0, after every cluster split: it costs a workspace), then the fewest
+    warpgroups. Restarts whose timings differ by noise keep the same pick."""
     if not times:
         return model
     best = min(times.values())
     if best > times.get(model, float("inf")) * (1.0 - gain):
         return model
-    return min(pick for pick, t in times.items() if t <= best * (1.0 + tie))
+    return min((pick for pick, t in times.items() if t <= best * (1.0 + tie)),
+               key=lambda pick: (pick[0] == 0, pick))
 
 
 def time_picks(backend: GpuBackend, stream: Stream, picks: Iterable[Pick], launch: LaunchFn,

@@ -31,6 +31,17 @@ never) a TMA launch whose grid would run more than one wave, at a split with per
 entries (PERSISTENT_SPLITS), launches the persistent form (`persistent_grid`): as many
 clusters as the device holds at once, each looping over tiles with one ring, the next tile
 streaming in during the epilogue.
+
+Stream-K (`STREAMK`, split 0 of a pick; the tuner's candidate where KernelRoutes.
+decode_gemm_streamk and the batch runs at N <= STREAMK_MAX_COLS): one block per resident slot
+(no cluster), block b taking units [b U / P, (b + 1) U / P) of the U = tiles x k-tiles (tile,
+k-tile) pairs in tile-major order, its ring running on across the tiles it touches. A tile a
+block covers whole it stores; a block whose range starts inside a tile writes that segment's
+f32 partial to a workspace (`streamk_workspace`) and raises its flag; the block holding the
+tile's k-tile 0 (its range ends inside the tile) adds the later blocks' partials in block
+order, resets their flags and stores. So every SM streams an equal share of the weight bytes
+where a cluster split leaves some idle (Qwen3-8B qkv at 64 rows: 48 tiles x split 2 = 96 of
+132 SMs), at the cost of the partials' round trip through L2.
 """
 
 from __future__ import annotations
@@ -59,6 +70,8 @@ from ..kernel_abi import (GEMM_DECODE_TMA, GEMM_DECODE_TMA_F32OUT,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT3, GEMM_DECODE_TMA_SWIGLU_SPLIT4,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT5, GEMM_DECODE_TMA_SWIGLU_SPLIT6,
                           GEMM_DECODE_TMA_SWIGLU_SPLIT7, GEMM_DECODE_TMA_SWIGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_STREAMK, GEMM_DECODE_TMA_STREAMK,
+                          GEMM_DECODE_TMA_SWIGLU_STREAMK)
 from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_PERSISTENT,
                           GEMM_DECODE_TMA_F32OUT_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_PERSISTENT,
                           GEMM_DECODE_TMA_PERSISTENT_SPLIT2, GEMM_DECODE_TMA_SWIGLU_PERSISTENT,
@@ -94,6 +107,10 @@ TMA_WIDE_MIN_COLS = 64
 #: a split of K keeps at least this many 64-column k-tiles per block: fewer would spend more
 #: on the pipeline's fill and the partial sums than the extra blocks win
 MIN_SPLIT_K_TILES = 4
+#: the split value of a stream-K pick (the TMA kernel's *_streamk entries: no cluster)
+STREAMK = 0
+#: the widest batch stream-K runs at (gemm_decode_tma.cu kStreamkMaxCols)
+STREAMK_MAX_COLS = 128
 
 _SIGS: dict[tuple[int, bool], KernelSig] = {
     (1, False): GEMM_DECODE_SM90, (1, True): GEMM_DECODE_SM90_F32OUT,
@@ -151,6 +168,11 @@ _TMA_PERSISTENT_SWIGLU_SIGS: dict[int, KernelSig] = {
 }
 
 
+_TMA_STREAMK_SIGS: dict[bool, KernelSig] = {
+    False: GEMM_DECODE_TMA_STREAMK, True: GEMM_DECODE_TMA_F32OUT_STREAMK,
+}
+
+
 def _by_glu(swiglu: dict[int, KernelSig]) -> dict[Glu, dict[int, KernelSig]]:
     """A gated table by activation: the SwiGLU entries and their tanh-GELU twins
     (kernel_abi.geglu_twin: the same ABI, grid and threads)."""
@@ -162,6 +184,7 @@ def _by_glu(swiglu: dict[int, KernelSig]) -> dict[Glu, dict[int, KernelSig]]:
 _GLU_SIGS = _by_glu(_SWIGLU_SIGS)
 _TMA_GLU_SIGS = _by_glu(_TMA_SWIGLU_SIGS)
 _TMA_PERSISTENT_GLU_SIGS = _by_glu(_TMA_PERSISTENT_SWIGLU_SIGS)
+_TMA_STREAMK_GLU_SIGS = _by_glu({STREAMK: GEMM_DECODE_TMA_SWIGLU_STREAMK})
 
 
 def decode_cols(m: int) -> int:
@@ -248,6 +271,44 @@ def persistent_smem_bytes(cols: int, groups: int) -> int:
 
 TMA_PERSISTENT_MAX_SHARED = max(persistent_smem_bytes(cols, groups) for cols in DECODE_COLS
                                 for groups in DECODE_GROUPS)
+
+
+def streamk_stages(cols: int, groups: int) -> int:
+    """A stream-K block's ring: the TMA ring's stages, or fewer so that the partial tile fits
+    past them in the block's share of shared memory (gemm_decode_tma.cu streamk_stages)."""
+    share = PAIR_BLOCK_SHARED if blocks_per_sm(cols, groups) == 2 else SOLO_BLOCK_SHARED
+    room = (share - TMA_BARRIER_BYTES - 1024 - partial_bytes(cols, groups)) \
+        // stage_bytes(cols, groups)
+    return min(ring_stages(cols, groups, TMA_MAX_STAGES), room)
+
+
+def streamk_smem_bytes(cols: int, groups: int) -> int:
+    """Dynamic shared memory of a stream-K launch: its ring, the partial tile past it, and
+    1 KiB to align the ring's base (gemm_decode_tma.cu streamk_smem_bytes)."""
+    return (streamk_stages(cols, groups) * stage_bytes(cols, groups)
+            + partial_bytes(cols, groups) + 1024)
+
+
+TMA_STREAMK_MAX_SHARED = max(streamk_smem_bytes(cols, groups) for cols in DECODE_COLS
+                             if cols <= STREAMK_MAX_COLS for groups in DECODE_GROUPS)
+
+
+def streamk_flags_offset(sm_count: int) -> int:
+    """Where the stream-K workspace's flags start: past the partials of the most blocks a
+    launch has (two one-warpgroup blocks an SM, or one of two warpgroups: 128 accumulator
+    threads a warpgroup, STREAMK_MAX_COLS / 2 f32 accumulators a thread, either way)."""
+    return sm_count * 2 * DECODE_THREADS * (STREAMK_MAX_COLS // 2) * 4
+
+
+def streamk_workspace_bytes(sm_count: int) -> int:
+    """The stream-K workspace of a device: the partials ([blocks][cols / 2][threads] f32),
+    then a u32 flag a block (0 between launches)."""
+    return streamk_flags_offset(sm_count) + 2 * sm_count * 4
+
+
+def streamk_units(m: int, n: int, k: int, groups: int) -> int:
+    """The (tile, k-tile) pairs a stream-K launch shares out."""
+    return -(-n // (DECODE_ROWS * groups)) * -(-k // 64)
 
 
 def wave_fill(blocks: int, slots: int) -> float:
@@ -368,7 +429,10 @@ def entry_point(split: int, out_f32: bool = False, glu: Glu = Glu.NONE,
                 tma: bool = False, persistent: bool = False) -> KernelSig:
     """The decode GEMM entry point of a launch: its cluster split, f32 logits or the gated
     epilogue `glu`, on the TMA or the cp.async kernel; `persistent`: the TMA kernel's tile
-    loop (a split of PERSISTENT_SPLITS)."""
+    loop (a split of PERSISTENT_SPLITS); split STREAMK: the TMA kernel's stream-K entry."""
+    if split == STREAMK:
+        assert tma and not persistent, "stream-K is a TMA entry of its own"
+        return _TMA_STREAMK_GLU_SIGS[Glu(glu)][STREAMK] if glu else _TMA_STREAMK_SIGS[out_f32]
     if persistent:
         assert tma, "only the TMA kernel has persistent entries"
         if glu:
@@ -422,7 +486,7 @@ def decode_gemm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
         groups = decode_groups(m, kc.routes.decode_gemm_wide if wide is None else wide, tma)
         if split is None:
             split = launch_split(kc, m, n, k, out_f32, glu, tma, groups)
-    compiled = DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS
+    compiled = (DECODE_GEMM_TMA_SPLITS + (STREAMK,)) if tma else DECODE_GEMM_SPLITS
     if split not in compiled:
         raise ValueError(f"decode_gemm: split {split} is not one of {compiled} "
                          f"({'gemm_decode_tma' if tma else 'gemm_decode_sm90'})")
@@ -436,9 +500,13 @@ def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     checked (the tuner's candidates; tools that time a pick). `clusters` (TMA, a split of
     PERSISTENT_SPLITS): the persistent form at that many clusters, whatever the routes say
     (check cases that give each cluster several tiles, or fewer than one); None: the
-    persistent form where `persistent_launch_grid` gives one."""
+    persistent form where `persistent_launch_grid` gives one. For STREAMK, `clusters` is the
+    block count (None: `streamk_blocks`)."""
     split, groups = pick
     cols = decode_cols(m)
+    if split == STREAMK:
+        launch_streamk(kc, stream, x, w, y, m, n, k, out_f32, glu, groups, clusters)
+        return
     grid = -(-n // (DECODE_ROWS * groups)) * split
     if tma:
         rows = DECODE_ROWS * groups  # a gated stage's weight tile is two half boxes
@@ -460,6 +528,49 @@ def launch_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: 
     launch = kc.get_with_shared(entry_point(split, out_f32, glu), DECODE_MAX_SHARED)
     launch(stream, grid, DECODE_THREADS * groups, smem_bytes(cols, groups), x, w, y, m, n, k,
            kc.routes.decode_gemm_l2_tiles)
+
+
+def streamk_blocks(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, glu: Glu,
+                   groups: int) -> int:
+    """The blocks of a stream-K launch: the device's resident blocks of the entry at this
+    shape (KernelCache.resident_blocks; else the modelled sm_count x blocks_per_sm), at most
+    one a unit."""
+    cols = decode_cols(m)
+    launch = kc.get_with_shared(entry_point(STREAMK, out_f32, glu, True), TMA_STREAMK_MAX_SHARED)
+    resident = kc.resident_blocks(launch.handle, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
+                                  streamk_smem_bytes(cols, groups), 1)
+    if resident is None:
+        resident = kc.facts.sm_count * blocks_per_sm(cols, groups)
+    return max(1, min(resident, 2 * kc.facts.sm_count, streamk_units(m, n, k, groups)))
+
+
+def streamk_workspace(kc: KernelCache, stream: Stream) -> DevicePtr | None:
+    """The device's stream-K workspace (KernelCache.workspace), None where it does not exist
+    yet and `stream` is capturing."""
+    return kc.workspace("decode_gemm_streamk", streamk_workspace_bytes(kc.facts.sm_count),
+                        stream)
+
+
+def launch_streamk(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+                   m: int, n: int, k: int, out_f32: bool, glu: Glu, groups: int,
+                   blocks: int | None = None) -> None:
+    """One stream-K launch (module docstring) over `blocks` blocks (None: `streamk_blocks`;
+    check cases give fewer, so that tiles spread over several blocks at small shapes)."""
+    cols = decode_cols(m)
+    if cols > STREAMK_MAX_COLS:
+        raise ValueError(f"decode_gemm: stream-K runs up to {STREAMK_MAX_COLS} rows, got m={m}")
+    work = streamk_workspace(kc, stream)
+    if work is None:
+        raise GpuError("decode_gemm: the stream-K workspace cannot be made inside a capture")
+    rows = DECODE_ROWS * groups
+    wmap = kc.tensor_map(w, n, k, rows // 2 if glu else rows)
+    xmap = kc.tensor_map(x, m, k, cols)
+    if blocks is None:
+        blocks = streamk_blocks(kc, m, n, k, out_f32, glu, groups)
+    launch = kc.get_with_shared(entry_point(STREAMK, out_f32, glu, True), TMA_STREAMK_MAX_SHARED)
+    launch(stream, blocks, DECODE_THREADS * groups + TMA_PRODUCER_THREADS,
+           streamk_smem_bytes(cols, groups), x, w, y, m, n, k, wmap, xmap, work,
+           work + streamk_flags_offset(kc.facts.sm_count))
 
 
 def persistent_grid(tiles: int, split: int, resident: int) -> int | None:
@@ -505,15 +616,24 @@ def tunes(kc: KernelCache) -> bool:
             and kc.routes.decode_gemm_wide is None)
 
 
-def valid_picks(m: int, k: int, tma: bool) -> list[Pick]:
+def valid_picks(m: int, k: int, tma: bool, streamk: bool = False) -> list[Pick]:
     """Every (split, warpgroups) a product may launch with, by the kernel alone: the compiled
     splits that keep MIN_SPLIT_K_TILES k-tiles a block, times the block shapes decode_groups
-    allows at this width (the cp.async kernel has no two-warpgroup blocks under N = 32)."""
+    allows at this width (the cp.async kernel has no two-warpgroup blocks under N = 32); with
+    `streamk` (TMA, N <= STREAMK_MAX_COLS) also STREAMK at each block shape."""
     k_tiles = -(-k // 64)
     splits = [s for s in (DECODE_GEMM_TMA_SPLITS if tma else DECODE_GEMM_SPLITS)
               if s == 1 or k_tiles >= MIN_SPLIT_K_TILES * s]
+    if streamk and tma and decode_cols(m) <= STREAMK_MAX_COLS:
+        splits.append(STREAMK)
     groups = sorted({decode_groups(m, False, tma), decode_groups(m, True, tma)})
     return [(s, g) for s in splits for g in groups]
+
+
+def tunes_streamk(kc: KernelCache, tma: bool) -> bool:
+    """Whether the tuner times stream-K picks: the TMA kernel's launches under
+    KernelRoutes.decode_gemm_streamk."""
+    return tma and kc.routes.decode_gemm_streamk
 
 
 def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, glu: Glu,
@@ -524,7 +644,10 @@ def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, glu: Glu,
     model's pick (DecodeGemmTuner.tune)."""
     cols = decode_cols(m)
     stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
-    for split, groups in valid_picks(m, k, tma):
+    for split, groups in valid_picks(m, k, tma, tunes_streamk(kc, tma)):
+        if split == STREAMK:  # no cluster: it launches wherever one block fits
+            yield split, groups
+            continue
         launch = kc.get_with_shared(entry_point(split, out_f32, glu, tma),
                                     TMA_MAX_SHARED if tma else DECODE_MAX_SHARED)
         threads = DECODE_THREADS * groups + (TMA_PRODUCER_THREADS if tma else 0)
@@ -532,6 +655,14 @@ def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, glu: Glu,
                                     split)
         if blocks is None or blocks >= split:
             yield split, groups
+
+
+def tune_key(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, glu: Glu,
+             tma: bool) -> TuneKey:
+    """The tuning table's key of a launch under the cache's routes (TuneKey.swiglu holds the
+    Glu: a SwiGLU key's text as before (1), GeGLU's its own (2))."""
+    return TuneKey(decode_cols(m), n, k, out_f32, glu, tma,
+                   tma and kc.routes.decode_gemm_persistent, tunes_streamk(kc, tma))
 
 
 def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -544,15 +675,19 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
     tuner = kc.decode_tune
     assert tuner is not None
     module = (GEMM_DECODE_TMA if tma else GEMM_DECODE_SM90).module
-    # TuneKey.swiglu holds the Glu: a SwiGLU key's text as before (1), GeGLU's its own (2)
-    key = TuneKey(decode_cols(m), n, k, out_f32, glu, tma,
-                  tma and kc.routes.decode_gemm_persistent)
-    pick = tuner.lookup(module, key)
-    if pick is not None and pick in valid_picks(m, k, tma):
-        return pick
+    streamk = tunes_streamk(kc, tma)
+    key = tune_key(kc, m, n, k, out_f32, glu, tma)
     groups = decode_groups(m, None, tma)
     model = (launch_split(kc, m, n, k, out_f32, glu, tma, groups), groups)
+    pick = tuner.lookup(module, key)
+    if pick is not None and pick in valid_picks(m, k, tma, streamk):
+        # a stream-K pick needs its workspace, which a capture cannot make
+        if pick[0] == STREAMK and streamk_workspace(kc, stream) is None:
+            return model
+        return pick
     if not tuner.can_tune(module, key) or kc.backend.is_capturing(stream):
+        return model
+    if streamk and streamk_workspace(kc, stream) is None:
         return model
 
     pool, weights = cold_weights(kc, w, n * k * 2)

@@ -130,6 +130,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   time the form the route takes (its table key says persistent). Measured (gpu58,
   2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on, GPU per step, on / off in both orders):
   9.162 / 9.166 ms vs 9.210 / 9.259; gate_up 63.44 us a call vs 66.04.
+* ATLAS_DECODE_GEMM_STREAMK=0: the tuner never times the TMA decode GEMM's stream-K entries
+  (matmul_decode.STREAMK: one block per resident slot over an equal share of the (tile,
+  k-tile) units, partial tiles summed by the block holding their first k-tile), so a launch
+  keeps a cluster split. On by default: the tuner adopts it only where it times faster (by
+  the tuner's 4%), and its table keys say so.
 * ATLAS_DECODE_GEMM_TUNE=0: the decode GEMM's split and warpgroups a block come from the
   model (decode_split over the driver's occupancy, decode_groups) for every launch shape, as
   before session 15, instead of from measuring: on a device (the CUDA backend), the first
@@ -624,6 +629,7 @@ class KernelRoutes:
     decode_gemm_any_split: bool = False
     decode_gemm_tune: bool = True
     decode_gemm_persistent: bool = True
+    decode_gemm_streamk: bool = True
     decode_attn_long: bool = True
     decode_attn_long_min_keys: int = DEFAULT_DECODE_ATTN_LONG_MIN_KEYS
     decode_attn_long_min_batch: int = DEFAULT_DECODE_ATTN_LONG_MIN_BATCH
@@ -766,6 +772,7 @@ class KernelRoutes:
                    decode_gemm_tune=env_switch(env, "ATLAS_DECODE_GEMM_TUNE", True),
                    decode_gemm_persistent=env_switch(env, "ATLAS_DECODE_GEMM_PERSISTENT",
                                                      True),
+                   decode_gemm_streamk=env_switch(env, "ATLAS_DECODE_GEMM_STREAMK", True),
                    decode_attn_long=env_switch(env, "ATLAS_DECODE_ATTN_LONG", True),
                    decode_attn_long_min_keys=_env_count(env, "ATLAS_DECODE_ATTN_LONG_MIN_KEYS",
                                                         DEFAULT_DECODE_ATTN_LONG_MIN_KEYS),

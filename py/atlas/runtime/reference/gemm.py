@@ -45,6 +45,8 @@ from ..kernel_abi import (GEMM_DECODE_SM90_GEGLU, GEMM_DECODE_SM90_GEGLU_SPLIT2,
                           GEMM_DECODE_TMA_GEGLU_SPLIT3, GEMM_DECODE_TMA_GEGLU_SPLIT4,
                           GEMM_DECODE_TMA_GEGLU_SPLIT5, GEMM_DECODE_TMA_GEGLU_SPLIT6,
                           GEMM_DECODE_TMA_GEGLU_SPLIT7, GEMM_DECODE_TMA_GEGLU_SPLIT8)
+from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_STREAMK, GEMM_DECODE_TMA_GEGLU_STREAMK,
+                          GEMM_DECODE_TMA_STREAMK, GEMM_DECODE_TMA_SWIGLU_STREAMK)
 from . import HostMemory, ReferenceFn, WithScratch, reference
 from .gemv import linear_bf16, linear_f32_unrounded
 from .silu_mul import gelu_tanh_mul_bf16, silu_mul_bf16
@@ -198,4 +200,34 @@ def gemm_decode_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int
 def gemm_decode_tma_geglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                                act: int, m: int, n: int, k: int, wmap: bytes,
                                xmap: bytes) -> None:
+    gated_bf16(mem, grid, block, x, w, act, m, n, k, gelu_tanh_mul_bf16)
+
+
+# Stream-K: the same products summed in another order (the owner's k-tiles, then the later
+# blocks' partials); its work and flags are scratch the reference leaves alone (flags stay 0).
+@reference(GEMM_DECODE_TMA_STREAMK)
+def gemm_decode_tma_streamk_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                                 y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
+                                 work: int, flags: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
+
+
+@reference(GEMM_DECODE_TMA_F32OUT_STREAMK)
+def gemm_decode_tma_streamk_bf16_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
+                                     y: int, m: int, n: int, k: int, wmap: bytes, xmap: bytes,
+                                     work: int, flags: int) -> None:
+    linear_bf16(mem, x, w, y, m, n, k, out_f32=True)
+
+
+@reference(GEMM_DECODE_TMA_SWIGLU_STREAMK)
+def gemm_decode_tma_streamk_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                        w: int, act: int, m: int, n: int, k: int, wmap: bytes,
+                                        xmap: bytes, work: int, flags: int) -> None:
+    gated_bf16(mem, grid, block, x, w, act, m, n, k)
+
+
+@reference(GEMM_DECODE_TMA_GEGLU_STREAMK)
+def gemm_decode_tma_streamk_geglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int,
+                                       w: int, act: int, m: int, n: int, k: int, wmap: bytes,
+                                       xmap: bytes, work: int, flags: int) -> None:
     gated_bf16(mem, grid, block, x, w, act, m, n, k, gelu_tanh_mul_bf16)
