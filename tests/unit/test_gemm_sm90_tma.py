@@ -44,15 +44,24 @@ def test_cases_cover_the_tile_edges_and_compare_both_kernels() -> None:
     # every shape one block a tile and in clusters of two; an odd m-tile count (a pad block
     # wholly past m) and a last n-tile of at most 128 columns (a W half wholly past n)
     persistent = case_defs.GEMM_SM90_TMA_PERSISTENT_SHAPES
-    assert len(CASES) == 2 * (len(shapes) + len(persistent))
-    assert sum("cluster2" in c.name for c in CASES) == len(shapes) + len(persistent)
+    gated = case_defs.GEMM_SM90_TMA_GLU_SHAPES
+    plain = [c for c in CASES if c.same_bits == (("y", "y_cpasync"),)]
+    assert len(plain) == 2 * (len(shapes) + len(persistent))
+    assert sum("cluster2" in c.name for c in plain) == len(shapes) + len(persistent)
     # the persistent grid with more tiles than an H200 holds blocks (several tiles a block)
-    assert sum("persistent" in c.name for c in CASES) == 2 * len(persistent)
+    assert sum("persistent" in c.name for c in plain) == 2 * len(persistent)
     assert any(-(-m // 128) * -(-n // 256) > 2 * 132 for m, n, *_ in persistent)
     assert any(-(-m // 128) % 2 for m, *_ in shapes)
     assert any(0 < n % 256 <= 128 for _, n, *_ in shapes)
-    assert all(c.same_bits == (("y", "y_cpasync"),) for c in CASES)
     assert all(c.name.startswith("gemm_sm90_tma ") for c in CASES)  # -k gemm_sm90_tma
+    # the gated entries: bit for bit the plain twin then the activation, I past a pair tile,
+    # both activations, and the persistent grid with more tiles than an H100 / H200 holds
+    rest = [c for c in CASES if c not in plain]
+    assert len(rest) == len(gated)
+    assert all(c.same_bits == (("act", "act_unfused"),) for c in rest)
+    assert {glu for *_, glu in gated} == {case_defs.Glu.SWIGLU, case_defs.Glu.GEGLU}
+    assert any(i % 128 for _, i, *_ in gated)
+    assert any(p and -(-m // 128) * -(-2 * i // 256) > 132 for m, i, _, p, _ in gated)
 
 
 def test_cuda_entry_points_declare_exactly_the_abi() -> None:

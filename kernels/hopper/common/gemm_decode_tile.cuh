@@ -13,8 +13,11 @@
 
 #include "atlas_common.cuh"
 #include "bf16_vec.cuh"
+#include "glu.cuh"
 
 namespace atlas::decode_gemm {
+
+using atlas::Glu;  // glu.cuh: the activation a gated entry ends with
 
 constexpr int kGroupThreads = 128;  // one warpgroup; ops/matmul_decode.py DECODE_THREADS
 constexpr int kGroupRows = 64;      // weight rows per warpgroup: wgmma's M (DECODE_ROWS)
@@ -51,23 +54,6 @@ __host__ __device__ constexpr int smem_bytes(int cols, int groups, int max_stage
 // Row pitch (floats) of the [batch row][weight row] f32 partial tile the epilogue builds:
 // 4 past the block's weight rows, so the accumulator scatter is free of bank conflicts.
 __host__ __device__ constexpr int partial_pitch(int groups) { return kGroupRows * groups + 4; }
-
-// The gated activation a [gate | up] product ends with (the *_swiglu_* / *_geglu_* entries), or
-// kNone for a plain product (ops/matmul_decode.py Glu: the same values).
-enum class Glu { kNone, kSwiglu, kGeglu };
-
-// One output of a gated epilogue: the activation of the summed gate g and up u, each rounded to
-// bf16 first as the unfused GEMM stores gate_up, through the unfused activation kernel's own
-// arithmetic (silu_mul_bf16: swiglu_f32; gelu_tanh_mul_bf16: geglu_tanh_f32), so the bits are
-// that pair's; the caller rounds the product to bf16.
-template <Glu kGlu>
-__device__ __forceinline__ float glu_f32(float g, float u) {
-  static_assert(kGlu != Glu::kNone, "a plain product has no activation");
-  if constexpr (kGlu == Glu::kGeglu)
-    return geglu_tanh_f32(round_bf16(g), round_bf16(u));
-  else
-    return swiglu_f32(round_bf16(g), round_bf16(u));
-}
 
 // The fused [gate | up] weight's row (n = 2 I rows) that row r of a gated block's tile holds:
 // tile rows [0, ROWS / 2) are gate rows [pair0, pair0 + ROWS / 2), tile rows [ROWS / 2, ROWS)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "atlas_common.cuh"
+#include "glu.cuh"
 
 namespace atlas::prefill_gemm {
 
@@ -70,6 +71,31 @@ __device__ __forceinline__ void store_tile(const float (&acc)[128], void* __rest
       *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
           __floats2bfloat162_rn(acc[j], acc[j + 1]);
     }
+  }
+}
+
+// The gated twin of store_tile (kGlu not kNone): the tile's 256 columns are 128 gate columns
+// then their 128 up columns (the gated entries copy gate rows [p0, p0 + 128) and up rows
+// [I + p0, I + p0 + 128) of the fused weight), so thread `tid` holds gate column c in acc[j]
+// (j < 64) and its up column c + 128 in acc[j + 64]; act[row][p0 + c] = glu_f32 of the pair
+// (the unfused GEMM's bf16 gate_up, then silu_mul / gelu_tanh_mul: the same bits), masked to
+// m x I (I even: a thread's column pair is stored whole).
+template <Glu kGlu>
+__device__ __forceinline__ void store_tile_glu(const float (&acc)[128],
+                                               __nv_bfloat16* __restrict__ act, int m,
+                                               int inter, int bm, int p0, unsigned tid) {
+  const int wg = tid / kGroupThreads;
+  const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
+  const int row_base = bm + wg * 64 + warp_in_wg * 16 + (lane >> 2);
+  const int col_base = p0 + (lane & 3) * 2;
+#pragma unroll
+  for (int j = 0; j < 64; j += 2) {
+    const int col = col_base + (j >> 2) * 8;
+    const int row = row_base + ((j >> 1) & 1) * 8;
+    if (col >= inter || row >= m) continue;
+    *reinterpret_cast<__nv_bfloat162*>(act + static_cast<size_t>(row) * inter + col) =
+        __floats2bfloat162_rn(glu_f32<kGlu>(acc[j], acc[j + 64]),
+                              glu_f32<kGlu>(acc[j + 1], acc[j + 65]));
   }
 }
 

@@ -65,6 +65,7 @@ namespace {
 
 using namespace atlas::prefill_gemm;  // tile geometry, tile_origin, store_tile
 using atlas::bulk::TensorMap;
+using atlas::Glu;
 
 constexpr int STAGES = 4;
 constexpr int kProducerThreads = 32;  // one warp; ops/matmul.py GEMM_SM90_TMA_THREADS
@@ -121,11 +122,17 @@ struct TileCopies {
 // persistent grid of the resident blocks: several, the ring running on from tile to tile, so
 // the producer fills the next tile's first stages while the consumers store this one). With
 // clusters gridDim.x is even, so both blocks of a cluster take the two tiles of a pair.
-template <bool kF32Out, int kCluster>
+// kGlu (not kNone, kCluster 1): w is a fused [gate | up] weight [n = 2 I][k] and c the
+// activation [m][I]: a tile's W stage is gate rows [bn / 2, +128) then up rows [I + bn / 2,
+// +128) (two [128][64] boxes of wmap), and the epilogue writes kGlu of each gate / up pair
+// (store_tile_glu): the plain entry into gate_up, then silu_mul / gelu_tanh_mul, bit for bit.
+template <bool kF32Out, int kCluster, Glu kGlu = Glu::kNone>
 __device__ __forceinline__ void gemm_sm90_tma_tiles(const TensorMap& amap,
                                                     const TensorMap& wmap,
                                                     void* __restrict__ c, int m, int n, int k) {
   static_assert(kCluster == 1 || kCluster == 2, "a cluster pairs two m-tiles at most");
+  constexpr bool kGated = kGlu != Glu::kNone;
+  static_assert(!kGated || (kCluster == 1 && !kF32Out), "gated: one block a tile, bf16 out");
   using Copies = TileCopies<kCluster>;
   static_assert(Copies::kWBytes % kAlign == 0, "each W part starts on a swizzle atom");
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -162,7 +169,11 @@ __device__ __forceinline__ void gemm_sm90_tma_tiles(const TensorMap& amap,
         if (!tile.copies_w) return;
         const uint32_t dst = smem + s * kStageBytes + kStageA + rank * Copies::kWBytes;
         const int row = tile.bn + static_cast<int>(rank) * Copies::kWRows;
-        if constexpr (kCluster == 1)
+        if constexpr (kGated) {  // gate rows, then the up rows I past them
+          atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, tile.bn / 2, &full[s]);
+          atlas::bulk::copy_tile_2d(dst + BN / 2 * BK * 2, &wmap, kt * BK, n / 2 + tile.bn / 2,
+                                    &full[s]);
+        } else if constexpr (kCluster == 1)
           atlas::bulk::copy_tile_2d(dst, &wmap, kt * BK, row, &full[s]);
         else
           atlas::bulk::copy_tile_2d_multicast(dst, &wmap, kt * BK, row, &full[s],
@@ -246,7 +257,10 @@ __device__ __forceinline__ void gemm_sm90_tma_tiles(const TensorMap& amap,
     atlas::wgmma_wait<0>();
     atlas::fence_acc(acc);
     release(fill - 1);  // before the store: the producer fills the next tile's stages meanwhile
-    store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
+    if constexpr (kGated)
+      store_tile_glu<kGlu>(acc, static_cast<__nv_bfloat16*>(c), m, n / 2, bm, bn / 2, tid);
+    else
+      store_tile<kF32Out>(acc, c, m, n, bm, bn, tid);
   }
   // kCluster 2: the peer's consumers arrive on this block's empty barriers until their last
   // tile's loop ends, so neither block exits before both have passed this barrier
@@ -292,4 +306,22 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(THREADS, 
                                     const __grid_constant__ TensorMap amap,
                                     const __grid_constant__ TensorMap wmap) {
   gemm_sm90_tma_tiles<true, 2>(amap, wmap, c, m, n, k);
+}
+
+// The gate_up projection ending with its gated activation: w = [gate | up] [n = 2 I][k] in
+// [128][64] wmap boxes, c = act [m][I] (bf16). Same grid as the plain entry at n.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_swiglu_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
+                              uint32_t m, uint32_t n, uint32_t k,
+                              const __grid_constant__ TensorMap amap,
+                              const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tiles<false, 1, Glu::kSwiglu>(amap, wmap, c, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_tma_geglu_bf16(const __nv_bfloat16* a, const __nv_bfloat16* w, __nv_bfloat16* c,
+                             uint32_t m, uint32_t n, uint32_t k,
+                             const __grid_constant__ TensorMap amap,
+                             const __grid_constant__ TensorMap wmap) {
+  gemm_sm90_tma_tiles<false, 1, Glu::kGeglu>(amap, wmap, c, m, n, k);
 }

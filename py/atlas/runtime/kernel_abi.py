@@ -399,6 +399,10 @@ GEMM_SM90_F32OUT = S("gemm_sm90", "gemm_sm90_bf16_f32", "a:ptr w:ptr c:ptr m:u32
 _GEMM_SM90_TMA = "a:ptr w:ptr c:ptr m:u32 n:u32 k:u32 amap:tmap wmap:tmap"
 GEMM_SM90_TMA = S("gemm_sm90_tma", "gemm_sm90_tma_bf16", _GEMM_SM90_TMA)
 GEMM_SM90_TMA_F32OUT = S("gemm_sm90_tma", "gemm_sm90_tma_bf16_f32", _GEMM_SM90_TMA)
+# ... w a fused [gate | up] weight [n = 2 I][k] in [128][64] wmap boxes, c the activation
+# [m][I]: the plain product then silu_mul (geglu: gelu_tanh_mul), bit for bit, in one launch
+GEMM_SM90_TMA_SWIGLU = S("gemm_sm90_tma", "gemm_sm90_tma_swiglu_bf16", _GEMM_SM90_TMA)
+GEMM_SM90_TMA_GEGLU = S("gemm_sm90_tma", "gemm_sm90_tma_geglu_bf16", _GEMM_SM90_TMA)
 # ... in clusters of two m-tiles sharing each W tile by multicast: wmap in [128][64] boxes, a
 # grid of ceil(m / 256) * 2 * ceil(n / 256) blocks (KernelRoutes.gemm_tma_multicast)
 GEMM_SM90_TMA_CLUSTER2 = S("gemm_sm90_tma", "gemm_sm90_tma_cluster2_bf16", _GEMM_SM90_TMA)

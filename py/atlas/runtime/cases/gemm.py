@@ -13,7 +13,9 @@ against gemm_sm90's output bit for bit (the same wgmma sequence over K). Each sh
 twice: one block a tile, and in clusters of two m-tiles sharing W by multicast ("cluster2":
 an odd m-tile count pads the grid with a block wholly past m, and a W half wholly past n is
 not copied at n = 16 and n = 528); a few also on the persistent grid, whose blocks run
-several tiles through one ring when the tiles outnumber the device's blocks.
+several tiles through one ring when the tiles outnumber the device's blocks. Its gated
+entries (gemm_glu: the gate_up product ending with SwiGLU / GeGLU) run against the oracle and
+bit for bit against the plain twin followed by the activation kernel.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ from functools import partial
 import numpy as np
 
 from ...core.dtype import DType
+from ...core.numerics import f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, matmul
+from ..ops.matmul_decode import Glu
 from ..ops.routes import KernelRoutes
-from .gemv import TENSOR_CORE_K_TOL, linear_case, linear_oracle, random_bf16, unrounded_case
+from .gemm_decode_sm90 import GLU_ACTIVATION, GLU_ORACLE
+from .gemv import (TENSOR_CORE_K_TOL, UNFUSED, bf16_values, glu_flip_slack, linear_case,
+                   linear_oracle, random_bf16, unrounded_case)
 
 #: (m, n, k, out_f32, skinny): skinny=None lets the dispatch rule choose
 GEMM_SHAPES = [
@@ -136,9 +142,55 @@ def gemm_sm90_tma_case(rng: np.random.Generator, m: int, n: int, k: int, f32: bo
                       reference_abs_tol=TENSOR_CORE_K_TOL * k, same_bits=(("y", "y" + CPASYNC),))
 
 
+#: (m, I, k, persistent, glu) for the TMA twin's gated entries (gemm_glu): I past a 128-pair
+#: tile (its gate box runs into up rows, its up box past the weight), tiny and raster-group
+#: shapes, and the persistent grid with more tiles than an H100 / H200 holds blocks
+GEMM_SM90_TMA_GLU_SHAPES = [
+    (129, 136, 208, False, Glu.SWIGLU),    # 2 x 2 tiles, I = 128 + 8, k = 3.25 k-tiles
+    (2113, 1024, 1040, False, Glu.SWIGLU),  # raster groups 8, 8, 1 of 8 pair tiles, k % 64 16
+    (1, 16, 16, False, Glu.SWIGLU),        # one row, I = 16: one k-tile of 16 columns
+    (1100, 2080, 208, True, Glu.SWIGLU),   # 9 x 17 = 153 tiles on the persistent grid
+    (200, 520, 640, False, Glu.GEGLU),     # Gemma 3's GLU, I past the 4th tile
+    (1100, 2080, 208, True, Glu.GEGLU),
+]
+
+
+def gemm_sm90_tma_glu_case(rng: np.random.Generator, m: int, inter: int, k: int,
+                           persistent: bool, glu: Glu) -> KernelCase:
+    """act = glu(x @ [gate | up].T) through `matmul.gemm_glu`, and through the plain twin
+    into gate_up then the activation kernel (act_unfused): the oracle (the float64 product
+    rounded to bf16, then the activation) for both, and the same bits."""
+    n = 2 * inter
+    inputs = {"x": random_bf16(rng, (m, k)), "w": random_bf16(rng, (n, k), 4.0 * k ** -0.5),
+              "gate_up": np.zeros((m, n), np.uint16)}
+    outputs = {"act": OutputSpec(DType.BF16, (m, inter)),
+               "act" + UNFUSED: OutputSpec(DType.BF16, (m, inter))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend, replace(KernelRoutes.from_env(),
+                                          gemm_tma_persistent=persistent))
+        matmul.gemm_glu(kc, stream, p["x"], p["w"], p["act"], m, n, k, glu == Glu.GEGLU)
+        matmul.gemm(kc, stream, p["x"], p["w"], p["gate_up"], m, n, k, sm90=True, tma=True,
+                    multicast=False)
+        GLU_ACTIVATION[glu](kc, stream, p["gate_up"], p["act" + UNFUSED], m, inter)
+
+    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        act = GLU_ORACLE[glu](f32_to_bf16_bits(linear_oracle(x)["y"].astype(np.float32)))
+        return {"act": act, "act" + UNFUSED: act}
+
+    slack = glu_flip_slack(bf16_values(inputs["x"]), bf16_values(inputs["w"]), GLU_ORACLE[glu])
+    label = "persistent " if persistent else ""
+    return KernelCase(f"gemm_sm90_tma {glu.name.lower()} {label}m{m} i{inter} k{k}",
+                      "gemm_sm90_tma", inputs, outputs, run, oracle,
+                      reference_abs_tol=TENSOR_CORE_K_TOL * k,
+                      reference_slack={out: slack for out in outputs},
+                      same_bits=(("act", "act" + UNFUSED),))
+
+
 @kernel_cases("gemm_sm90_tma")
 def gemm_sm90_tma_cases(rng: np.random.Generator) -> list[KernelCase]:
     return ([gemm_sm90_tma_case(rng, *shape, multicast)
              for multicast in (False, True) for shape in GEMM_SM90_TMA_SHAPES]
             + [gemm_sm90_tma_case(rng, *shape, multicast, persistent=True)
-               for multicast in (False, True) for shape in GEMM_SM90_TMA_PERSISTENT_SHAPES])
+               for multicast in (False, True) for shape in GEMM_SM90_TMA_PERSISTENT_SHAPES]
+            + [gemm_sm90_tma_glu_case(rng, *shape) for shape in GEMM_SM90_TMA_GLU_SHAPES])

@@ -33,7 +33,7 @@ from ..gpu import DevicePtr, KernelSig, Stream
 from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
                           GEMM_SKINNY_F32OUT, GEMM_SM90, GEMM_SM90_F32OUT, GEMM_SM90_TMA,
                           GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
-                          GEMM_SM90_TMA_F32OUT, GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE,
+                          GEMM_SM90_TMA_F32OUT, GEMM_SM90_TMA_GEGLU, GEMM_SM90_TMA_SWIGLU, GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE,
                           GEMV_F32OUT,
                           GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
@@ -272,12 +272,16 @@ def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = F
       Unmeasured: the A/B is tools/gpu/profile_decode.py with ATLAS_GEMV_SWIGLU=0.
     `gelu`: the tanh-GELU GLU (Gemma 3): both routes have it (the 4-row single-row GEMV only:
     under ATLAS_GEMV_ROWS=8 one row keeps its 4-row GELU entry). 2..8 rows (the ring GEMV, the
-    tensor-core batched GEMV) end with neither: gate_up, then the activation's launch."""
+    tensor-core batched GEMV) end with neither: gate_up, then the activation's launch.
+    * prefill products on the wgmma GEMM's TMA twin under ATLAS_GEMM_SWIGLU (on by default,
+      `gemm_glu`), n a multiple of 16: no [m, n] gate_up round trip, no silu_mul launch."""
     if n % 2:
         return False
     route = linear_route(kc, m, n)
     if route == "gemm_decode_sm90":
         return kc.routes.decode_gemm_swiglu
+    if route == "gemm_sm90_tma":
+        return kc.routes.gemm_swiglu and n % 16 == 0
     return (m == 1 and route == "gemv" and kc.routes.gemv_swiglu
             and _ring_plan(kc, n, k, True) is None)
 
@@ -285,10 +289,14 @@ def fuses_gate_up_swiglu(kc: KernelCache, m: int, n: int, k: int, gelu: bool = F
 def linear_swiglu(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, act: DevicePtr,
                   m: int, n: int, k: int, gelu: bool = False) -> None:
     """act[m, n / 2] = swiglu(x @ w.T) (`gelu`: the tanh-GELU GLU) for a bf16 [gate | up]
-    weight w [n, k] in one launch, on the single-row GEMV or the decode GEMM's gated entries
-    (`fuses_gate_up_swiglu` must hold)."""
-    if linear_route(kc, m, n) == "gemv":
+    weight w [n, k] in one launch, on the single-row GEMV, the decode GEMM's gated entries or
+    the prefill GEMM's TMA twin's (`fuses_gate_up_swiglu` must hold)."""
+    route = linear_route(kc, m, n)
+    if route == "gemv":
         gemv_swiglu(kc, stream, x, w, act, m, n, k, gelu)
+        return
+    if route == "gemm_sm90_tma":
+        gemm_glu(kc, stream, x, w, act, m, n, k, gelu)
         return
     decode_gemm(kc, stream, x, w, act, m, n, k, glu=Glu.GEGLU if gelu else Glu.SWIGLU)
 
@@ -432,6 +440,31 @@ def _launch_sm90(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c:
         return
     launch = kc.get_with_shared(GEMM_SM90_F32OUT if out_f32 else GEMM_SM90, GEMM_SM90_SMEM)
     launch(stream, blocks, GEMM_SM90_TILE[2], GEMM_SM90_SMEM, a, w, c, m, n, k)
+
+
+def gemm_glu(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, act: DevicePtr,
+             m: int, n: int, k: int, gelu: bool = False) -> None:
+    """act[m, n / 2] = swiglu(a @ w.T) (`gelu`: the tanh-GELU GLU) for a fused [gate | up]
+    weight w [n, k] on the TMA twin's gated entry: a tile's 256 weight rows are gate rows
+    [p, p + 128) and up rows [n / 2 + p, ...) (two [128][64] boxes), its epilogue the
+    activation; bit for bit `gemm` into [gate | up] then silu_mul (gelu_tanh_mul). The grid
+    and its persistent form as the plain twin's at n; n and k multiples of 16, as `gemm`."""
+    if m < 1 or n < 16 or k < 16 or n % 16 or k % 16:
+        raise ValueError(f"gemm_glu: need m >= 1 and n, k positive multiples of 16, got "
+                         f"m={m} n={n} k={k}")
+    _check_aligned("gemm_glu a", a, 16)
+    _check_aligned("gemm_glu w", w, 16)
+    _check_aligned("gemm_glu act", act, 4)
+    amap = kc.tensor_map(a, m, k, GEMM_SM90_TILE[0])
+    wmap = kc.tensor_map(w, n, k, GEMM_SM90_TILE[1] // 2)
+    launch = kc.get_with_shared(GEMM_SM90_TMA_GEGLU if gelu else GEMM_SM90_TMA_SWIGLU,
+                                GEMM_SM90_TMA_SMEM)
+    persistent = kc.routes.gemm_tma_persistent
+    resident = (kc.resident_blocks(launch.handle, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, 1)
+                if persistent else None)
+    grid = tma_grid(_blocks(m, n, GEMM_SM90_TILE), persistent, resident, kc.facts.sm_count, 1)
+    launch(stream, grid, GEMM_SM90_TMA_THREADS, GEMM_SM90_TMA_SMEM, a, w, act, m, n, k, amap,
+           wmap)
 
 
 def gemm(kc: KernelCache, stream: Stream, a: DevicePtr, w: DevicePtr, c: DevicePtr, m: int,

@@ -15,6 +15,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   ATLAS_GEMM_TMA_MULTICAST=1: the TMA twin in clusters of two m-tiles whose W tile each
   block copies half of into both (gemm_sm90_tma_cluster2_*: 32 KB of L2 reads a k-tile a
   block instead of 48; the same bits). Off: ~1.6x slower (gpu44: qkv 243.8 us, gate_up 982.1).
+  ATLAS_GEMM_SWIGLU=0: a prefill gate_up on the TMA twin writes [gate | up] and silu_mul
+  (gelu_tanh_mul) follows, instead of the twin's gated entry ending with the activation
+  (gemm_sm90_tma_{swiglu,geglu}_bf16: gate and up rows of 128 features a tile, the same bits
+  as the pair; the [m, 2 I] round trip and one launch a layer leave the step).
   ATLAS_GEMM_TMA_PERSISTENT=1: the TMA twin on a persistent grid (the blocks the device
   holds at once, each looping over tiles gridDim.x apart in the raster order; its producer
   fills the next tile's stages while the consumers store the last one) instead of one block
@@ -579,6 +583,7 @@ class KernelRoutes:
     gemm_sm90: bool = True
     gemm_tma: bool = True
     gemm_tma_multicast: bool = False
+    gemm_swiglu: bool = True
     gemm_tma_persistent: bool = False
     batched_gemv: bool = True
     batched_gemv_min_m: int = DEFAULT_BATCHED_GEMV_MIN_M
@@ -715,6 +720,7 @@ class KernelRoutes:
         return cls(gemm_sm90=env_switch(env, "ATLAS_GEMM_SM90", True),
                    gemm_tma=env_switch(env, "ATLAS_GEMM_TMA", True),
                    gemm_tma_multicast=env_switch(env, "ATLAS_GEMM_TMA_MULTICAST", False),
+                   gemm_swiglu=env_switch(env, "ATLAS_GEMM_SWIGLU", True),
                    gemm_tma_persistent=env_switch(env, "ATLAS_GEMM_TMA_PERSISTENT", False),
                    batched_gemv=env_switch(env, "ATLAS_BATCHED_GEMV", True),
                    batched_gemv_min_m=_env_count(env, "ATLAS_BATCHED_GEMV_MIN_M",

@@ -45,6 +45,7 @@ from ..kernel_abi import (GEMM_DECODE_SM90_GEGLU, GEMM_DECODE_SM90_GEGLU_SPLIT2,
                           GEMM_DECODE_TMA_GEGLU_SPLIT3, GEMM_DECODE_TMA_GEGLU_SPLIT4,
                           GEMM_DECODE_TMA_GEGLU_SPLIT5, GEMM_DECODE_TMA_GEGLU_SPLIT6,
                           GEMM_DECODE_TMA_GEGLU_SPLIT7, GEMM_DECODE_TMA_GEGLU_SPLIT8)
+from ..kernel_abi import GEMM_SM90_TMA_GEGLU, GEMM_SM90_TMA_SWIGLU
 from ..kernel_abi import (GEMM_DECODE_TMA_F32OUT_STREAMK, GEMM_DECODE_TMA_GEGLU_STREAMK,
                           GEMM_DECODE_TMA_STREAMK, GEMM_DECODE_TMA_SWIGLU_STREAMK)
 from . import HostMemory, ReferenceFn, WithScratch, reference
@@ -92,6 +93,18 @@ def gemm_bf16_f32_unrounded(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w:
 def gemm_tma_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, c: int, m: int,
                   n: int, k: int, amap: bytes, wmap: bytes) -> None:
     linear_bf16(mem, a, w, c, m, n, k, out_f32=False)
+
+
+@reference(GEMM_SM90_TMA_SWIGLU)
+def gemm_tma_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, act: int,
+                         m: int, n: int, k: int, amap: bytes, wmap: bytes) -> None:
+    gated_bf16(mem, grid, block, a, w, act, m, n, k)
+
+
+@reference(GEMM_SM90_TMA_GEGLU)
+def gemm_tma_geglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, a: int, w: int, act: int,
+                        m: int, n: int, k: int, amap: bytes, wmap: bytes) -> None:
+    gated_bf16(mem, grid, block, a, w, act, m, n, k, gelu_tanh_mul_bf16)
 
 
 @reference(GEMM_SM90_TMA_F32OUT)
