@@ -48,21 +48,28 @@ __device__ __forceinline__ unsigned tile_count(int m, int n) {
          static_cast<unsigned>((n + BN - 1) / BN);
 }
 
-// Store warpgroup `wg`'s 64 x 256 accumulators (wgmma m64n256 fragment of thread
-// `tid` = threadIdx.x in [0, 256), unsigned as threadIdx.x) of the tile at (bm, bn), masked to m x n: bf16, or
-// bf16-rounded values widened to f32 (transformers' bf16 LM head).
-template <bool kF32Out>
-__device__ __forceinline__ void store_tile(const float (&acc)[128], void* __restrict__ c, int m,
-                                           int n, int bm, int bn, unsigned tid) {
+// Calls fn(j, row, col) for the accumulator pairs j = 0, 2, .., kCount - 2 of the wgmma
+// m64n256 fragment of thread `tid` (= threadIdx.x in [0, 256), unsigned as threadIdx.x; its
+// warpgroup owns tile rows [64 wg, 64 wg + 64)) of the tile at (bm, bn): acc[j] and acc[j + 1]
+// are c[row][col] and c[row][col + 1].
+template <int kCount, typename Fn>
+__device__ __forceinline__ void for_each_pair(int bm, int bn, unsigned tid, Fn&& fn) {
   const int wg = tid / kGroupThreads;
   const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
   const int row_base = bm + wg * 64 + warp_in_wg * 16 + (lane >> 2);
   const int col_base = bn + (lane & 3) * 2;
 #pragma unroll
-  for (int j = 0; j < 128; j += 2) {
-    const int col = col_base + (j >> 2) * 8;
-    const int row = row_base + ((j >> 1) & 1) * 8;
-    if (col >= n || row >= m) continue;  // n % 16 == 0: col < n implies col + 1 < n
+  for (int j = 0; j < kCount; j += 2)
+    fn(j, row_base + ((j >> 1) & 1) * 8, col_base + (j >> 2) * 8);
+}
+
+// Store a warpgroup's 64 x 256 accumulators of the tile at (bm, bn), masked to m x n: bf16, or
+// bf16-rounded values widened to f32 (transformers' bf16 LM head).
+template <bool kF32Out>
+__device__ __forceinline__ void store_tile(const float (&acc)[128], void* __restrict__ c, int m,
+                                           int n, int bm, int bn, unsigned tid) {
+  for_each_pair<128>(bm, bn, tid, [&](int j, int row, int col) {
+    if (col >= n || row >= m) return;  // n % 16 == 0: col < n implies col + 1 < n
     const size_t at = static_cast<size_t>(row) * n + col;
     if constexpr (kF32Out) {
       *reinterpret_cast<float2*>(static_cast<float*>(c) + at) =
@@ -71,7 +78,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[128], void* __rest
       *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(c) + at) =
           __floats2bfloat162_rn(acc[j], acc[j + 1]);
     }
-  }
+  });
 }
 
 // The gated twin of store_tile (kGlu not kNone): the tile's 256 columns are 128 gate columns
@@ -84,19 +91,12 @@ template <Glu kGlu>
 __device__ __forceinline__ void store_tile_glu(const float (&acc)[128],
                                                __nv_bfloat16* __restrict__ act, int m,
                                                int inter, int bm, int p0, unsigned tid) {
-  const int wg = tid / kGroupThreads;
-  const int lane = tid & 31, warp_in_wg = (tid >> 5) & 3;
-  const int row_base = bm + wg * 64 + warp_in_wg * 16 + (lane >> 2);
-  const int col_base = p0 + (lane & 3) * 2;
-#pragma unroll
-  for (int j = 0; j < 64; j += 2) {
-    const int col = col_base + (j >> 2) * 8;
-    const int row = row_base + ((j >> 1) & 1) * 8;
-    if (col >= inter || row >= m) continue;
+  for_each_pair<64>(bm, p0, tid, [&](int j, int row, int col) {
+    if (col >= inter || row >= m) return;
     *reinterpret_cast<__nv_bfloat162*>(act + static_cast<size_t>(row) * inter + col) =
         __floats2bfloat162_rn(glu_f32<kGlu>(acc[j], acc[j + 64]),
                               glu_f32<kGlu>(acc[j + 1], acc[j + 65]));
-  }
+  });
 }
 
 }  // namespace atlas::prefill_gemm

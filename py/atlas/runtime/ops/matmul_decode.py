@@ -546,9 +546,12 @@ def streamk_blocks(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, glu: 
 
 def streamk_workspace(kc: KernelCache, stream: Stream) -> DevicePtr | None:
     """The device's stream-K workspace (KernelCache.workspace), None where it does not exist
-    yet and `stream` is capturing."""
-    return kc.workspace("decode_gemm_streamk", streamk_workspace_bytes(kc.facts.sm_count),
-                        stream)
+    yet and `stream` is capturing or the device cannot hold it (then no launch is stream-K)."""
+    try:
+        return kc.workspace("decode_gemm_streamk", streamk_workspace_bytes(kc.facts.sm_count),
+                            stream)
+    except GpuError:
+        return None
 
 
 def launch_streamk(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
@@ -637,14 +640,15 @@ def tunes_streamk(kc: KernelCache, tma: bool) -> bool:
 
 
 def tune_candidates(kc: KernelCache, m: int, k: int, out_f32: bool, glu: Glu,
-                    tma: bool) -> Iterator[Pick]:
-    """The `valid_picks` the device can run: a split whose cluster the device cannot hold at
-    this shape (KernelCache.resident_blocks below the split) would fail to launch. Lazy: a
+                    tma: bool, streamk: bool = False) -> Iterator[Pick]:
+    """The `valid_picks` the device can run (`streamk`: with the stream-K picks, whose
+    workspace exists): a split whose cluster the device cannot hold at this shape
+    (KernelCache.resident_blocks below the split) would fail to launch. Lazy: a
     device error asking the driver surfaces inside the tuner's timing, which then keeps the
     model's pick (DecodeGemmTuner.tune)."""
     cols = decode_cols(m)
     stages = TMA_MAX_STAGES if tma else DECODE_MAX_STAGES
-    for split, groups in valid_picks(m, k, tma, tunes_streamk(kc, tma)):
+    for split, groups in valid_picks(m, k, tma, streamk):
         if split == STREAMK:  # no cluster: it launches wherever one block fits
             yield split, groups
             continue
@@ -679,15 +683,14 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
     key = tune_key(kc, m, n, k, out_f32, glu, tma)
     groups = decode_groups(m, None, tma)
     model = (launch_split(kc, m, n, k, out_f32, glu, tma, groups), groups)
+    # the stream-K workspace is made at the first launch outside a capture (warm-up runs every
+    # decode shape eagerly before the graphs are captured), so a table pick of stream-K met
+    # first inside a capture, which cannot allocate, is rare; it then runs the model's pick
+    workspace = streamk_workspace(kc, stream) if streamk else None
     pick = tuner.lookup(module, key)
     if pick is not None and pick in valid_picks(m, k, tma, streamk):
-        # a stream-K pick needs its workspace, which a capture cannot make
-        if pick[0] == STREAMK and streamk_workspace(kc, stream) is None:
-            return model
-        return pick
+        return model if pick[0] == STREAMK and workspace is None else pick
     if not tuner.can_tune(module, key) or kc.backend.is_capturing(stream):
-        return model
-    if streamk and streamk_workspace(kc, stream) is None:
         return model
 
     pool, weights = cold_weights(kc, w, n * k * 2)
@@ -698,7 +701,9 @@ def tuned_pick(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: D
                     tma, candidate)
 
     try:
-        return tuner.tune(module, key, tune_candidates(kc, m, k, out_f32, glu, tma), model,
+        return tuner.tune(module, key,
+                          tune_candidates(kc, m, k, out_f32, glu, tma, workspace is not None),
+                          model,
                           stream, launch, iters=max(LAUNCHES_PER_REP, len(weights)))
     finally:
         if pool:
