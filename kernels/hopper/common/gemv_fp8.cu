@@ -255,6 +255,15 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)
   gemv_rows<1, false>(swiglu_x(gate_up, k), ATLAS_FP8_FMT, w, y, n, k, partial_sums);
 }
 
+// Launched between a kernel that writes a weight (the dequantizes below and gemv_nvfp4.cu's,
+// into the bf16 scratch) and the GEMM that reads it (ops/matmul_quant.py linear_quant). The
+// TMA GEMMs request their first weight tiles before their PDL wait, on the rule that no kernel
+// writes weights, and a dequantize lets its dependents launch at its entry: without this launch
+// a GEMM block resident during the dequantize's last wave could read scratch rows not yet
+// written. This block waits (the dequantize complete, its memory visible) before it lets its
+// dependents launch, so the GEMM's blocks start, and prefetch, only after every byte is there.
+extern "C" __global__ void __launch_bounds__(32) pdl_fence() { atlas::pdl_enter(); }
+
 // Dequantize to bf16 (w_out[n, k] = bf16(q * s)) for row counts the GEMV does not take: the
 // prefill GEMM then runs on the bf16 copy in a scratch buffer. One thread per 16 values.
 extern "C" __global__ void __launch_bounds__(256)

@@ -298,6 +298,9 @@ GEMV_FP8_H2_SWIGLU = S("gemv_fp8", "gemv_fp8_h2_swiglu_bf16", "x:ptr w:ptr " + _
 GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
                          "gate_up:ptr w:ptr " + _FP8_SCALE)
+# one block that waits for the kernel before it and only then lets the next one launch: between
+# a kernel writing a weight (a dequantize) and a GEMM that prefetches weights before its PDL wait
+PDL_FENCE = S("gemv_fp8", "pdl_fence", "")
 DEQUANT_FP8 = S("gemv_fp8", "dequant_fp8_bf16",
                 "w:ptr scale:ptr w_out:ptr n:u32 k:u32 row_shift:u32 row_stride:u32 "
                 "col_shift:u32 col_stride:u32")

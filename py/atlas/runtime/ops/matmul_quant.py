@@ -30,7 +30,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_F
                           GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_CVT_SWIGLU_X8_SINGLE,
                           GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
-                          GEMV_SILU_FP8_SINGLE)
+                          GEMV_SILU_FP8_SINGLE, PDL_FENCE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
@@ -328,8 +328,19 @@ def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, 
     if not scratch:
         raise ValueError(f"quantized linear: m={m} > {GEMV_MAX_M} needs a bf16 [n, k] "
                          "scratch buffer")
-    w.dequant(kc, stream, scratch)
+    dequant_for_gemm(kc, stream, w, scratch)
     linear(kc, stream, x, scratch, y, m, w.n, w.k)
+
+
+def dequant_for_gemm(kc: KernelCache, stream: Stream, w: QuantWeight, scratch: DevicePtr
+                     ) -> None:
+    """w dequantized into `scratch` for a GEMM launched next: then `pdl_fence`, so the GEMM's
+    blocks (whose TMA weight tiles are requested before their PDL wait: no kernel writes
+    weights) start only once the dequantize has completed and its stores are visible. Without
+    it a GEMM block resident under the dequantize's last wave could read scratch rows not yet
+    written (session 44, docs/quantization.md)."""
+    w.dequant(kc, stream, scratch)
+    kc.get(PDL_FENCE)(stream, 1, 32, 0)
 
 
 def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: QuantWeight,

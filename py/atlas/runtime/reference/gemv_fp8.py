@@ -21,7 +21,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
 from ..gpu import Dim3
-from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE,
+from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, PDL_FENCE, GEMV_FP8_CVT_F32_SINGLE,
                           GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_X8_SINGLE, GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
@@ -194,3 +194,9 @@ def dequant_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, w: int, scale: in
     codes = mem.view(w, np.uint8, n * k).reshape(n, k)
     prod = fp8_e4m3_to_f32(codes) * smap.expand(mem.view(scale, np.float32, count), n, k)
     mem.view(w_out, np.uint16, n * k)[:] = f32_to_bf16_bits(prod.astype(np.float32)).reshape(-1)
+
+
+# Only an ordering point on the device (stream order already holds on the host): no values.
+@reference(PDL_FENCE)
+def pdl_fence(mem: HostMemory, grid: Dim3, block: Dim3) -> None:
+    return None
