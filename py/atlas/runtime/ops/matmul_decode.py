@@ -306,7 +306,7 @@ def streamk_workspace_bytes(sm_count: int) -> int:
     return streamk_flags_offset(sm_count) + 2 * sm_count * 4
 
 
-def streamk_units(m: int, n: int, k: int, groups: int) -> int:
+def streamk_units(n: int, k: int, groups: int) -> int:
     """The (tile, k-tile) pairs a stream-K launch shares out."""
     return -(-n // (DECODE_ROWS * groups)) * -(-k // 64)
 
@@ -541,7 +541,7 @@ def streamk_blocks(kc: KernelCache, m: int, n: int, k: int, out_f32: bool, glu: 
                                   streamk_smem_bytes(cols, groups), 1)
     if resident is None:
         resident = kc.facts.sm_count * blocks_per_sm(cols, groups)
-    return max(1, min(resident, 2 * kc.facts.sm_count, streamk_units(m, n, k, groups)))
+    return max(1, min(resident, 2 * kc.facts.sm_count, streamk_units(n, k, groups)))
 
 
 def streamk_workspace(kc: KernelCache, stream: Stream) -> DevicePtr | None:
