@@ -1,7 +1,8 @@
 """The prefill GEMM's gated entries (gemm_sm90_tma_{swiglu,geglu}_bf16, ATLAS_GEMM_SWIGLU, on by
 default): which products a model's gate_up sends there and the launch they make (a mock
-sm_90a device that loaded the wgmma modules); the values are the check cases'
-(cases/gemm.py GEMM_SM90_TMA_GLU_SHAPES, run on the host in test_gemm_sm90_tma.py)."""
+sm_90a device that loaded the wgmma modules), a quantized weight's prefill through its bf16
+scratch included; the values are the check cases' (cases/gemm.py GEMM_SM90_TMA_GLU_SHAPES, run
+on the host in test_gemm_sm90_tma.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, matmul
+from atlas.runtime.ops.matmul_quant import Bf16Linear, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
+from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, direct_weight
 
 
 class _Sm90Mock(MockGpuBackend):
@@ -51,3 +54,31 @@ def test_the_gated_launch_covers_the_pairs_with_the_plain_grid(gelu, func) -> No
     assert (rec.args["c"], rec.args["m"], rec.args["n"], rec.args["k"]) == (act, m, 2 * inter, k)
     with pytest.raises(ValueError, match="multiples of 16"):
         matmul.gemm_glu(kc, 0, x, w, act, m, 2 * inter + 8, k)
+
+
+@pytest.mark.parametrize("fmt, dequant", [("fp8", "dequant_fp8_bf16"),
+                                          ("nvfp4", "dequant_nvfp4_bf16")])
+def test_a_quantized_prefill_gate_up_dequantizes_then_ends_with_its_activation(
+        fmt, dequant) -> None:
+    """Where the product dequantizes into the bf16 scratch, the bf16 GEMM's gated entry
+    follows behind the fence that lets it read the scratch (no [m, 2 I] gate_up, no
+    silu_mul); batch 1 keeps its quantized GEMV, and a bf16
+    weight takes (and ignores) the scratch argument."""
+    dev = HopperQuantMock(QUANT_MODULES + ("gemm_sm90", "gemm_sm90_tma"))
+    kc = KernelCache(dev)
+    m, inter, k = 2048, 1024, 4096
+    gate_up = QuantLinear(direct_weight(dev, fmt, 2 * inter, k))
+    assert gate_up.fuses_swiglu(kc, m)
+    assert not gate_up.fuses_swiglu(KernelCache(dev, KernelRoutes.from_env(
+        {"ATLAS_GEMM_SWIGLU": "0"})), m)
+    scratch, act = dev.alloc(2 * inter * k * 2), dev.alloc(m * inter * 2)
+    gate_up.linear_swiglu(kc, 0, dev.alloc(m * k * 2), act, m, w_scratch=scratch)
+    first, fence, second = dev.drain_launches()
+    assert (first.func, fence.func, second.func) == (dequant, "pdl_fence",
+                                                     "gemm_sm90_tma_swiglu_bf16")
+    assert (second.args["w"], second.args["c"]) == (scratch, act)
+    with pytest.raises(ValueError, match="scratch"):
+        gate_up.linear_swiglu(kc, 0, dev.alloc(m * k * 2), act, m)
+    dense = Bf16Linear(dev.alloc(2 * inter * k * 2), 2 * inter, k)
+    dense.linear_swiglu(kc, 0, dev.alloc(m * k * 2), act, m, w_scratch=scratch)
+    assert [r.func for r in dev.drain_launches()] == ["gemm_sm90_tma_swiglu_bf16"]

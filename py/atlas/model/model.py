@@ -164,9 +164,10 @@ class DenseMlp:
         """out = the MLP of the step's `normed` rows (a quantized MoE layer's shared expert
         writes beside the routed experts' delta)."""
         if self.fuses_act(kc, t):
-            # gate_up ends with the SwiGLU (no silu_mul): a quantized decode step, bf16 on the
-            # decode GEMM or the batch-1 GEMV
-            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t, self.gelu)
+            # gate_up ends with the SwiGLU (no silu_mul): a quantized GEMV, or the bf16 decode
+            # GEMM, batch-1 GEMV or prefill GEMM (a quantized weight dequantized for them)
+            self.gate_up.linear_swiglu(kc, s, b.normed, b.act, t, self.gelu,
+                                       w_scratch=b.w_scratch)
             self.down.linear(kc, s, b.act, out, t, w_scratch=b.w_scratch)
             return
         self.gate_up.linear(kc, s, b.normed, b.gate_up, t, w_scratch=b.w_scratch)
@@ -459,8 +460,8 @@ class DenseDecoderModel:
                 self._qkv_projection(s, b, lw, t, res)
                 self._attention_after_qkv(s, b, lw, t, plan, res)
             if isinstance(lw.mlp, DenseMlp):
-                # gate_up ends with its SwiGLU into act where the weight's route allows (a
-                # quantized decode step, bf16 on the decode GEMM or the batch-1 GEMV)
+                # gate_up ends with its SwiGLU into act where the weight's route allows
+                # (LinearWeight.fuses_swiglu)
                 swiglu = lw.mlp.fuses_act(kc, t)
                 self._norm_linear(s, b, res, lw.post_norm, lw.mlp.gate_up,
                                   b.act if swiglu else b.gate_up, t, swiglu, lw.mlp.gelu)
@@ -527,7 +528,7 @@ class DenseDecoderModel:
         its activation: every route's launch ends with the SwiGLU (`gelu`: the GELU GLU)."""
         self._norm(s, b, res, w, t)
         if swiglu:
-            proj.linear_swiglu(self.kc, s, b.normed, out, t, gelu)
+            proj.linear_swiglu(self.kc, s, b.normed, out, t, gelu, w_scratch=b.w_scratch)
         else:
             proj.linear(self.kc, s, b.normed, out, t, w_scratch=b.w_scratch)
 

@@ -306,6 +306,14 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     matmul_quant_mma.gemv_direct_swiglu(kc, stream, x, w, act, m)
 
 
+def dequantizes(kc: KernelCache, w: QuantWeight, m: int) -> bool:
+    """Whether `linear_quant` runs an m-row product by dequantizing w into a bf16 scratch and
+    the bf16 GEMM (no GEMV route takes it): then the bf16 GEMM's epilogues apply, the gated
+    one included (`QuantLinear.fuses_swiglu`)."""
+    return not (uses_h2(kc, w, m) or uses_core_single(kc, w, m) or uses_mma(kc, w, m)
+                or gemv_passes(w.nbytes, w.n, w.k, m))
+
+
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
     """y = x @ dequant(w).T for any m: one row on the half-precision-FMA GEMV (`uses_h2`,
@@ -386,9 +394,9 @@ class Bf16Linear:
         return fuses_gate_up_swiglu(kc, m, self.n, self.k, gelu)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
-                      m: int, gelu: bool = False) -> None:
+                      m: int, gelu: bool = False, w_scratch: DevicePtr | None = None) -> None:
         """act = swiglu(x @ [gate | up].T) (`gelu`: the tanh-GELU GLU) in one launch
-        (`fuses_swiglu` must hold)."""
+        (`fuses_swiglu` must hold; a bf16 weight needs no `w_scratch`)."""
         linear_swiglu(kc, stream, x, self.ptr, act, m, self.n, self.k, gelu)
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
@@ -426,14 +434,27 @@ class QuantLinear:
 
     def fuses_swiglu(self, kc: KernelCache, m: int, gelu: bool = False) -> bool:
         """Whether, as a fused [gate | up] weight, an m-row product can end with the SwiGLU
-        (`linear_swiglu`; no quantized kernel ends with the tanh-GELU GLU: `gelu` never)."""
+        (`linear_swiglu`): on a quantized GEMV (`matmul_quant.fuses_swiglu`; none ends with
+        the tanh-GELU GLU), or, where the product dequantizes into the bf16 scratch
+        (`dequantizes`), wherever the bf16 GEMM ends with the activation (the prefill GEMM's
+        gated entries, `matmul.fuses_gate_up_swiglu`)."""
+        if dequantizes(kc, self.w, m):
+            return fuses_gate_up_swiglu(kc, m, self.w.n, self.w.k, gelu)
         return not gelu and fuses_swiglu(kc, self.w, m)
 
     def linear_swiglu(self, kc: KernelCache, stream: Stream, x: DevicePtr, act: DevicePtr,
-                      m: int, gelu: bool = False) -> None:
-        """act = swiglu(x @ [gate | up].T) in one launch (`fuses_swiglu` must hold)."""
+                      m: int, gelu: bool = False, w_scratch: DevicePtr | None = None) -> None:
+        """act = swiglu(x @ [gate | up].T) (`fuses_swiglu` must hold): one quantized GEMV
+        launch, or the weight dequantized into `w_scratch` (bf16 [n, k]) and the bf16 GEMM's
+        gated launch."""
+        if dequantizes(kc, self.w, m):
+            if not w_scratch:
+                raise ValueError(f"quantized linear_swiglu: m={m} needs a bf16 [n, k] scratch")
+            dequant_for_gemm(kc, stream, self.w, w_scratch)
+            linear_swiglu(kc, stream, x, w_scratch, act, m, self.w.n, self.w.k, gelu)
+            return
         if gelu:
-            raise ValueError("linear_swiglu: no quantized kernel ends with the GELU GLU")
+            raise ValueError("linear_swiglu: no quantized GEMV ends with the GELU GLU")
         linear_swiglu_quant(kc, stream, x, self.w, act, m)
 
     def linear(self, kc: KernelCache, stream: Stream, x: DevicePtr, y: DevicePtr, m: int,
