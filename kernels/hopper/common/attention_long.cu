@@ -80,6 +80,13 @@ struct LongRope {
   const int* positions;
   const int* slots;  // < 0: a padding row (appends nothing, attends the cache as it is)
   float eps;
+  // The gated entries' layout (kGated; the others take the classic one: q heads proj_dim
+  // apart, the whole head rotating, plain weights): q heads q_pitch elements apart, each
+  // followed by its output gate (Qwen3.5 / Qwen3-Next: 2 D), the first rotary_dim elements of
+  // a head rotating (cos_sin [positions, rotary_dim]), (1 + w) norm weights where offset
+  int q_pitch = 0;
+  int rotary_dim = 0;
+  bool offset = false;
 };
 
 // The warps' merge scratch after the loop, f32: o [kWarps][kMaxGroup][kMergePitch], m and l
@@ -131,12 +138,16 @@ struct LongTile {
 // Only a head's first proj_dim elements are merged and written (out rows proj_dim apart);
 // the group's attention sinks (`sinks`, its first head's; null: none) join each head's
 // merged denominator.
-template <int D, typename RowOf>
+// kGate: each head's output multiplied by its sigmoid output gate as it is written (head r's
+// gate at gate + r * gate_pitch; bf16_vec.cuh sigmoid_gated, sigmoid_gate_mul's bits).
+template <int D, bool kGate, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
                                                      int active, int proj_dim,
-                                                     const __nv_bfloat16* sinks) {
+                                                     const __nv_bfloat16* sinks,
+                                                     const __nv_bfloat16* gate = nullptr,
+                                                     int gate_pitch = 0) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -191,9 +202,17 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     }
     // active >= 1: total >= 1
     if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - top);
+    float res[4] = {acc.x / total, acc.y / total, acc.z / total, acc.w / total};
+    if constexpr (kGate) {
+      const uint2 gv = *reinterpret_cast<const uint2*>(gate + static_cast<size_t>(r) * gate_pitch + d);
+      float g[4];
+      atlas::unpack_bf16x2(gv.x, g[0], g[1]);
+      atlas::unpack_bf16x2(gv.y, g[2], g[3]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) res[e] = atlas::sigmoid_gated(atlas::round_bf16(res[e]), g[e]);
+    }
     *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
-        make_uint2(atlas::pack_bf16x2(acc.x / total, acc.y / total),
-                   atlas::pack_bf16x2(acc.z / total, acc.w / total));
+        make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
   }
 }
 
@@ -209,7 +228,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // the waiting one in the batch-64 step, gpu22: 9.829 vs 9.511 ms, and was removed in session
 // 12.)
 template <int D, bool kRope = false, bool kStaged = false, bool kLateTrigger = false,
-          bool kEarly = false, class Tr = NoTrace>
+          bool kEarly = false, class Tr = NoTrace, bool kGated = false>
 __device__ __forceinline__ void decode_attn_long(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
@@ -221,6 +240,7 @@ __device__ __forceinline__ void decode_attn_long(
     const LongRope& rope = LongRope{}, unsigned long long* trace = nullptr) {
   static_assert(kRope || !kStaged, "the staged prologue is the rope entry's");
   static_assert(kStaged || !kEarly, "the early prologue is the staged entry's");
+  static_assert(kStaged || !kGated, "the gated layout is the staged prologue's");
   using T = LongTile<D, kRope>;
   const Tr tr = entry_trace<Tr>(trace);  // phase_trace.cuh: the traced twin only
   const int split = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z;
@@ -343,18 +363,37 @@ __device__ __forceinline__ void decode_attn_long(
   uint4 raw[kStaged ? kRowLoads : 1];
   uint4 consts = make_uint4(0u, 0u, 0u, 0u);
   // (a padded head's chunks past its proj_dim elements read as zeros)
+  // kGated: q heads q_pitch apart (each followed by its gate), then the k and v heads
+  const __nv_bfloat16* qkv_row =
+      kGated ? rope.qkv + static_cast<size_t>(b) * (static_cast<size_t>(hq) * rope.q_pitch +
+                                                    2 * hkv * proj_dim)
+             : nullptr;
+  // kGated: the group's first head's output gate (head r's at gate_row + r * q_pitch)
+  const __nv_bfloat16* gate_row =
+      kGated ? qkv_row + static_cast<size_t>(h0) * rope.q_pitch + proj_dim : nullptr;
   auto load_rows = [&] {
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * proj_dim;
 #pragma unroll
     for (int i = 0; i < kRowLoads; ++i) {
       const int idx = tid + i * kThreads, r = idx / T::kChunks, ch = idx % T::kChunks;
-      const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
-      raw[i] = idx < staged_rows * T::kChunks && ch * 8 < proj_dim
-                   ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) *
-                                                                     proj_dim) + ch)
-                   : make_uint4(0u, 0u, 0u, 0u);
+      const bool ok = idx < staged_rows * T::kChunks && ch * 8 < proj_dim;
+      if constexpr (kGated) {
+        const size_t at = r < group ? static_cast<size_t>(h0 + r) * rope.q_pitch
+                                    : static_cast<size_t>(hq) * rope.q_pitch +
+                                          static_cast<size_t>(r == group ? kvh : hkv + kvh) *
+                                              proj_dim;
+        raw[i] = ok ? __ldcg(reinterpret_cast<const uint4*>(qkv_row + at) + ch)
+                    : make_uint4(0u, 0u, 0u, 0u);
+      } else {
+        const int head = r < group ? h0 + r : r == group ? hq + kvh : hq + hkv + kvh;
+        raw[i] = ok ? __ldcg(reinterpret_cast<const uint4*>(row + static_cast<size_t>(head) *
+                                                                      proj_dim) + ch)
+                    : make_uint4(0u, 0u, 0u, 0u);
+      }
     }
   };
+  // the cos/sin row's floats: the rotating elements of a head
+  const int rot = kGated ? rope.rotary_dim : proj_dim;
   // Early: before the wait, so plain loads (ptxas sinks the read-only path's below it)
   auto load_const = [&](const uint4* p) { return kEarly ? atlas::ld_prefetch(p) : __ldg(p); };
   if constexpr (kStaged) {
@@ -367,9 +406,9 @@ __device__ __forceinline__ void decode_attn_long(
                                 ? reinterpret_cast<const uint4*>(rope.q_norm_w) + tid
                                 : reinterpret_cast<const uint4*>(rope.k_norm_w) + tid -
                                       T::kChunks);
-    } else if (tid < 2 * T::kChunks + proj_dim / 4) {
+    } else if (tid < 2 * T::kChunks + rot / 4) {
       consts = load_const(reinterpret_cast<const uint4*>(
-                              rope.cos_sin + static_cast<size_t>(position) * proj_dim) +
+                              rope.cos_sin + static_cast<size_t>(position) * rot) +
                           tid - 2 * T::kChunks);
     }
   }
@@ -417,17 +456,18 @@ __device__ __forceinline__ void decode_attn_long(
           make_uint4(0u, 0u, 0u, 0u);
     if (tid < 2 * T::kChunks)
       reinterpret_cast<uint4*>(stage_qw)[tid] = consts;
-    else if (tid < 2 * T::kChunks + proj_dim / 4)
+    else if (tid < 2 * T::kChunks + rot / 4)
       reinterpret_cast<uint4*>(stage_cs)[tid - 2 * T::kChunks] = consts;
     __syncthreads();
     const bool normed = rope.q_norm_w != nullptr;
     for (int it = warp; it < group + (sub ? 1 : 0); it += kWarps) {  // warp-uniform
       const bool is_k = it == group;
       __nv_bfloat16* x = is_k ? stage_k : sq + it * T::kQPitch;
-      const auto w = atlas::rope::load_norm_w<false>(is_k ? stage_kw : stage_qw, normed,
-                                                     proj_dim, proj_dim, lane);
-      atlas::rope::norm_rope_row<false>(x, x, w, normed, false, stage_cs, proj_dim, proj_dim,
-                                        rope.eps, lane);
+      // kGated: rope_kv.cu's partial form (the pass-through elements, (1 + w) weights)
+      const auto w = atlas::rope::load_norm_w<kGated>(is_k ? stage_kw : stage_qw, normed,
+                                                      proj_dim, rot, lane);
+      atlas::rope::norm_rope_row<kGated>(x, x, w, normed, kGated && rope.offset, stage_cs,
+                                         proj_dim, rot, rope.eps, lane);
     }
     __syncthreads();  // Q and the stage are complete
     tr.mark(kTraceQReady);
@@ -604,7 +644,12 @@ __device__ __forceinline__ void decode_attn_long(
     if (num_splits == 1) {  // the whole answer: no combine follows a one-split launch
       if (sinks != nullptr)  // the head's sink, in the log2 units of the scores' max
         total += exp2f(fmaf(__bfloat162float(sinks[h0 + row]), kLog2e, -ref));
-      if (d < proj_dim) out[out_row(row) * proj_dim + d] = __float2bfloat16_rn(acc / total);
+      float v = acc / total;
+      if constexpr (kGated)  // its output gate (merge_splits_if_last's kGate)
+        v = atlas::sigmoid_gated(atlas::round_bf16(v),
+                                 __bfloat162float(gate_row[static_cast<size_t>(row) *
+                                                               rope.q_pitch + d]));
+      if (d < proj_dim) out[out_row(row) * proj_dim + d] = __float2bfloat16_rn(v);
       continue;
     }
     const size_t part_row = out_row(row) * num_splits + split;
@@ -616,9 +661,10 @@ __device__ __forceinline__ void decode_attn_long(
   }
   tr.mark(kTraceBlockMerged);
   if (num_splits > 1 && counters != nullptr)
-    merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
-                            out_row, group, num_splits, active, proj_dim,
-                            sinks != nullptr ? sinks + h0 : nullptr);
+    merge_splits_if_last<D, kGated>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh,
+                                    out, out_row, group, num_splits, active, proj_dim,
+                                    sinks != nullptr ? sinks + h0 : nullptr, gate_row,
+                                    kGated ? rope.q_pitch : 0);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }
@@ -679,7 +725,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // sinks grew the early entry's SASS from 8,640 to 9,136 instructions (gpu124: the rope
 // phase 1.16 -> 1.61 us); the caller's proj_dim and sinks must be D and null.
 template <bool kStaged, bool kLateTrigger = false, bool kEarly = false, class Tr = NoTrace,
-          bool kExact = false, int kOnlyD = 0>
+          bool kExact = false, int kOnlyD = 0, bool kGated = false>
 __device__ __forceinline__ void decode_attn_long_rope_entry(
     const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
     const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
@@ -688,8 +734,12 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     uint32_t hkv, uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
     uint32_t num_splits, float scale, float eps, uint32_t window, uint32_t proj_dim,
     const __nv_bfloat16* sinks, __nv_bfloat16* smem,
-    unsigned long long* trace = nullptr) {
-  const LongRope rope{qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, eps};
+    unsigned long long* trace = nullptr, uint32_t q_pitch = 0, uint32_t rotary_dim = 0,
+    bool norm_offset = false) {
+  const LongRope rope{qkv,       k_cache,   v_cache, q_norm_w,
+                      k_norm_w,  cos_sin,   positions, slots,
+                      eps,       static_cast<int>(q_pitch), static_cast<int>(rotary_dim),
+                      norm_offset};
   const int ns = static_cast<int>(num_splits), w = static_cast<int>(window);
   const int pd = static_cast<int>(proj_dim);
   if (kExact && (proj_dim != head_dim || sinks != nullptr))
@@ -703,6 +753,11 @@ __device__ __forceinline__ void decode_attn_long_rope_entry(
     decode_attn_long<64, true, kStaged, kLateTrigger, kEarly, Tr>(
         nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
         hkv, block_size, max_blocks, ns, scale, w, kExact ? 64 : pd, kExact ? nullptr : sinks,
+        smem, rope, trace);
+  else if (kOnlyD == 256 && head_dim == 256)  // the gated entries' own dim (one block an SM)
+    decode_attn_long<256, true, kStaged, kLateTrigger, kEarly, Tr, kGated>(
+        nullptr, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq,
+        hkv, block_size, max_blocks, ns, scale, w, kExact ? 256 : pd, kExact ? nullptr : sinks,
         smem, rope, trace);
   else
     __trap();  // ops/attention_long.py LONG_ROPE_HEAD_DIMS
@@ -1125,4 +1180,48 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       q, k_cache, v_cache, block_tables, kv_lens, part_o, part_ml, counters, out, hq, hkv,
       block_size, max_blocks, static_cast<int>(num_splits), scale, static_cast<int>(window),
       static_cast<int>(proj_dim), sinks, long_smem, LongRope{}, trace);
+}
+
+// Batch 1 of gated full attention (Qwen3.5, Qwen3-Next; ops/attention_long.py
+// decode_attention_long_rope_gated): qk_norm_rope_kv_partial_bf16's work (q heads q_pitch apart,
+// each followed by its output gate; the first rotary_dim elements of a head rotating; (1 + w)
+// norm weights where norm_offset) done by the early exact prologue at D 256, the splits merged
+// by the last one, and each head's output multiplied by its sigmoid gate as it is written
+// (sigmoid_gate_mul_bf16's bits): one launch where the step ran the rope kernel, attention,
+// the combine and the gate. One block an SM (D 256's ring), heads of D elements, no sinks.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_long_rope_early_gated_d256_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks, uint32_t q_pitch, uint32_t rotary_dim,
+        uint32_t norm_offset) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, false, true, NoTrace, true, 256, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, nullptr, q_pitch, rotary_dim,
+      norm_offset != 0);
+}
+
+// Its late-trigger twin (LateTrigger: the o_proj after it launches once the K/V tiles landed).
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_long_rope_early_late_gated_d256_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks, uint32_t q_pitch, uint32_t rotary_dim,
+        uint32_t norm_offset) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, NoTrace, true, 256, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, nullptr, q_pitch, rotary_dim,
+      norm_offset != 0);
 }

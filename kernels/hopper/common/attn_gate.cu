@@ -6,6 +6,7 @@
 // Launch: grid (ceil(heads * D / blockDim.x), tokens), one element per thread (ops/gating.py).
 // out may alias x: each element is read and written by the same thread.
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 
 namespace {
 
@@ -24,9 +25,8 @@ __device__ __forceinline__ void sigmoid_gate_mul(const __nv_bfloat16* x,
   const uint32_t h = i / head_dim, d = i % head_dim;
   const float g = atlas::bf16_to_f32(gate[static_cast<size_t>(t) * gate_pitch +
                                           static_cast<size_t>(h) * head_pitch + d]);
-  const float s = atlas::round_bf16(1.f / (1.f + expf(-g)));
   const size_t at = static_cast<size_t>(t) * heads * head_dim + i;
-  out[at] = atlas::f32_to_bf16(atlas::bf16_to_f32(x[at]) * s);
+  out[at] = atlas::f32_to_bf16(atlas::sigmoid_gated(atlas::bf16_to_f32(x[at]), g));
 }
 
 }  // namespace

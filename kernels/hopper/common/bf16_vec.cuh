@@ -50,6 +50,15 @@ __device__ __forceinline__ float swiglu_f32(float g, float u) {
   return round_bf16(g / (1.f + expf(-g))) * u;
 }
 
+// Gated attention's output gate (Qwen3.5, Qwen3-Next) with transformers' bf16 op boundaries:
+// x * bf16(sigmoid(g)) for bf16 values x, g (the sigmoid's IEEE division in f32); the caller
+// rounds the product to bf16. The one definition behind sigmoid_gate_mul_bf16, the o_proj
+// GEMV that gates its x load (gemv.cu AttnGateX) and the gated decode attention that gates as
+// it writes (attention_long.cu kGated), so all three round alike.
+__device__ __forceinline__ float sigmoid_gated(float x, float g) {
+  return x * round_bf16(1.f / (1.f + expf(-g)));
+}
+
 // Eight (gate, up) pairs through a gated activation `Act` (swiglu_f32, geglu_tanh_f32).
 template <float (*Act)(float, float)>
 __device__ __forceinline__ uint4 glu_bf16x8(const uint4& gate, const uint4& up) {

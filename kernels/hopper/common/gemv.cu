@@ -51,7 +51,7 @@ struct AttnGateX {
     atlas::unpack_bf16x8(__ldg(gate + h * pitch_chunks + (c - h * head_chunks)), g);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
-      xf[e] = atlas::round_bf16(xf[e] * atlas::round_bf16(1.f / (1.f + expf(-g[e]))));
+      xf[e] = atlas::round_bf16(atlas::sigmoid_gated(xf[e], g[e]));
   }
 };
 

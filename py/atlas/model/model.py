@@ -18,8 +18,8 @@ from ..core.config import LinearAttentionConfig, ModelConfig
 from ..core.dtype import DType
 from ..runtime.gpu import DevicePtr, Stream
 from ..runtime.ops import KernelCache
-from ..runtime.ops import (activation, attention, attention_verify, bias, decode_persistent,
-                           embedding, gating, kv_quant, matmul, norm, rope)
+from ..runtime.ops import (activation, attention, attention_long, attention_verify, bias,
+                           decode_persistent, embedding, gating, kv_quant, matmul, norm, rope)
 from ..runtime.ops import moe as moe_ops
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -400,6 +400,18 @@ class DenseDecoderModel:
                                            plan.step_keys, self.windowed, d.head_dim,
                                            self.sinks))
 
+    def _gated_fused(self, plan: AttentionPlan, window: int) -> bool:
+        """Whether a decode step's gated full attention (hybrid families: each q head followed
+        by its output gate) runs as one launch, decode_attention_long_rope_gated (rope, K/V
+        append, attention, merge and the gate), instead of four: one sequence, bf16 caches,
+        not a row-invariant runner's step (batch 1's CUDA-core kernels there)."""
+        d = self.dims
+        return (d.gated_attn and plan.decode and not plan.row_invariant
+                and attention_long.gated_fusable(
+                    self.kc, d.heads, d.kv_heads, d.attn_dim, d.q_pitch,
+                    d.rotary_dim or d.head_dim, self.max_blocks * self.block_size,
+                    plan.num_seqs, plan.step_keys, window, d.head_dim, self.sinks))
+
     def verifies_on_kernel(self, step_keys: int, rows: int) -> bool:
         """Whether a verification step of `rows` rows (up to `step_keys` > 1 per sequence)
         attends on the verification kernel (ops/attention_verify: each sequence's K/V read
@@ -592,6 +604,15 @@ class DenseDecoderModel:
             return
         assert lw.o is not None
         rotary_dim = d.rotary_dim or d.head_dim
+        if self._gated_fused(plan, lw.window):
+            attention_long.decode_attention_long_rope_gated(
+                kc, s, b.qkv, lw.k_cache, lw.v_cache, lw.q_norm, lw.k_norm, cos_sin,
+                b.positions, b.slots, b.block_tables, b.kv_lens, b.part_o, b.part_ml,
+                b.attn_counters, b.attn, d.heads, d.kv_heads, d.attn_dim, self.block_size,
+                self.max_blocks, plan.num_splits, self.scale, d.eps, d.q_pitch, rotary_dim,
+                bool(d.norm_offset), max_splits=plan.split_capacity)
+            self._output_projection(s, b, lw, t, res, gated=True)
+            return
         if self._rope_fused(plan):
             assert t == plan.num_seqs  # one token per row
             # q/k norm, RoPE, KV append and split-K attention in one launch (each row's
@@ -697,16 +718,17 @@ class DenseDecoderModel:
                                            self.scale, plan.max_q_len)
 
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
-                           res: Residual | None = None) -> None:
+                           res: Residual | None = None, gated: bool = False) -> None:
         """delta = o_proj(attn) (plus its bias where the layer has one; summed over the ranks
         when tensor-parallel; `res` marks it pending). Gated full
         attention (hybrid families) first multiplies attn by its sigmoid output gate, whose
         head h follows its query in the qkv row: inside the bf16 o_proj GEMV's x load where
-        `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place."""
+        `matmul.fuses_attn_gate` allows, else a sigmoid_gate_mul launch in place; `gated`:
+        the attention launch applied it already (decode_attention_long_rope_gated)."""
         o, d, kc = lw.o, self.dims, self.kc
         assert o is not None
         gate = None
-        if d.gated_attn:
+        if d.gated_attn and not gated:
             if isinstance(o, Bf16Linear) and matmul.fuses_attn_gate(kc, t, o.n, o.k):
                 gate = matmul.AttnGate(b.qkv + 2 * d.head_dim, d.head_dim, d.q_pitch)
             else:

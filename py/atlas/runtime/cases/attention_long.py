@@ -133,7 +133,7 @@ def long_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: li
     q/k norm, RoPE and the K/V append done by the attention blocks), the output's tolerance
     widened by the bf16 probability rounding bound (its V includes the appended rows)."""
     case = decode_rope_case(rng, name, g, kv_lens, num_splits, long=True, **kw)
-    v_new = case.inputs["qkv"].reshape(len(kv_lens), -1)[:, (g.hq + g.hkv) * g.proj:]
+    v_new = case.inputs["qkv"].reshape(len(kv_lens), -1)[:, -g.hkv * g.proj:]  # the v heads
     p_tol = max(probability_rounding_tol(case.inputs["v_cache"]),
                 probability_rounding_tol(v_new))
     spec = case.outputs["out"]
@@ -337,6 +337,25 @@ LONG_ROPE_SINK_SHAPES = [
 ]
 
 
+#: gated full attention at batch 1 (decode_attn_long_rope_early[_late]_gated_d256: Qwen3.5 /
+#: Qwen3-Next's 16 q heads on 2 kv heads of D 256, each q head followed by its gate, a
+#: quarter rotating, (1 + w) norms): Qwen3.5-35B-A3B's grid at 568 and 2,500 keys (the late
+#: trigger), a first token (one active split), one split (written, not merged), a group of 4
+#: on an odd block size
+LONG_ROPE_GATED_SHAPES = [
+    ("long_rope D256 gqa8 b1 splits34 merge early gated", Geometry(16, 2, 256, 16), [568], 34,
+     {"twin": "long_early_merge", "gated": True}),
+    ("long_rope D256 gqa8 b1 splits34 merge early late gated", Geometry(16, 2, 256, 16),
+     [2500], 34, {"twin": "long_early_late_merge", "gated": True}),
+    ("long_rope D256 gqa8 b1 splits34 merge early gated ctx1", Geometry(16, 2, 256, 16), [1],
+     34, {"twin": "long_early_merge", "gated": True}),
+    ("long_rope D256 gqa8 b1 splits1 early gated", Geometry(16, 2, 256, 16), [300], 1,
+     {"twin": "long_early", "gated": True}),
+    ("long_rope D256 gqa4 bs7 b1 splits8 merge early gated", Geometry(8, 2, 256, 7), [200], 8,
+     {"twin": "long_early_merge", "gated": True}),
+]
+
+
 #: (name, geometry, kv_lens, num_splits) on the D-256 entry's phase-traced twin: Qwen3.5's
 #: batch 1 at 568 keys on 19 splits (its profile's grid; the combine after it)
 LONG_TRACED_SHAPES = [
@@ -361,4 +380,5 @@ def long_decode_cases(rng: np.random.Generator) -> list[KernelCase]:
                                                  + LONG_ROPE_BATCHED_BOTH_DIMS_SHAPES
                                                  + LONG_ROPE_EARLY_SHAPES
                                                  + LONG_ROPE_WINDOW_SHAPES
-                                                 + LONG_ROPE_SINK_SHAPES)])
+                                                 + LONG_ROPE_SINK_SHAPES
+                                                 + LONG_ROPE_GATED_SHAPES)])

@@ -18,7 +18,7 @@ from ...core.dtype import DType
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
-from ..ops import KernelCache, attention
+from ..ops import KernelCache, attention, attention_long
 from .attention import (ATTN_TOL, Geometry, case_routes, pad_heads, paged_cache,
                         random_sinks, traced_twins_apply)
 from .gemv import random_bf16
@@ -29,7 +29,7 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                      num_splits: int, normed: bool = True, pad_last: bool = False,
                      graph: bool = False, traced: bool = False, twin: str = "",
                      long: bool | None = None, window: int = 0,
-                     sinks: bool = False) -> KernelCase:
+                     sinks: bool = False, gated: bool = False) -> KernelCase:
     """One token per sequence at position kv_len - 1; `pad_last`: the last sequence's slot
     is -1 (a graph's padding row); `graph`: also in the device check's graph capture;
     `traced`: the phase-traced twin (attention_twins.cu), which must compute the same;
@@ -37,23 +37,29 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     `long`: decode_attention_rope's `long` (True: the tensor-core kernel's rope entry on
     num_splits splits, module attention_long); `window` > 0: a sliding window (the query
     sees its sequence's last `window` keys, the appended one included); `sinks`: attention
-    sinks (cases/attention.py; the long kernel's)."""
+    sinks (cases/attention.py; the long kernel's); `gated`: gated full attention on
+    ops/attention_long.decode_attention_long_rope_gated (one sequence; Qwen3.5's layout: each
+    q head followed by its output gate, a quarter of a head rotating, (1 + w) norm weights,
+    the output multiplied by bf16(sigmoid(gate)))."""
     num_seqs, d, pd = len(kv_lens), g.head_dim, g.proj
+    q_pitch, rot = (2 * pd, pd // 4) if gated else (pd, pd)
+    q_width = g.hq * q_pitch
     inputs = paged_cache(rng, kv_lens, g)
     tables = inputs["block_tables"]
     slots = np.array([tables[b, (n - 1) // g.block_size] * g.block_size + (n - 1) % g.block_size
                       for b, n in enumerate(kv_lens)], dtype=np.int32)
     if pad_last:
         slots[-1] = -1
-    inputs.update(qkv=random_bf16(rng, (num_seqs, (g.hq + 2 * g.hkv) * pd), 3.0),
-                  cos_sin=cos_sin_table(pd, max(kv_lens)), slots=slots,
+    inputs.update(qkv=random_bf16(rng, (num_seqs, q_width + 2 * g.hkv * pd), 3.0),
+                  cos_sin=cos_sin_table(rot, max(kv_lens)), slots=slots,
                   positions=np.asarray(kv_lens, dtype=np.int32) - 1,
                   counters=np.zeros((num_seqs, g.hq), np.int32))
     if sinks:
         inputs["sinks"] = random_sinks(rng, g.hq)
     if normed:
-        for w in ("q_norm_w", "k_norm_w"):
-            inputs[w] = f32_to_bf16_bits(rng.uniform(0.5, 1.5, pd).astype(np.float32))
+        for w in ("q_norm_w", "k_norm_w"):  # (1 + w) weights: w near zero
+            inputs[w] = f32_to_bf16_bits((rng.uniform(-0.5, 0.5, pd) if gated else
+                                          rng.uniform(0.5, 1.5, pd)).astype(np.float32))
     splits_shape = (num_seqs, g.hq, num_splits)
     inputs["part_o"] = np.zeros(splits_shape + (d,), np.float32)  # scratch, not compared
     inputs["part_ml"] = np.zeros(splits_shape + (2,), np.float32)
@@ -64,6 +70,14 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         for _ in range(2):
+            if gated:
+                attention_long.decode_attention_long_rope_gated(
+                    KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
+                    p["v_cache"], p.get("q_norm_w", 0), p.get("k_norm_w", 0), p["cos_sin"],
+                    p["positions"], p["slots"], p["block_tables"], p["kv_lens"], p["part_o"],
+                    p["part_ml"], p["counters"], p["out"], g.hq, g.hkv, d, g.block_size,
+                    max_blocks, num_splits, g.scale, EPS, q_pitch, rot, True)
+                continue
             attention.decode_attention_rope(
                 KernelCache(backend, case_routes(twin)), stream, p["qkv"], p["k_cache"],
                 p["v_cache"],
@@ -75,14 +89,15 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
 
     def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         row = bf16_bits_to_f32(x["qkv"]).astype(np.float64)
-        q = row[:, :g.hq * pd].reshape(num_seqs, g.hq, pd)
-        k = row[:, g.hq * pd:(g.hq + g.hkv) * pd].reshape(num_seqs, g.hkv, pd)
-        v = row[:, (g.hq + g.hkv) * pd:].reshape(num_seqs, g.hkv, pd)
+        heads = row[:, :q_width].reshape(num_seqs, g.hq, q_pitch)
+        q, gate = heads[..., :pd], heads[..., pd:]
+        k = row[:, q_width:q_width + g.hkv * pd].reshape(num_seqs, g.hkv, pd)
+        v = row[:, q_width + g.hkv * pd:].reshape(num_seqs, g.hkv, pd)
         if normed:
-            q = head_norm(q, bf16_bits_to_f32(x["q_norm_w"]).astype(np.float64))
-            k = head_norm(k, bf16_bits_to_f32(x["k_norm_w"]).astype(np.float64))
+            q = head_norm(q, bf16_bits_to_f32(x["q_norm_w"]).astype(np.float64), gated)
+            k = head_norm(k, bf16_bits_to_f32(x["k_norm_w"]).astype(np.float64), gated)
         table = x["cos_sin"][x["positions"]].astype(np.float64)
-        cos, sin = rb(table[:, None, :pd // 2]), rb(table[:, None, pd // 2:])
+        cos, sin = rb(table[:, None, :rot // 2]), rb(table[:, None, rot // 2:])
         # stored as bf16, a padded head's rows zero past its proj_dim elements
         q, k, v = (pad_heads(a, d) for a in (rb(rotate(q, cos, sin)), rb(rotate(k, cos, sin)),
                                              v))
@@ -106,6 +121,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
                 if sinks:
                     total += np.exp(float(bf16_bits_to_f32(x["sinks"][h])) - s.max())
                 out[b, h] = e @ vals[:, kvh] / total
+        if gated:  # transformers' bf16 ops: bf16(bf16(o) * bf16(sigmoid(gate)))
+            out = rb(rb(out) * rb(1.0 / (1.0 + np.exp(-gate))))
         return {"out": out[..., :pd], "k_cache": kc, "v_cache": vc,
                 "counters": np.zeros((num_seqs, g.hq))}
 

@@ -43,7 +43,9 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_EARLY_D128, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
+                          DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
@@ -387,3 +389,81 @@ def decode_attention_long_rope(kc: KernelCache, stream: Stream, qkv: DevicePtr,
            kv_lens, part_o, part_ml, tickets, out, num_seqs, hq, hkv, head_dim, block_size,
            max_blocks, num_splits, scale, eps, window,
            proj_dim_of(head_dim, proj_dim), sinks, *extra)
+
+
+#: the gated entries' head dim (Qwen3.5 / Qwen3-Next full attention)
+GATED_HEAD_DIM = 256
+
+
+def gated_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: int,
+                  rotary_dim: int, max_keys: int, num_seqs: int, step_keys: int = 1,
+                  window: int = 0, proj_dim: int | None = None, sinks: bool = False) -> bool:
+    """Whether a decode step of gated full attention (each q head followed by its output gate
+    in the qkv row: q_pitch = 2 head_dim) takes `decode_attention_long_rope_gated` instead of
+    the rope kernel, attention, combine and gate launches: one sequence appending one key
+    (the early entries' batch-1 chain), D 256 with heads of D elements and no sinks or
+    window, a rotary width the prologue's 16-byte cos/sin loads and rope_core.cuh's lanes
+    take, where the step's attention runs on this kernel anyway (`uses_long`), under
+    routes.decode_attn_long_gated with the early staged prologue on."""
+    r = kc.routes
+    return (num_seqs == 1 and step_keys == 1 and head_dim == GATED_HEAD_DIM
+            and q_pitch == 2 * head_dim and proj_dim_of(head_dim, proj_dim) == head_dim
+            and not sinks and not window and hkv >= 1 and hq % hkv == 0
+            and 0 < rotary_dim <= head_dim and rotary_dim % 8 == 0
+            and r.decode_attn_long_gated and r.decode_attn_long_staged
+            and r.decode_attn_long_early
+            and uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs))
+
+
+def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: DevicePtr,
+                                     k_cache: DevicePtr, v_cache: DevicePtr,
+                                     q_norm_w: DevicePtr, k_norm_w: DevicePtr,
+                                     cos_sin: DevicePtr, positions: DevicePtr, slots: DevicePtr,
+                                     block_tables: DevicePtr, kv_lens: DevicePtr,
+                                     part_o: DevicePtr, part_ml: DevicePtr, counters: DevicePtr,
+                                     out: DevicePtr, hq: int, hkv: int, head_dim: int,
+                                     block_size: int, max_blocks: int, num_splits: int,
+                                     scale: float, eps: float, q_pitch: int, rotary_dim: int,
+                                     norm_offset: bool, max_splits: int = 0) -> None:
+    """One sequence's decode step of gated full attention in one launch
+    (decode_attn_long_rope_early[_late]_gated_d256_bf16): what qk_norm_rope_kv_partial_bf16
+    (q heads q_pitch apart, the first rotary_dim elements of a head rotating over cos_sin f32
+    [positions, rotary_dim], (1 + w) norm weights where norm_offset; k and v appended at the
+    slot), the D-256 attention, its combine and sigmoid_gate_mul_bf16 compute: out [hq *
+    head_dim] bf16 = attention(q) * bf16(sigmoid(gate)), each head's gate the head_dim
+    elements after its q in the row (`gated_fusable` must hold). The splits
+    (`long_launch_splits` of num_splits, at most max(num_splits, max_splits): the buffers'
+    capacity) are merged by the last one through the zeroed u32 `counters` [hkv]; the late
+    trigger as routes.decode_attn_long_late_trigger says. Reads everything but the qkv row
+    before its PDL wait: launch it right after the qkv projection (as
+    `decode_attention_long_rope`)."""
+    if hq % hkv or hq // hkv > LONG_MAX_GROUP or head_dim != GATED_HEAD_DIM:
+        raise ValueError(f"decode_attention_long_rope_gated: hq={hq} hkv={hkv} "
+                         f"head_dim={head_dim} (needs a group of at most {LONG_MAX_GROUP} "
+                         f"and head_dim {GATED_HEAD_DIM})")
+    if q_pitch != 2 * head_dim or not 0 < rotary_dim <= head_dim or rotary_dim % 8:
+        raise ValueError(f"decode_attention_long_rope_gated: q_pitch={q_pitch} (needs "
+                         f"{2 * head_dim}), rotary_dim={rotary_dim} (needs a multiple of 8 up "
+                         f"to {head_dim})")
+    if not counters:
+        raise ValueError("decode_attention_long_rope_gated: the split counters are required "
+                         "(the last split merges)")
+    for name, ptr in (("qkv", qkv), ("k_cache", k_cache), ("v_cache", v_cache),
+                      ("cos_sin", cos_sin), ("q_norm_w", q_norm_w), ("k_norm_w", k_norm_w)):
+        if ptr % 16:
+            raise ValueError(f"decode_attention_long_rope_gated: {name} pointer {ptr:#x} is not "
+                             "16-byte aligned")
+    if bool(q_norm_w) != bool(k_norm_w):
+        raise ValueError("decode_attention_long_rope_gated: q_norm_w and k_norm_w must both be "
+                         "set or both be 0")
+    splits = long_launch_splits(kc, 1, hkv, head_dim, max_blocks * block_size, num_splits,
+                                max_splits)
+    sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256 if kc.routes.decode_attn_long_late_trigger
+           else DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256)
+    launch = _launch_long(kc, sig, head_dim, True)
+    launch(stream, (splits, hkv, 1), LONG_THREADS, long_smem_bytes(head_dim, True), qkv,
+           k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+           kv_lens, part_o, part_ml, counters if splits > 1 else 0, out, 1, hq, hkv, head_dim,
+           block_size, max_blocks, splits, scale, eps, 0, head_dim, 0, q_pitch, rotary_dim,
+           int(norm_offset))
+

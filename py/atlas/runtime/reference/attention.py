@@ -65,8 +65,10 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_ROPE_EARLY_D128, DECODE_ATTN_LONG_ROPE_EARLY_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_EXACT_D128,
+                          DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
@@ -89,6 +91,7 @@ from ..ops.attention import decode_cluster_rule, decode_split_rule
 from ..ops.attention_long import early_split_rule
 from ..ops.attention_verify import verify_split_rule
 from . import HostMemory, WithScratch, reference
+from .attn_gate import sigmoid_gate_mul_bf16
 from .rope_kv import qk_norm_rope_kv_bf16, qk_norm_rope_kv_partial_bf16
 
 #: (keys per partial, partials) of a sequence's kv_len on a num_splits grid
@@ -412,6 +415,36 @@ for _sig, _fn, _dim in (
         (DECODE_ATTN_LONG_ROPE_EARLY_D64, decode_attn_long_rope_early_one_dim_bf16, 64),
         (DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64, decode_attn_long_rope_early_one_dim_bf16, 64)):
     reference(_sig)(partial(_fn, only_dim=_dim))
+@reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256)  # its PDL trigger moved: the same bits
+@reference(DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256)
+def decode_attn_long_rope_early_gated_bf16(
+        mem: HostMemory, grid: Dim3, block: Dim3, qkv: int, k_cache: int, v_cache: int,
+        q_norm_w: int, k_norm_w: int, cos_sin: int, positions: int, slots: int,
+        block_tables: int, kv_lens: int, part_o: int, part_ml: int, counters: int, out: int,
+        num_seqs: int, hq: int, hkv: int, head_dim: int, block_size: int, max_blocks: int,
+        num_splits: int, scale: float, eps: float, window: int, proj_dim: int, sinks: int,
+        q_pitch: int, rotary_dim: int, norm_offset: int) -> None:
+    """Gated full attention's four launches composed: qk_norm_rope_kv_partial (q heads
+    q_pitch apart, partial rotary, (1 + w) weights where norm_offset), the long kernel over the
+    caches merging the early entries' whole-tile splits, then sigmoid_gate_mul of each head's
+    gate (the head_dim elements after its q in the row) into out. Heads of head_dim elements,
+    no sinks (the kernel traps on others)."""
+    if proj_dim != head_dim or sinks:
+        raise ValueError(f"decode_attn_long_rope_early_gated_d256_bf16: proj_dim {proj_dim} of "
+                         f"head_dim {head_dim}, sinks {sinks:#x} (needs neither)")
+    chained = WithScratch(mem, num_seqs * hq * head_dim * 2)
+    qk_norm_rope_kv_partial_bf16(chained, grid, block, qkv, WithScratch.ADDRESS, k_cache,
+                                 v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots,
+                                 num_seqs, hq, hkv, head_dim, q_pitch, rotary_dim, norm_offset,
+                                 block_size, eps, head_dim)
+    decode_attn_long_bf16(chained, grid, block, WithScratch.ADDRESS, k_cache, v_cache,
+                          block_tables, kv_lens, part_o, part_ml, counters, out, num_seqs, hq,
+                          hkv, head_dim, block_size, max_blocks, num_splits, scale, window,
+                          head_dim, sinks, early_split_rule)
+    sigmoid_gate_mul_bf16(mem, grid, block, out, qkv + 2 * head_dim, out, num_seqs, hq,
+                          head_dim, hq * q_pitch + 2 * hkv * head_dim, q_pitch)
+
+
 for _sig, _dim in ((DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D128, 128),
                    (DECODE_ATTN_LONG_ROPE_STAGED_EXACT_D64, 64)):
     reference(_sig)(partial(decode_attn_long_rope_early_exact_bf16, only_dim=_dim,
