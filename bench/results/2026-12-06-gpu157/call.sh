@@ -9,7 +9,7 @@
 #   git rev-parse --short HEAD > .device/commit. Repo root, carry [".device", ".whl"].
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-TAILN=2 t 240 chk python3 tools/gpu/check_kernels.py -m attention_long -m attn_gate -m gemv -k "attention_long or long_rope or long D or attn_gate or gate"
+TAILN=2 t 240 chk python3 tools/gpu/check_kernels.py -m attention_long -m attn_gate -m gemv -k long -k gate
 grep -cE " PASS$" $L/chk.log; grep -E " FAIL" $L/chk.log | head -20 | cut -c1-170
 grep -E "gated" $L/chk.log | cut -c1-170
 PL=90 b1 q35_on "ATLAS_DECODE_ATTN_LONG_GATED=1" $G/qwen3_5-35b-a3b
