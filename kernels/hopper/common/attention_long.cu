@@ -159,96 +159,60 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
-  // Each thread its (head, 4 elements) items, kItems at once: every split's (m, l) and o of
-  // those items (and their output gates) requested together, 16 splits at a time (one L2
-  // trip at batch 1's up to 16 active splits), merged against the running max. D 256: a
-  // group of 8 is 4 items a thread, two trips of two where one item a trip took four (and
-  // the gated entries' gate loads after each, eight).
-  constexpr int kQuads = D / 4, kItems = D > 128 ? 2 : 1, kBatch = 16;
-  const int items = group * kQuads;
-  for (int base = threadIdx.x; base < items; base += kThreads * kItems) {
-    int r[kItems], d[kItems];
-    bool live[kItems];
-    size_t row[kItems];
-    uint2 gv[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = base + i * kThreads;
-      r[i] = idx / kQuads;
-      d[i] = (idx % kQuads) * 4;
-      live[i] = idx < items && d[i] < proj_dim;  // the head's padding: never read by o_proj
-      row[i] = live[i] ? row_of(r[i]) : 0;
-      if constexpr (kGate)
-        gv[i] = live[i] ? *reinterpret_cast<const uint2*>(
-                              gate + static_cast<size_t>(r[i]) * gate_pitch + d[i])
-                        : make_uint2(0u, 0u);
-    }
-    if (kItems == 1 && !live[0]) continue;  // (one item: its loads need no predicate)
-    float top[kItems], total[kItems];
-    float4 acc[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      top[i] = -INFINITY;
-      total[i] = 0.f;
-      acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+  // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
+  // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
+  constexpr int kQuads = D / 4, kBatch = 16;
+  for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
+    const size_t row = row_of(r);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
+    const float* o = part_o + row * num_splits * D + d;
+    float top = -INFINITY, total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < active; s0 += kBatch) {
-      float2 e[kItems][kBatch];
-      float4 v[kItems][kBatch];
+      float2 e[kBatch];
+      float4 v[kBatch];
 #pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        const float2* ml = reinterpret_cast<const float2*>(part_ml) + row[i] * num_splits;
-        const float* o = part_o + row[i] * num_splits * D + d[i];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          // an active split's m is finite
-          const bool ok = (kItems == 1 || live[i]) && s0 + j < active;
-          e[i][j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
-          v[i][j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
-                       : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
+      for (int j = 0; j < kBatch; ++j) {
+        const bool ok = s0 + j < active;  // an active split's m is finite
+        e[j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
+        v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
       }
+      float mx = top;
 #pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        float mx = top[i];
+      for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+      const float rescale = expf(top - mx);  // 0 on the first batch (top = -inf, acc = 0)
+      total *= rescale;
+      acc.x *= rescale;
+      acc.y *= rescale;
+      acc.z *= rescale;
+      acc.w *= rescale;
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[i][j].x);
-        // 0 on the first batch (top = -inf, acc = 0); a dead item stays at -inf: never stored
-        const float rescale = expf(top[i] - mx);
-        total[i] *= rescale;
-        acc[i].x *= rescale;
-        acc[i].y *= rescale;
-        acc[i].z *= rescale;
-        acc[i].w *= rescale;
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          const float w = e[i][j].y * expf(e[i][j].x - mx);  // past active: 0 x e^-inf
-          total[i] += w;
-          acc[i].x = fmaf(w, v[i][j].x, acc[i].x);
-          acc[i].y = fmaf(w, v[i][j].y, acc[i].y);
-          acc[i].z = fmaf(w, v[i][j].z, acc[i].z);
-          acc[i].w = fmaf(w, v[i][j].w, acc[i].w);
-        }
-        top[i] = mx;
+      for (int j = 0; j < kBatch; ++j) {
+        const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
+        total += w;
+        acc.x = fmaf(w, v[j].x, acc.x);
+        acc.y = fmaf(w, v[j].y, acc.y);
+        acc.z = fmaf(w, v[j].z, acc.z);
+        acc.w = fmaf(w, v[j].w, acc.w);
       }
+      top = mx;
     }
+    // active >= 1: total >= 1
+    if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - top);
+    float res[4] = {acc.x / total, acc.y / total, acc.z / total, acc.w / total};
+    if constexpr (kGate) {
+      const uint2 gv = *reinterpret_cast<const uint2*>(gate + static_cast<size_t>(r) * gate_pitch + d);
+      float g[4];
+      atlas::unpack_bf16x2(gv.x, g[0], g[1]);
+      atlas::unpack_bf16x2(gv.y, g[2], g[3]);
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (!live[i]) continue;
-      // active >= 1: total >= 1
-      if (sinks != nullptr) total[i] += expf(__bfloat162float(sinks[r[i]]) - top[i]);
-      float res[4] = {acc[i].x / total[i], acc[i].y / total[i], acc[i].z / total[i],
-                      acc[i].w / total[i]};
-      if constexpr (kGate) {
-        float g[4];
-        atlas::unpack_bf16x2(gv[i].x, g[0], g[1]);
-        atlas::unpack_bf16x2(gv[i].y, g[2], g[3]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) res[e] = atlas::sigmoid_gated(atlas::round_bf16(res[e]), g[e]);
-      }
-      *reinterpret_cast<uint2*>(out + row[i] * proj_dim + d[i]) =
-          make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
+      for (int e = 0; e < 4; ++e) res[e] = atlas::sigmoid_gated(atlas::round_bf16(res[e]), g[e]);
     }
+    *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
+        make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
   }
 }
 
