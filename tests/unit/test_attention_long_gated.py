@@ -1,6 +1,6 @@
 """Batch 1 of gated full attention in one launch (decode_attn_long_rope_early[_late]_gated_d256:
 Qwen3.5 / Qwen3-Next, each q head followed by its output gate, a quarter of a head rotating,
-(1 + w) norm weights; ATLAS_DECODE_ATTN_LONG_GATED): which steps take it
+(1 + w) norm weights; ATLAS_DECODE_ATTN_LONG_GATED=1, opt-in): which steps take it
 (`gated_fusable`), the decode graph of a D-256 hybrid model on MockGpuBackend with the switch
 on and off, the host reference against the check cases' float64 oracle, and the same greedy
 tokens and close logprobs on HostBackend with the switch on and off."""
@@ -41,7 +41,8 @@ class _LongMock(MockGpuBackend):
 
 
 def _kc(env: dict[str, str] | None = None, **routes: object) -> KernelCache:
-    return KernelCache(_LongMock(), replace(KernelRoutes.from_env(env or {}), **routes))
+    env = {"ATLAS_DECODE_ATTN_LONG_GATED": "1", **(env or {})}
+    return KernelCache(_LongMock(), replace(KernelRoutes.from_env(env), **routes))
 
 
 def test_one_sequence_of_gated_d256_heads_is_fusable() -> None:
@@ -57,7 +58,9 @@ def test_one_sequence_of_gated_d256_heads_is_fusable() -> None:
     assert not gated_fusable(kc, num_seqs=1, **{**args, "rotary_dim": 60})
     assert not gated_fusable(_kc({"ATLAS_DECODE_ATTN_LONG_GATED": "0"}), num_seqs=1, **args)
     assert not gated_fusable(_kc(decode_attn_long_early=False), num_seqs=1, **args)
-    assert not gated_fusable(KernelCache(MockGpuBackend()), num_seqs=1, **args)  # not loaded
+    assert not gated_fusable(KernelCache(MockGpuBackend(), KernelRoutes.from_env(
+        {"ATLAS_DECODE_ATTN_LONG_GATED": "1"})), num_seqs=1, **args)  # not loaded
+    assert not gated_fusable(KernelCache(_LongMock()), num_seqs=1, **args)  # opt-in
 
 
 def _d256_dir(tmp_path: Path) -> Path:
@@ -84,7 +87,8 @@ def _graph(monkeypatch, tmp_path: Path, env: dict[str, str]) -> list:
                                         ("1", GATED.replace("early_", "early_late_"))])
 def test_a_batch_one_step_runs_one_gated_launch_before_o_proj(monkeypatch, tmp_path, late,
                                                               func) -> None:
-    graph = _graph(monkeypatch, tmp_path, {"ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER": late})
+    graph = _graph(monkeypatch, tmp_path, {"ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER": late,
+                                           "ATLAS_DECODE_ATTN_LONG_GATED": "1"})
     names = [r.func for r in graph]
     (at,) = [i for i, n in enumerate(names) if n == func]
     assert names[at - 1] == "gemv_bf16_single" and names[at + 1] == "gemv_bf16_single"
@@ -98,8 +102,8 @@ def test_a_batch_one_step_runs_one_gated_launch_before_o_proj(monkeypatch, tmp_p
     assert graph[at + 1].args["x"] == rec.args["out"]
 
 
-def test_switched_off_the_step_runs_the_four_launches(monkeypatch, tmp_path) -> None:
-    names = [r.func for r in _graph(monkeypatch, tmp_path, {"ATLAS_DECODE_ATTN_LONG_GATED": "0"})]
+def test_by_default_the_step_runs_the_four_launches(monkeypatch, tmp_path) -> None:
+    names = [r.func for r in _graph(monkeypatch, tmp_path, {})]
     assert GATED not in names
     at = names.index(FOUR[0])
     assert names[at:at + 4] == FOUR

@@ -166,6 +166,10 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
     const size_t row = row_of(r);
+    // kGate: the head's gate requested with the partials (one L2 trip, not one after them)
+    const uint2 gv = kGate ? *reinterpret_cast<const uint2*>(
+                                 gate + static_cast<size_t>(r) * gate_pitch + d)
+                           : make_uint2(0u, 0u);
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
     const float* o = part_o + row * num_splits * D + d;
     float top = -INFINITY, total = 0.f;
@@ -204,7 +208,6 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - top);
     float res[4] = {acc.x / total, acc.y / total, acc.z / total, acc.w / total};
     if constexpr (kGate) {
-      const uint2 gv = *reinterpret_cast<const uint2*>(gate + static_cast<size_t>(r) * gate_pitch + d);
       float g[4];
       atlas::unpack_bf16x2(gv.x, g[0], g[1]);
       atlas::unpack_bf16x2(gv.y, g[2], g[3]);
