@@ -140,3 +140,21 @@ def test_the_gated_launch_keeps_the_greedy_tokens(monkeypatch, tmp_path) -> None
     assert [r.token for r in runs["1"]] == [r.token for r in runs["0"]]
     for on, off in zip(runs["1"][1:], runs["0"][1:]):
         assert on.logprob == pytest.approx(off.logprob, abs=2e-2)
+
+
+def test_the_traced_twin_is_the_late_entrys() -> None:
+    """`trace` launches the late gated entry's phase-traced twin with the buffer last
+    (tools/gpu/trace_decode_attn.py --long --gated); without the late trigger it refuses."""
+    from atlas.runtime.ops.attention_long import decode_attention_long_rope_gated
+    dev = _LongMock()
+    args = [dev.alloc(1 << 16) for _ in range(14)]  # qkv .. out
+    geometry = (16, 2, 256, 16, 64, 34, 0.0625, 1e-6, 512, 64, True)
+    routes = replace(KernelRoutes(), decode_attn_long_late_trigger=True)
+    decode_attention_long_rope_gated(KernelCache(dev, routes), 0, *args, *geometry,
+                                     trace=dev.alloc(4096))
+    (rec,) = dev.drain_launches()
+    assert rec.func == "decode_attn_long_rope_early_late_gated_trace_d256_bf16"
+    assert rec.args["trace"] and rec.args["q_pitch"] == 512
+    with pytest.raises(ValueError, match="late entry"):
+        decode_attention_long_rope_gated(KernelCache(dev), 0, *args, *geometry,
+                                         trace=dev.alloc(4096))

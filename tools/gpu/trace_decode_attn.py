@@ -77,6 +77,7 @@ from atlas.model.step_inputs import decode_splits  # noqa: E402
 from atlas.runtime.gpu import Stream  # noqa: E402
 from atlas.runtime.ops import KernelCache, attention, matmul  # noqa: E402
 from atlas.runtime.ops.attention_long import (LONG_CONTEXT_KEYS, LONG_ROPE_HEAD_DIMS,  # noqa: E402
+                                              decode_attention_long_rope_gated,
                                               late_trigger_pays)
 
 #: the projection GEMV's input width per traced geometry (the real models' hidden sizes)
@@ -119,6 +120,9 @@ class Problem:
     keys: int
     hidden: int
     long: bool = False  # the tensor-core kernel's batch-1 (early) entry
+    #: Qwen3.5's gated attention as one launch (decode_attention_long_rope_gated's late entry:
+    #: each q head followed by its gate, a quarter rotating, (1 + w) norms), batch 1, D 256
+    gated: bool = False
 
     def __post_init__(self) -> None:
         env, h = self.env, self.heads
@@ -129,18 +133,20 @@ class Problem:
                      attention.decode_grid(self.splits, h.heads, h.kv_heads, b, env.kc.routes))
         st = paged_kv(env, b, self.keys, h.kv_heads, d, bs)
         self.max_blocks = st["tables"].shape[1]
-        half = d // 2
+        half = d // 8 if self.gated else d // 2  # (gated: a quarter of the head rotates)
         inv = ROPE_THETA ** (-torch.arange(0, half, device=env.device).double() / half)
         ang = torch.arange(self.keys, device=env.device).double()[:, None] * inv[None, :]
         st["cos_sin"] = torch.cat([ang.cos(), ang.sin()], dim=1).float().contiguous()
         last = st["tables"][:, (self.keys - 1) // bs].long()
-        width = (h.heads + 2 * h.kv_heads) * d if h.rope else h.heads * d
+        width = ((2 * h.heads + 2 * h.kv_heads) * d if self.gated else
+                 (h.heads + 2 * h.kv_heads) * d if h.rope else h.heads * d)
+        norm_lo, norm_hi = (-0.5, 0.5) if self.gated else (0.5, 1.5)  # gated: (1 + w)
         st.update(
             x=env.uniform((1, self.hidden)), w=env.uniform((width, self.hidden), -0.05, 0.05),
             wo=env.uniform((self.hidden, h.heads * d), -0.05, 0.05),
             o_out=env.uniform((1, self.hidden)),
-            qkv=env.uniform((b, width)), qw=env.uniform((d,), 0.5, 1.5),
-            kw=env.uniform((d,), 0.5, 1.5),
+            qkv=env.uniform((b, width)), qw=env.uniform((d,), norm_lo, norm_hi),
+            kw=env.uniform((d,), norm_lo, norm_hi),
             pos=torch.full((b,), self.keys - 1, dtype=torch.int32, device=env.device),
             slots=(last * bs + (self.keys - 1) % bs).to(torch.int32),
             kv_lens=torch.full((b,), self.keys, dtype=torch.int32, device=env.device),
@@ -157,14 +163,18 @@ class Problem:
         if routes.decode_attn_long_late_trigger is None:
             routes = replace(routes, decode_attn_long_late_trigger=late_trigger_pays(
                 2 * self.hidden * h.heads * d))
+        if self.gated:  # its traced twin is the late entry's; num_splits as given (the grid)
+            routes = replace(routes, decode_attn_long_late_trigger=True,
+                             decode_attn_long_min_batch=0)
         self.kc = KernelCache(env.backend, routes)
         late = routes.decode_attn_long_late_trigger
         long_kernel = ("decode_attn_long_d256" if not h.rope else
                        ("decode_attn_long_rope_early_late_exact" if late else
                         "decode_attn_long_rope_early_exact") if b == 1 else
                        "decode_attn_long_rope_staged")
-        self.kernel = (long_kernel if self.long else attention.decode_kernel(
-            env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
+        self.kernel = ("decode_attn_long_rope_early_late_gated_d256" if self.gated else
+                       long_kernel if self.long else attention.decode_kernel(
+                           env.kc.routes, self.splits, h.rope).func.removesuffix("_bf16"))
 
     def new_trace(self) -> Any:
         return self.env.torch.zeros((self.blocks, attention.TRACE_WORDS),
@@ -178,7 +188,14 @@ class Problem:
         common = (p(st["tables"]), p(st["kv_lens"]), p(st["part_o"]), p(st["part_ml"]),
                   p(st["counters"]), p(st["out"]), self.batch, h.heads, h.kv_heads, d,
                   ks.KV_BLOCK_SIZE, self.max_blocks, self.splits, d ** -0.5)
-        if h.rope:
+        if self.gated:
+            decode_attention_long_rope_gated(
+                self.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
+                p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), p(st["tables"]),
+                p(st["kv_lens"]), p(st["part_o"]), p(st["part_ml"]), p(st["counters"]),
+                p(st["out"]), h.heads, h.kv_heads, d, ks.KV_BLOCK_SIZE, self.max_blocks,
+                self.splits, d ** -0.5, EPS, 2 * d, d // 4, True, trace=tr)
+        elif h.rope:
             attention.decode_attention_rope(
                 self.kc, stream, p(st["qkv"]), p(st["k_pool"]), p(st["v_pool"]), p(st["qw"]),
                 p(st["kw"]), p(st["cos_sin"]), p(st["pos"]), p(st["slots"]), *common, EPS,
@@ -417,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, HostBackend")
     ap.add_argument("--long", action="store_true",
                     help="the tensor-core kernel's batch-1 entry (rope-fused D 64 / 128 heads)")
+    ap.add_argument("--gated", action="store_true",
+                    help="with --long: Qwen3.5's D-256 heads on the one-launch gated entry "
+                         "(ATLAS_DECODE_ATTN_LONG_GATED) as well as the plain D-256 entry")
     ap.add_argument("--heads", help="comma-separated DECODE_LATENCY_HEADS names to run "
                                     "(default: all; e.g. qwen3-30b-a3b)")
     ap.add_argument("--keys", help="comma-separated trace key counts (default: TRACE_KEYS)")
@@ -446,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.curves_only:
         problems = [Problem(env, h, 1, n, hidden, args.long) for h, hidden in geoms
                     for n in keys]
+        if args.gated:  # the gated entry beside the plain D-256 one
+            problems += [Problem(env, h, 1, n, hidden, True, gated=True) for h, hidden in geoms
+                         for n in keys if h.head_dim == 256]
         # the batch-64 row on a rope-fused geometry (none where --heads picks only D 256)
         big = next((g for g in geoms if g[0].name == "qwen3-8b"),
                    next((g for g in geoms if g[0].rope), None))

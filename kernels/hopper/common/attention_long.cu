@@ -1228,3 +1228,23 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       num_splits, scale, eps, window, proj_dim, sinks, long_smem, nullptr, q_pitch, rotary_dim,
       norm_offset != 0);
 }
+
+// The late gated entry's phase-traced twin (tools/gpu/trace_decode_attn.py --long --gated):
+// decode_attn_long_rope_early_trace_bf16's stamps. The same outputs.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    decode_attn_long_rope_early_late_gated_trace_d256_bf16(
+        const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+        const __nv_bfloat16* q_norm_w, const __nv_bfloat16* k_norm_w, const float* cos_sin,
+        const int* positions, const int* slots, const int* block_tables, const int* kv_lens,
+        float* part_o, float* part_ml, unsigned* counters, __nv_bfloat16* out,
+        uint32_t num_seqs, uint32_t hq, uint32_t hkv, uint32_t head_dim, uint32_t block_size,
+        uint32_t max_blocks, uint32_t num_splits, float scale, float eps, uint32_t window,
+        uint32_t proj_dim, const __nv_bfloat16* sinks, uint32_t q_pitch, uint32_t rotary_dim,
+        uint32_t norm_offset, unsigned long long* trace) {
+  extern __shared__ __align__(128) __nv_bfloat16 long_smem[];
+  decode_attn_long_rope_entry<true, true, true, PhaseTrace, true, 256, true>(
+      qkv, k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
+      kv_lens, part_o, part_ml, counters, out, hq, hkv, head_dim, block_size, max_blocks,
+      num_splits, scale, eps, window, proj_dim, sinks, long_smem, trace, q_pitch, rotary_dim,
+      norm_offset != 0);
+}

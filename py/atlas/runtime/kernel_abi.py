@@ -664,6 +664,10 @@ DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256 = S(
 DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256 = S(
     "attention_long", "decode_attn_long_rope_early_late_gated_d256_bf16",
     _DECODE_LONG_ROPE_GATED)
+# (the late one's phase-traced twin: tools/gpu/trace_decode_attn.py --long --gated)
+DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_TRACE_D256 = S(
+    "attention_long", "decode_attn_long_rope_early_late_gated_trace_d256_bf16",
+    _DECODE_LONG_ROPE_GATED + " trace:ptr")
 # (the early exact D-128 entries' phase-traced twins: tools/gpu/trace_decode_attn.py --long)
 DECODE_ATTN_LONG_ROPE_EARLY_TRACE = S("attention_long", "decode_attn_long_rope_early_trace_bf16",
                                       _DECODE_LONG_ROPE + " trace:ptr")

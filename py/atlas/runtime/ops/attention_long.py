@@ -46,6 +46,7 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_TRACE_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
@@ -424,7 +425,8 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
                                      out: DevicePtr, hq: int, hkv: int, head_dim: int,
                                      block_size: int, max_blocks: int, num_splits: int,
                                      scale: float, eps: float, q_pitch: int, rotary_dim: int,
-                                     norm_offset: bool, max_splits: int = 0) -> None:
+                                     norm_offset: bool, max_splits: int = 0,
+                                     trace: DevicePtr = 0) -> None:
     """One sequence's decode step of gated full attention in one launch
     (decode_attn_long_rope_early[_late]_gated_d256_bf16): what qk_norm_rope_kv_partial_bf16
     (q heads q_pitch apart, the first rotary_dim elements of a head rotating over cos_sin f32
@@ -436,7 +438,9 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
     capacity) are merged by the last one through the zeroed u32 `counters` [hkv]; the late
     trigger as routes.decode_attn_long_late_trigger says. Reads everything but the qkv row
     before its PDL wait: launch it right after the qkv projection (as
-    `decode_attention_long_rope`)."""
+    `decode_attention_long_rope`). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
+    the late entry's phase-traced twin (the late trigger required; tools/gpu/
+    trace_decode_attn.py --long --gated)."""
     if hq % hkv or hq // hkv > LONG_MAX_GROUP or head_dim != GATED_HEAD_DIM:
         raise ValueError(f"decode_attention_long_rope_gated: hq={hq} hkv={hkv} "
                          f"head_dim={head_dim} (needs a group of at most {LONG_MAX_GROUP} "
@@ -458,12 +462,18 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
                          "set or both be 0")
     splits = long_launch_splits(kc, 1, hkv, head_dim, max_blocks * block_size, num_splits,
                                 max_splits)
-    sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256 if kc.routes.decode_attn_long_late_trigger
-           else DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256)
+    late = bool(kc.routes.decode_attn_long_late_trigger)
+    if trace and not late:
+        raise ValueError("decode_attention_long_rope_gated: the phase-traced twin is the late "
+                         "entry's (set routes.decode_attn_long_late_trigger)")
+    sig = (DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_TRACE_D256 if trace else
+           DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256 if late else
+           DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256)
     launch = _launch_long(kc, sig, head_dim, True)
+    extra = (trace,) if trace else ()
     launch(stream, (splits, hkv, 1), LONG_THREADS, long_smem_bytes(head_dim, True), qkv,
            k_cache, v_cache, q_norm_w, k_norm_w, cos_sin, positions, slots, block_tables,
            kv_lens, part_o, part_ml, counters if splits > 1 else 0, out, 1, hq, hkv, head_dim,
            block_size, max_blocks, splits, scale, eps, 0, head_dim, 0, q_pitch, rotary_dim,
-           int(norm_offset))
+           int(norm_offset), *extra)
 

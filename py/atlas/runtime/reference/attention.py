@@ -69,6 +69,7 @@ from ..kernel_abi import (DECODE_ATTN, DECODE_ATTN_AHEAD1, DECODE_ATTN_CLUSTER,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE, DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_D128,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_D256,
+                          DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_TRACE_D256,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D64,
                           DECODE_ATTN_LONG_ROPE_EARLY_LATE_EXACT_D128,
@@ -598,3 +599,5 @@ reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_TRACE)(
     _untraced(partial(decode_attn_long_rope_early_exact_bf16, only_dim=128)))
 reference(DECODE_ATTN_LONG_ROPE_STAGED_TRACE)(_untraced(decode_attn_long_rope_bf16))
 reference(DECODE_ATTN_LONG_D256_TRACE)(_untraced(decode_attn_long_bf16))
+reference(DECODE_ATTN_LONG_ROPE_EARLY_LATE_GATED_TRACE_D256)(
+    _untraced(decode_attn_long_rope_early_gated_bf16))
