@@ -548,7 +548,7 @@ __device__ __forceinline__ void decode_attn_long(
     if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
     // wait) may launch once every block's K/V reads are done, not while they queue behind it
-    if constexpr (kLateTrigger)
+    if constexpr (kLateTrigger && !kGated)
       if (t == n_tiles - 1) atlas::pdl_launch_dependents();
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
@@ -663,6 +663,11 @@ __device__ __forceinline__ void decode_attn_long(
     }
   }
   tr.mark(kTraceBlockMerged);
+  // The late gated entries trigger here, past the block's merge and partial stores: at the
+  // last tile (as the others) o_proj's 16.8 MB of weights (Qwen3.5-35B-A3B) flooded DRAM under
+  // those stores, 2.6 -> 7.1 us of each block (gpu160's graph-mode trace); from here they
+  // stream under the split merge only
+  if constexpr (kLateTrigger && kGated) atlas::pdl_launch_dependents();
   if (num_splits > 1 && counters != nullptr)
     merge_splits_if_last<D, kGated>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh,
                                     out, out_row, group, num_splits, active, proj_dim,
