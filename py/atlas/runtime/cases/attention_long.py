@@ -121,6 +121,9 @@ LONG_MERGE_SHAPES = [
     ("long D128 gqa4 bs16 splits4 merge empty", Geometry(32, 8, 128, 16), [2048, 0, 700, 1],
      4),
     ("long D256 gqa8 bs16 splits8 merge", Geometry(16, 2, 256, 16), [2048, 300], 8),
+    # one head a kv head: fewer merge items than threads (the D-256 weighted merge's idle
+    # threads still reach its barrier)
+    ("long D256 mha bs16 splits8 merge", Geometry(2, 2, 256, 16), [700, 65], 8),
     ("long D128 gqa8 bs16 splits33 merge", Geometry(32, 4, 128, 16), [2048, 33], 33),
     ("long D128 pad112 gqa4 bs16 splits4 merge empty", Geometry(8, 2, 128, 16, 112),
      [2048, 0, 700, 1], 4),
@@ -340,8 +343,8 @@ LONG_ROPE_SINK_SHAPES = [
 #: gated full attention at batch 1 (decode_attn_long_rope_early[_late]_gated_d256: Qwen3.5 /
 #: Qwen3-Next's 16 q heads on 2 kv heads of D 256, each q head followed by its gate, a
 #: quarter rotating, (1 + w) norms): Qwen3.5-35B-A3B's grid at 568 and 2,500 keys (the late
-#: trigger), a first token (one active split), one split (written, not merged), a group of 4
-#: on an odd block size
+#: trigger; 20 active splits: the general merge), a first token (one active split), one split
+#: (written, not merged), a group of 4 on an odd block size, one head a kv head
 LONG_ROPE_GATED_SHAPES = [
     ("long_rope D256 gqa8 b1 splits34 merge early gated", Geometry(16, 2, 256, 16), [568], 34,
      {"twin": "long_early_merge", "gated": True}),
@@ -352,6 +355,8 @@ LONG_ROPE_GATED_SHAPES = [
     ("long_rope D256 gqa8 b1 splits1 early gated", Geometry(16, 2, 256, 16), [300], 1,
      {"twin": "long_early", "gated": True}),
     ("long_rope D256 gqa4 bs7 b1 splits8 merge early gated", Geometry(8, 2, 256, 7), [200], 8,
+     {"twin": "long_early_merge", "gated": True}),
+    ("long_rope D256 mha b1 splits8 merge early gated", Geometry(2, 2, 256, 16), [300], 8,
      {"twin": "long_early_merge", "gated": True}),
 ]
 
