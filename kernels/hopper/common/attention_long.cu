@@ -147,8 +147,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
                                                      int active, int proj_dim,
                                                      const __nv_bfloat16* sinks,
                                                      const __nv_bfloat16* gate = nullptr,
-                                                     int gate_pitch = 0,
-                                                     float* scratch = nullptr) {
+                                                     int gate_pitch = 0) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -160,98 +159,9 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
-  constexpr int kQuads = D / 4, kBatch = 16;
-  if constexpr (D > 128) {
-    // D 256 with up to kBatch active splits (batch 1 to 1,024 keys on whole-tile splits): a
-    // group of 8 is 4 items a thread, and the loop below recomputed its head's split weights
-    // (kBatch expf in a dependent chain) in each, one item a trip: ~5.5 us for the last block
-    // alone (gpu161's trace). Here the `group` first threads compute each head's weights once
-    // into `scratch` (the ring, free) while every thread requests its first two items'
-    // partials, then each item is kBatch FMAs: the same values in the same order (one batch:
-    // the running max is the max), so the same bits.
-    if (active <= kBatch && scratch != nullptr) {
-      float* w_s = scratch;                      // [kMaxGroup][kBatch] split weights
-      float* totals = w_s + kMaxGroup * kBatch;  // [kMaxGroup] their sums (+ the sink)
-      const int items = group * kQuads;
-      float2 e[kBatch];
-      if (threadIdx.x < group) {
-        const float2* ml = reinterpret_cast<const float2*>(part_ml) + row_of(threadIdx.x) * num_splits;
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          e[j] = j < active ? __ldcg(ml + j) : make_float2(-INFINITY, 0.f);
-      }
-      const int rounds = (items + 2 * kThreads - 1) / (2 * kThreads);  // block-uniform
-      for (int round = 0; round < rounds; ++round) {
-        const int base = threadIdx.x + round * 2 * kThreads;
-        int r[2], d[2];
-        bool live[2];
-        float4 v[2][kBatch];
-        uint2 gv[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int idx = base + i * kThreads;
-          r[i] = idx / kQuads;
-          d[i] = (idx % kQuads) * 4;
-          live[i] = idx < items && d[i] < proj_dim;  // the head's padding: never read
-          const float* o = part_o + (live[i] ? row_of(r[i]) : 0) * num_splits * D + d[i];
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j)
-            v[i][j] = live[i] && j < active
-                          ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(j) * D))
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-          if constexpr (kGate)
-            gv[i] = live[i] ? *reinterpret_cast<const uint2*>(
-                                  gate + static_cast<size_t>(r[i]) * gate_pitch + d[i])
-                            : make_uint2(0u, 0u);
-        }
-        if (round == 0) {  // under the first round's loads (every thread: the barrier)
-          if (threadIdx.x < group) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
-            float total = 0.f;
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
-              const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
-              total += w;
-              w_s[threadIdx.x * kBatch + j] = w;
-            }
-            // active >= 1: total >= 1
-            if (sinks != nullptr) total += expf(__bfloat162float(sinks[threadIdx.x]) - mx);
-            totals[threadIdx.x] = total;
-          }
-          __syncthreads();
-        }
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          if (!live[i]) continue;
-          const float* w = w_s + r[i] * kBatch;
-          float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            acc.x = fmaf(w[j], v[i][j].x, acc.x);
-            acc.y = fmaf(w[j], v[i][j].y, acc.y);
-            acc.z = fmaf(w[j], v[i][j].z, acc.z);
-            acc.w = fmaf(w[j], v[i][j].w, acc.w);
-          }
-          const float total = totals[r[i]];
-          float res[4] = {acc.x / total, acc.y / total, acc.z / total, acc.w / total};
-          if constexpr (kGate) {
-            float g[4];
-            atlas::unpack_bf16x2(gv[i].x, g[0], g[1]);
-            atlas::unpack_bf16x2(gv[i].y, g[2], g[3]);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) res[k] = atlas::sigmoid_gated(atlas::round_bf16(res[k]), g[k]);
-          }
-          *reinterpret_cast<uint2*>(out + row_of(r[i]) * proj_dim + d[i]) =
-              make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
-        }
-      }
-      return;
-    }
-  }
   // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
   // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
+  constexpr int kQuads = D / 4, kBatch = 16;
   for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
@@ -762,7 +672,7 @@ __device__ __forceinline__ void decode_attn_long(
     merge_splits_if_last<D, kGated>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh,
                                     out, out_row, group, num_splits, active, proj_dim,
                                     sinks != nullptr ? sinks + h0 : nullptr, gate_row,
-                                    kGated ? rope.q_pitch : 0, reinterpret_cast<float*>(smem));
+                                    kGated ? rope.q_pitch : 0);
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }

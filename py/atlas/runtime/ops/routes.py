@@ -216,7 +216,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   slower (gpu157 / gpu158, 2026-12-06, H100, Qwen3.5-35B-A3B batch 1 x 512, GPU ms a step on /
   off / off / on): 2.804 / 2.784 / 2.784 / 2.807, NVFP4 2.551 vs 2.496: the one launch is
   23.0 us a layer on the critical path (o_proj after it 2.2, its weights streaming under the
-  launch) where the four and o_proj take 25.1.
+  launch) where the four and o_proj take 25.1; with the trigger after the block merge
+  (gpu161) 2.816 / 2.810 vs 2.794 / 2.795, 22.3 us (docs/kernels.md: the trace).
 * ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0: batches of two or more sequences on the staged
   entry with both head dims' code instead of its twins for exact heads holding one head
   dim's code (decode_attn_long_rope_staged_exact_d128_bf16 / _d64_bf16: 5,208 / 3,560 SASS
