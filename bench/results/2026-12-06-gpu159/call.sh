@@ -2,24 +2,12 @@
 # session-45 final call: on an H200, the standings at this HEAD (gpu137's call without its
 # kernel-table rows: the gate records, default servers, the 1..64 throughput sweep, batch 1 of
 # every config), then batch 1 of Llama-3.2-1B / -3B with ATLAS_GEMV_SWIGLU_ROWS=4 against the default 8-row blocks (an H100
-# A/B picked 8 for them: gpu145 / gpu146). On another card: the opt-in gated attention
-# (ATLAS_DECODE_ATTN_LONG_GATED=1) with the trigger after its wait instead of the late one,
-# against the four launches (Qwen3.5-35B-A3B batch 1 x 512), then nothing.
+# A/B picked 8 for them: gpu145 / gpu146). On another card nothing (exits at once).
 # Prepare: bash tools/gpu/prep_device.sh (all hopper sets); git archive HEAD py tools kernels |
 #   gzip -9 > .device/head_src.tgz; git rev-parse --short HEAD > .device/commit;
 #   bash tools/gpu/prep_git.sh. Repo root, carry [".device", ".whl"].
 nvidia-smi --query-gpu=name --format=csv,noheader
-if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  source tools/gpu/call_head.sh
-  for v in "1 0" "1 1" "0 0"; do set -- $v
-    PL=90 b1 q35_g$1_l$2 "ATLAS_DECODE_ATTN_LONG_GATED=$1 ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=$2" \
-      $G/qwen3_5-35b-a3b; done
-  echo "== Qwen3.5-35B-A3B b1 x 512 (GPU replay / async wall ms): gated g, late trigger l"
-  for n in q35_g1_l0 q35_g1_l1 q35_g0_l0; do printf "%-10s %s\n" $n "$(aw $n)"; done
-  for n in q35_g1_l0 q35_g1_l1; do echo "-- $n"; sed -n '/^critical path/,/^between/p' $L/$n.log \
-    | grep -E "gated|gemv_bf16_single +decode" | cut -c1-110; done
-  echo "ALL DONE"; exit 0
-fi
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 0
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512; }
