@@ -348,7 +348,8 @@ def _f(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.2f}"
 
 
-def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> list[str]:
+def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...],
+                dump: Path | None = None) -> list[str]:
     raw: list[tuple[Problem, str, list[tuple[np.ndarray, np.ndarray | None]]]] = []
     for pr in problems:
         for mode in modes:
@@ -359,6 +360,9 @@ def trace_table(env: Env, problems: list[Problem], modes: tuple[str, ...]) -> li
             traced(env, pr, mode)  # warm: modules, caches, the counters' first use
             raw.append((pr, mode, [traced(env, pr, mode) for _ in range(TRACE_RUNS)]))
     mhz = sm_clock_mhz([t for _, _, runs in raw for t, _ in runs])
+    if dump is not None:  # every block's stamps, for per-block timelines (--dump)
+        np.savez(dump, **{f"{pr.kernel}|{pr.keys}|{mode}|{i}": t for pr, mode, runs in raw
+                          for i, (t, _) in enumerate(runs)})
     head = (f"{'shape':<34} {'mode':<5} {'kernel':<24} {'grid':<14} {'keyed':>5} {'SMs':>4} "
             f"{'/SM':>3} " + " ".join(f"{p[:9]:>9}" for p in P[1:]) +
             f" {'first':>7} {'wait':>7} {'span':>7} {'block':>7} {'late':>7}")
@@ -440,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", help="comma-separated DECODE_LATENCY_HEADS names to run "
                                     "(default: all; e.g. qwen3-30b-a3b)")
     ap.add_argument("--keys", help="comma-separated trace key counts (default: TRACE_KEYS)")
+    ap.add_argument("--dump", type=Path,
+                    help="also save every traced launch's per-block stamps (.npz; keys "
+                         "kernel|keys|mode|run, rows [block, TRACE_WORDS])")
     ap.add_argument("--trace-only", action="store_true",
                     help="the phase table of batch 1 only: no batch-64 row, no curves")
     ap.add_argument("--curves-only", action="store_true",
@@ -475,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.trace_only and big is not None:
             problems.append(Problem(env, big[0], throughput[0], throughput[1], big[1],
                                     args.long))
-        for line in trace_table(env, problems, ("alone", "b2b", "gemv", "graph", "swept")):
+        for line in trace_table(env, problems, ("alone", "b2b", "gemv", "graph", "swept"),
+                                args.dump):
             print(line, flush=True)
         del problems
     if args.trace_only:
