@@ -59,7 +59,7 @@ from ..kernel_abi import (DECODE_ATTN_LONG, DECODE_ATTN_LONG_D256, DECODE_ATTN_L
                           DECODE_ATTN_LONG_ROPE_LATE,
                           DECODE_ATTN_LONG_ROPE_STAGED, DECODE_ATTN_LONG_ROPE_WAIT)
 from . import KernelCache
-from ._preconditions import proj_dim_of
+from ._preconditions import proj_dim_of, require_aligned
 from .routes import DEFAULT_DECODE_ATTN_LONG_MERGE_MAX_SEQS, KernelRoutes
 
 #: head dimensions the long kernel is compiled for: 64 and 128 on DECODE_ATTN_LONG (Q in
@@ -454,9 +454,7 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
                          "(the last split merges)")
     for name, ptr in (("qkv", qkv), ("k_cache", k_cache), ("v_cache", v_cache),
                       ("cos_sin", cos_sin), ("q_norm_w", q_norm_w), ("k_norm_w", k_norm_w)):
-        if ptr % 16:
-            raise ValueError(f"decode_attention_long_rope_gated: {name} pointer {ptr:#x} is not "
-                             "16-byte aligned")
+        require_aligned("decode_attention_long_rope_gated", name, ptr, 16)
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError("decode_attention_long_rope_gated: q_norm_w and k_norm_w must both be "
                          "set or both be 0")
