@@ -365,7 +365,6 @@ __device__ __forceinline__ void decode_attn_long(
   const int staged_rows = group + (sub ? 2 : 0);  // q heads, then k and v
   uint4 raw[kStaged ? kRowLoads : 1];
   uint4 consts = make_uint4(0u, 0u, 0u, 0u);
-  // (a padded head's chunks past its proj_dim elements read as zeros)
   // kGated: q heads q_pitch apart (each followed by its gate), then the k and v heads
   const __nv_bfloat16* qkv_row =
       kGated ? rope.qkv + static_cast<size_t>(b) * (static_cast<size_t>(hq) * rope.q_pitch +
@@ -374,6 +373,7 @@ __device__ __forceinline__ void decode_attn_long(
   // kGated: the group's first head's output gate (head r's at gate_row + r * q_pitch)
   const __nv_bfloat16* gate_row =
       kGated ? qkv_row + static_cast<size_t>(h0) * rope.q_pitch + proj_dim : nullptr;
+  // (a padded head's chunks past its proj_dim elements read as zeros)
   auto load_rows = [&] {
     const __nv_bfloat16* row = rope.qkv + static_cast<size_t>(b) * (hq + 2 * hkv) * proj_dim;
 #pragma unroll
