@@ -47,7 +47,8 @@ def block(start_ns: int, sm: int, keyed: bool, offsets_us: dict[str, float],
 
 def test_summarize_medians_keyed_blocks_and_times_after_the_previous_end(tool) -> None:
     full = {"kv_len": 0.5, "prologue": 1.0, "loaded": 1.5, "waited": 2.0, "q_ready": 3.0,
-            "round1": 4.0, "keys_done": 5.0, "block_merged": 6.0, "merged": 7.0, "end": 8.0}
+            "round1": 4.0, "keys_done": 5.0, "block_merged": 6.0, "arrived": 6.5, "merged": 7.0,
+            "end": 8.0}
     t = np.stack([
         block(10_000, 0, True, full),
         block(10_400, 0, True, {k: v * 2 for k, v in full.items()}),   # overlaps block 0

@@ -5,7 +5,8 @@ line.
 1. Phase trace. The traced twins (kernels/hopper/common/attention_twins.cu: the production
    template with PhaseTrace) stamp %globaltimer and clock64 in thread 0 of every block at
    each phase (ops.attention.TRACE_PHASES: start, kv_len, prologue, loaded (its pre-wait K/V
-   rows arrived), waited, q_ready, round1, keys_done, block_merged, merged, end). For each
+   rows arrived), waited, q_ready, round1, keys_done, block_merged, arrived, merged, end).
+   For each
    head geometry the models launch at batch 1 (kernel_shapes.DECODE_LATENCY_HEADS:
    Qwen3-0.6B 16/8, Qwen3-8B 32/8, Qwen3-30B-A3B 32/4 on the rope-fused kernel,
    Qwen3.5-35B-A3B 16/2 D256 on the cached-q one) at 64 / 512 / 4,096
@@ -41,8 +42,10 @@ line.
    entry's traced twin (its stamps start after its wait); its phases: kv_len (the split decided),
    prologue (the table, first tiles and constants requested: just before the wait), waited,
    q_ready (the rows normed and rotated), loaded (the first tile landed), round1 (its
-   products), keys_done, block_merged (the warps merged, the partial stored), merged (past
-   the split merge's ticket; the last block past the merge), end.
+   products), keys_done, block_merged (the warps merged, the partial stored), arrived (the
+   gated entry: every split of its kv head stored, attention_long.cu SpreadMerge), merged
+   (past the split merge's ticket; the last block past the merge; the gated entry: every
+   block past its share), end.
 2. Time vs keys (batch 1, keys 1..8,192): the production kernel's own time from CUDA-graph
    replays of back-to-back launches (PDL on; input sets, GEMV weights included, cycled
    through 128 MB, so short contexts' K/V stays in L2 when the kernel runs alone), and the

@@ -28,7 +28,8 @@
 // normalized partial, written exactly as decode_attn_bf16 writes it; a launch of ONE split
 // (num_splits == 1: large batches, ops/attention_long.py long_launch_splits) writes the
 // normalized bf16 output instead and no combine runs after it; a launch of more given the
-// split counters merges its partials in its last block (SplitMerge), no combine either.
+// split counters merges its partials in its last block (SplitMerge; the gated entries: in
+// all of them, a share each, SpreadMerge), no combine either.
 //
 // Head dims: 64 and 128 keep Q as A fragments in registers (two blocks per SM: 48 / 96 KiB
 // rings); 256 (Qwen3.5's gated attention) keeps Q in a swizzled [16][256] shared tile read
@@ -119,16 +120,82 @@ struct LongTile {
   static_assert(kThreads % kChunks == 0, "a thread copies the same chunk of each of its rows");
 };
 
+// One (head, 4 elements) item's splits first, first + stride, ... < active merged into a
+// running (top, total, acc): split s weighs w_s = l_s e^(m_s - top) against the running max
+// `top`, kBatch splits' (m, l) and o requested together (one L2 trip per kBatch of them;
+// other blocks wrote them: read through L2, never a stale L1 line). Where first < active the
+// item has a split, so its top is finite.
+struct SplitSum {
+  float top = -INFINITY, total = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+};
+
+template <int D>
+__device__ __forceinline__ void accumulate_splits(const float2* ml, const float* o, int first,
+                                                  int stride, int active, SplitSum& a) {
+  constexpr int kBatch = 16;
+  for (int s0 = first; s0 < active; s0 += kBatch * stride) {
+    float2 e[kBatch];
+    float4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int s = s0 + j * stride;
+      const bool ok = s < active;  // an active split's m is finite
+      e[j] = ok ? __ldcg(ml + s) : make_float2(-INFINITY, 0.f);
+      v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * D))
+                : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float mx = a.top;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
+    const float rescale = expf(a.top - mx);  // 0 on the first batch (top = -inf, acc = 0)
+    a.total *= rescale;
+    a.acc.x *= rescale;
+    a.acc.y *= rescale;
+    a.acc.z *= rescale;
+    a.acc.w *= rescale;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
+      a.total += w;
+      a.acc.x = fmaf(w, v[j].x, a.acc.x);
+      a.acc.y = fmaf(w, v[j].y, a.acc.y);
+      a.acc.z = fmaf(w, v[j].z, a.acc.z);
+      a.acc.w = fmaf(w, v[j].w, a.acc.w);
+    }
+    a.top = mx;
+  }
+}
+
+// The merged item of the group's head r written: out[d .. d + 3] = acc / total (the head's
+// sink, sinks[r] where `sinks` is non-null, joins the denominator), times the head's sigmoid output gate `gv` (four
+// bf16) where kGate (bf16_vec.cuh sigmoid_gated: sigmoid_gate_mul's bits). total >= 1: an
+// item merges at least one active split.
+template <bool kGate>
+__device__ __forceinline__ void write_merged(const SplitSum& a, const __nv_bfloat16* sinks,
+                                             int r, uint2 gv, __nv_bfloat16* out) {
+  float total = a.total;
+  if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - a.top);
+  float res[4] = {a.acc.x / total, a.acc.y / total, a.acc.z / total, a.acc.w / total};
+  if constexpr (kGate) {
+    float g[4];
+    atlas::unpack_bf16x2(gv.x, g[0], g[1]);
+    atlas::unpack_bf16x2(gv.y, g[2], g[3]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) res[e] = atlas::sigmoid_gated(atlas::round_bf16(res[e]), g[e]);
+  }
+  *reinterpret_cast<uint2*>(out) =
+      make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
+}
+
 // SplitMerge: a launch of several splits given `counters` (u32, zero before the launch, one
 // per (sequence, kv head)) merges its partials itself instead of a combine launch after it
 // (ATLAS_DECODE_ATTN_LONG_MERGE=0: the combine). Each active split, after writing its
 // partials, takes a ticket; the block drawing the last of `active` (every other split has
 // written) resets the counter for the next launch (a graph replays it as is) and writes the
-// group's normalized output: each thread 4 elements of a head as sum_s w_s o_s / sum_s w_s
-// with split weights w_s = l_s e^(m_s - M) against the splits' max M, every split's (m, l)
-// and o requested at once, 16 splits at a time (one L2 trip up to 16 splits; other blocks
-// wrote them: read through L2, never a stale L1 line; session 18: a warp per head first
-// reduced M and sum_s w_s, a second trip before the o loads). The ticket is one acq_rel
+// group's normalized output: each thread one (head, 4 elements) item at a time,
+// accumulate_splits over every split (session 18: a warp per head first reduced M and
+// sum_s w_s, a second trip before the o loads). The ticket is one acq_rel
 // read-modify-write at device scope: it releases this block's partial stores (ordered
 // before thread 0 by the barrier) and acquires those of every earlier ticket holder,
 // passed to the block's threads by the barrier after it.
@@ -138,16 +205,12 @@ struct LongTile {
 // Only a head's first proj_dim elements are merged and written (out rows proj_dim apart);
 // the group's attention sinks (`sinks`, its first head's; null: none) join each head's
 // merged denominator.
-// kGate: each head's output multiplied by its sigmoid output gate as it is written (head r's
-// gate at gate + r * gate_pitch; bf16_vec.cuh sigmoid_gated, sigmoid_gate_mul's bits).
-template <int D, bool kGate, typename RowOf>
+template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
                                                      int active, int proj_dim,
-                                                     const __nv_bfloat16* sinks,
-                                                     const __nv_bfloat16* gate = nullptr,
-                                                     int gate_pitch = 0) {
+                                                     const __nv_bfloat16* sinks) {
   __shared__ int is_last;
   __syncthreads();  // the block's partial stores precede the ticket; the ring is free
   if (threadIdx.x == 0) {
@@ -159,63 +222,94 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
   __syncthreads();
   if (!is_last) return;
-  // Each thread its (head, 4 elements): every split's (m, l) and o requested together, 16
-  // splits at a time (one L2 trip at batch 1's 16 splits), merged against the running max
-  constexpr int kQuads = D / 4, kBatch = 16;
+  constexpr int kQuads = D / 4;
   for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     if (d >= proj_dim) continue;  // the head's padding: never read by o_proj
     const size_t row = row_of(r);
-    // kGate: the head's gate requested with the partials (one L2 trip, not one after them)
-    const uint2 gv = kGate ? *reinterpret_cast<const uint2*>(
-                                 gate + static_cast<size_t>(r) * gate_pitch + d)
-                           : make_uint2(0u, 0u);
-    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * num_splits;
-    const float* o = part_o + row * num_splits * D + d;
-    float top = -INFINITY, total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < active; s0 += kBatch) {
-      float2 e[kBatch];
-      float4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const bool ok = s0 + j < active;  // an active split's m is finite
-        e[j] = ok ? __ldcg(ml + s0 + j) : make_float2(-INFINITY, 0.f);
-        v[j] = ok ? __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s0 + j) * D))
-                  : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-      float mx = top;
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) mx = fmaxf(mx, e[j].x);
-      const float rescale = expf(top - mx);  // 0 on the first batch (top = -inf, acc = 0)
-      total *= rescale;
-      acc.x *= rescale;
-      acc.y *= rescale;
-      acc.z *= rescale;
-      acc.w *= rescale;
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const float w = e[j].y * expf(e[j].x - mx);  // past active: 0 x e^-inf
-        total += w;
-        acc.x = fmaf(w, v[j].x, acc.x);
-        acc.y = fmaf(w, v[j].y, acc.y);
-        acc.z = fmaf(w, v[j].z, acc.z);
-        acc.w = fmaf(w, v[j].w, acc.w);
-      }
-      top = mx;
+    SplitSum a;
+    accumulate_splits<D>(reinterpret_cast<const float2*>(part_ml) + row * num_splits,
+                         part_o + row * num_splits * D + d, 0, 1, active, a);
+    write_merged<false>(a, sinks, r, make_uint2(0u, 0u), out + row * proj_dim + d);
+  }
+}
+
+// SpreadMerge (the gated entries, batch 1): every active split of a (sequence, kv head)
+// merges a share of the group's items, not the last one all of them (gpu164: Qwen3.5-35B-A3B's
+// 8 heads x 256 x 9 splits by one block took 5.0 us alone and 9.6 under o_proj's weight
+// stream, ~1.2 us a round of a thread's loads). `pair` is the (sequence, kv head)'s two u32
+// counters, zero before the launch: thread 0 of each block, after the block's partial stores
+// (ordered before it by the barrier), arrives on the first (a release add) and polls it until
+// all `active` have (then an acquire fence). Every active block of the launch must be
+// resident at once: ops/attention_long.py decode_attention_long_rope_gated caps its grid at
+// one block an SM, and the dependents launch only once every block has triggered. Block
+// `rank` then merges items [rank x per, ...) of the group's group x D / 4 (head, 4 elements),
+// `lanes` consecutive threads an item (the most, at most 16 and `active`, that keep the
+// share one round of the block's threads), lane j taking splits j, j + lanes, ... (one L2
+// trip up to 16 x lanes splits), the lanes' sums merged by shuffles. Departures count on the
+// second counter, the reply awaited only after the merge; the last to depart (every block
+// has seen every arrival by then) zeroes both for the next launch (a graph replays it as is).
+// Each head's output is multiplied by its sigmoid output gate as it is written (head r's gate
+// at gate + r * gate_pitch); the gated entries' heads have no sinks. `tr` stamps the arrival.
+template <int D, typename RowOf, class Tr>
+__device__ __forceinline__ void merge_splits_spread(const float* part_o, const float* part_ml,
+                                                    unsigned* pair, __nv_bfloat16* out,
+                                                    RowOf row_of, int group, int num_splits,
+                                                    int active, int rank, int proj_dim,
+                                                    const __nv_bfloat16* gate, int gate_pitch,
+                                                    const Tr& tr) {
+  cuda::atomic_ref<unsigned, cuda::thread_scope_device> arrived(pair[0]), departed(pair[1]);
+  __syncthreads();  // the block's partial stores precede its arrival; the ring is free
+  if (threadIdx.x == 0) {
+    arrived.fetch_add(1u, cuda::memory_order_release);
+    while (arrived.load(cuda::memory_order_relaxed) != static_cast<unsigned>(active)) {
     }
-    // active >= 1: total >= 1
-    if (sinks != nullptr) total += expf(__bfloat162float(sinks[r]) - top);
-    float res[4] = {acc.x / total, acc.y / total, acc.z / total, acc.w / total};
-    if constexpr (kGate) {
-      float g[4];
-      atlas::unpack_bf16x2(gv.x, g[0], g[1]);
-      atlas::unpack_bf16x2(gv.y, g[2], g[3]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) res[e] = atlas::sigmoid_gated(atlas::round_bf16(res[e]), g[e]);
+    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+  }
+  __syncthreads();
+  tr.mark(kTraceArrived);
+  unsigned before = 0;  // thread 0: the departures ahead of its own
+  if (threadIdx.x == 0) before = departed.fetch_add(1u, cuda::memory_order_release);
+  constexpr int kQuads = D / 4;
+  const int items = group * kQuads, per = (items + active - 1) / active;
+  const int lo = rank * per, hi = min(items, lo + per);
+  int lanes = 1;
+  while (lanes < 16 && 2 * lanes <= active && 2 * lanes * per <= kThreads) lanes *= 2;
+  const int j = threadIdx.x % lanes;
+  for (int base = lo; base < hi; base += kThreads / lanes) {  // block-uniform: the shuffles
+    const int idx = base + threadIdx.x / lanes;
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    const bool live = idx < hi && d < proj_dim;  // past proj_dim: the padding o_proj skips
+    const size_t row = live ? row_of(r) : 0;
+    // the head's gate requested with the partials (one L2 trip, not one after them)
+    const uint2 gv = live && j == 0 ? *reinterpret_cast<const uint2*>(
+                                          gate + static_cast<size_t>(r) * gate_pitch + d)
+                                    : make_uint2(0u, 0u);
+    SplitSum a;
+    accumulate_splits<D>(reinterpret_cast<const float2*>(part_ml) + row * num_splits,
+                         part_o + row * num_splits * D + d, live ? j : active, lanes, active,
+                         a);
+    // a live item's lanes each hold >= 1 split (lanes <= active): finite tops
+    for (int off = 1; off < lanes; off *= 2) {
+      const float top = __shfl_xor_sync(~0u, a.top, off);
+      const float total = __shfl_xor_sync(~0u, a.total, off);
+      const float4 acc = make_float4(
+          __shfl_xor_sync(~0u, a.acc.x, off), __shfl_xor_sync(~0u, a.acc.y, off),
+          __shfl_xor_sync(~0u, a.acc.z, off), __shfl_xor_sync(~0u, a.acc.w, off));
+      const float mx = fmaxf(a.top, top), mine = expf(a.top - mx), theirs = expf(top - mx);
+      a.total = a.total * mine + total * theirs;
+      a.acc.x = a.acc.x * mine + acc.x * theirs;
+      a.acc.y = a.acc.y * mine + acc.y * theirs;
+      a.acc.z = a.acc.z * mine + acc.z * theirs;
+      a.acc.w = a.acc.w * mine + acc.w * theirs;
+      a.top = mx;
     }
-    *reinterpret_cast<uint2*>(out + row * proj_dim + d) =
-        make_uint2(atlas::pack_bf16x2(res[0], res[1]), atlas::pack_bf16x2(res[2], res[3]));
+    if (live && j == 0) write_merged<true>(a, nullptr, r, gv, out + row * proj_dim + d);
+  }
+  if (threadIdx.x == 0 && before == static_cast<unsigned>(active - 1)) {
+    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+    arrived.store(0u, cuda::memory_order_relaxed);
+    departed.store(0u, cuda::memory_order_relaxed);
   }
 }
 
@@ -648,7 +742,7 @@ __device__ __forceinline__ void decode_attn_long(
       if (sinks != nullptr)  // the head's sink, in the log2 units of the scores' max
         total += exp2f(fmaf(__bfloat162float(sinks[h0 + row]), kLog2e, -ref));
       float v = acc / total;
-      if constexpr (kGated)  // its output gate (merge_splits_if_last's kGate)
+      if constexpr (kGated)  // its output gate (as merge_splits_spread gates it)
         v = atlas::sigmoid_gated(atlas::round_bf16(v),
                                  __bfloat162float(gate_row[static_cast<size_t>(row) *
                                                                rope.q_pitch + d]));
@@ -668,11 +762,16 @@ __device__ __forceinline__ void decode_attn_long(
   // those stores, 2.6 -> 7.1 us of each block (gpu160's graph-mode trace); from here they
   // stream under the split merge only
   if constexpr (kLateTrigger && kGated) atlas::pdl_launch_dependents();
-  if (num_splits > 1 && counters != nullptr)
-    merge_splits_if_last<D, kGated>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh,
-                                    out, out_row, group, num_splits, active, proj_dim,
-                                    sinks != nullptr ? sinks + h0 : nullptr, gate_row,
-                                    kGated ? rope.q_pitch : 0);
+  if (num_splits > 1 && counters != nullptr) {
+    if constexpr (kGated)
+      merge_splits_spread<D>(part_o, part_ml, counters + 2 * (static_cast<size_t>(b) * hkv + kvh),
+                             out, out_row, group, num_splits, active, split, proj_dim, gate_row,
+                             rope.q_pitch, tr);
+    else
+      merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                              out_row, group, num_splits, active, proj_dim,
+                              sinks != nullptr ? sinks + h0 : nullptr);
+  }
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);
 }
@@ -1194,7 +1293,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // decode_attention_long_rope_gated): qk_norm_rope_kv_partial_bf16's work (q heads q_pitch apart,
 // each followed by its output gate; the first rotary_dim elements of a head rotating; (1 + w)
 // norm weights where norm_offset) done by the early exact prologue at D 256, the splits merged
-// by the last one, and each head's output multiplied by its sigmoid gate as it is written
+// by all of them, a share each (SpreadMerge), and each head's output multiplied by its sigmoid gate as it is written
 // (sigmoid_gate_mul_bf16's bits): one launch where the step ran the rope kernel, attention,
 // the combine and the gate. One block an SM (D 256's ring), heads of D elements, no sinks.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)

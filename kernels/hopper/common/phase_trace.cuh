@@ -26,6 +26,7 @@ enum TracePhase : int {
   kTraceRound1,       // the first K/V round consumed (its scores and p v)
   kTraceKeysDone,     // the split's last K/V round consumed
   kTraceBlockMerged,  // the block's warps merged and its partial / output stored
+  kTraceArrived,      // every split of the kv head arrived (attention_long.cu SpreadMerge)
   kTraceMerged,       // the split / cluster merge done
   kTraceEnd,          // exit (every path, the early ones included)
   kTracePhases

@@ -210,8 +210,9 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
     arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.attn_dim))
     arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
-    # split tickets per (row, head slice) of decode attention: at most one per q head
-    arena.reserve("attn_counters", DType.I32, (b, dims.heads))  # zeroed by the loader
+    # split tickets per (row, head slice) of decode attention: at most one per q head, two a
+    # kv head on the gated entry (attention_long.cu SpreadMerge: arrivals and departures)
+    arena.reserve("attn_counters", DType.I32, (b, 2 * dims.heads))  # zeroed by the loader
     arena.reserve("w_scratch", DType.BF16, (-(-weight_scratch_bytes // 2),))
     if dims.proj_f32_width:  # a biased projection's float32 sums (Dims.bias_f32)
         arena.reserve("proj_f32", DType.FP32, (t, dims.proj_f32_width))

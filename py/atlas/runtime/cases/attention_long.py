@@ -342,10 +342,14 @@ LONG_ROPE_SINK_SHAPES = [
 
 #: gated full attention at batch 1 (decode_attn_long_rope_early[_late]_gated_d256: Qwen3.5 /
 #: Qwen3-Next's 16 q heads on 2 kv heads of D 256, each q head followed by its gate, a
-#: quarter rotating, (1 + w) norms): Qwen3.5-35B-A3B's grid at 568 and 2,500 keys (the late
-#: trigger; 20 active splits: the general merge), a first token (one active split), one split
-#: (written, not merged), a group of 4 on an odd block size, one head a kv head
+#: quarter rotating, (1 + w) norms), every active split merging a share (SpreadMerge): Qwen3.5-
+#: 35B-A3B's grid at 568 and 2,500 keys (9 and 20 active splits: two lanes an item; the late
+#: trigger), 64 splits at 4,200 keys (33 active: eight lanes an item), a first token (one
+#: active split merging all 512 items in four rounds), one split (written, not merged), a
+#: group of 4 on an odd block size (4 active: one lane), one head a kv head
 LONG_ROPE_GATED_SHAPES = [
+    ("long_rope D256 gqa8 b1 splits64 merge early late gated 4k", Geometry(16, 2, 256, 16),
+     [4200], 64, {"twin": "long_early_late_merge", "gated": True}),
     ("long_rope D256 gqa8 b1 splits34 merge early gated", Geometry(16, 2, 256, 16), [568], 34,
      {"twin": "long_early_merge", "gated": True}),
     ("long_rope D256 gqa8 b1 splits34 merge early late gated", Geometry(16, 2, 256, 16),

@@ -53,7 +53,8 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
     inputs.update(qkv=random_bf16(rng, (num_seqs, q_width + 2 * g.hkv * pd), 3.0),
                   cos_sin=cos_sin_table(rot, max(kv_lens)), slots=slots,
                   positions=np.asarray(kv_lens, dtype=np.int32) - 1,
-                  counters=np.zeros((num_seqs, g.hq), np.int32))
+                  # (two a kv head: the gated entry's SpreadMerge counts arrivals and departures)
+                  counters=np.zeros((num_seqs, 2 * g.hq), np.int32))
     if sinks:
         inputs["sinks"] = random_sinks(rng, g.hq)
     if normed:
@@ -124,14 +125,14 @@ def decode_rope_case(rng: np.random.Generator, name: str, g: Geometry, kv_lens: 
         if gated:  # transformers' bf16 ops: bf16(bf16(o) * bf16(sigmoid(gate)))
             out = rb(rb(out) * rb(1.0 / (1.0 + np.exp(-gate))))
         return {"out": out[..., :pd], "k_cache": kc, "v_cache": vc,
-                "counters": np.zeros((num_seqs, g.hq))}
+                "counters": np.zeros((num_seqs, 2 * g.hq))}
 
     cache_shape = inputs["k_cache"].shape
     owned = ~np.isnan(bf16_bits_to_f32(inputs["k_cache"]))
     outputs = {"out": OutputSpec(DType.BF16, (num_seqs, g.hq, pd), ATTN_TOL),
                "k_cache": OutputSpec(DType.BF16, cache_shape),
                "v_cache": OutputSpec(DType.BF16, cache_shape, tol=(0.0, 0.0)),
-               "counters": OutputSpec(DType.I32, (num_seqs, g.hq))}
+               "counters": OutputSpec(DType.I32, (num_seqs, 2 * g.hq))}
     module = ("attention_long" if long else
               "attention_twins" if traced or twin else "attention")
     return KernelCase(name, module, inputs, outputs, run, oracle,

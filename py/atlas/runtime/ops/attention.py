@@ -63,7 +63,7 @@ DECODE_ROPE_MAX_STEP_KEYS = 8
 #: the phases the traced twins stamp, in order (attention.cu TracePhase): thread 0 of a block
 #: stamps phase p when it gets there, after using what that phase waited for
 TRACE_PHASES = ("start", "kv_len", "prologue", "loaded", "waited", "q_ready", "round1",
-                "keys_done", "block_merged", "merged", "end")
+                "keys_done", "block_merged", "arrived", "merged", "end")
 #: u64 words of a block's trace (attention.cu kTraceWords): %globaltimer ns of phase p at
 #: word p, clock64 at word TRACE_CYCLES_WORD + p, the SM id at TRACE_SM_WORD, 1 at
 #: TRACE_KEYED_WORD when the block attended over keys; phases never reached stay zero

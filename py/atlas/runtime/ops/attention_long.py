@@ -435,8 +435,10 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
     head_dim] bf16 = attention(q) * bf16(sigmoid(gate)), each head's gate the head_dim
     elements after its q in the row (`gated_fusable` must hold). The splits
     (`long_launch_splits` of num_splits, at most max(num_splits, max_splits): the buffers'
-    capacity) are merged by the last one through the zeroed u32 `counters` [hkv]; the late
-    trigger as routes.decode_attn_long_late_trigger says. Reads everything but the qkv row
+    capacity, and at most one wave of the kernel's slots: they wait for each other) merge
+    their outputs together, each a share, through the zeroed u32 `counters` [hkv, 2]
+    (arrivals, departures; left zero); the late trigger as
+    routes.decode_attn_long_late_trigger says. Reads everything but the qkv row
     before its PDL wait: launch it right after the qkv projection (as
     `decode_attention_long_rope`). `trace` (u64 [blocks, ops.attention.TRACE_WORDS], zeroed):
     the late entry's phase-traced twin (the late trigger required; tools/gpu/
@@ -458,8 +460,11 @@ def decode_attention_long_rope_gated(kc: KernelCache, stream: Stream, qkv: Devic
     if bool(q_norm_w) != bool(k_norm_w):
         raise ValueError("decode_attention_long_rope_gated: q_norm_w and k_norm_w must both be "
                          "set or both be 0")
-    splits = long_launch_splits(kc, 1, hkv, head_dim, max_blocks * block_size, num_splits,
-                                max_splits)
+    # every block resident at once (attention_long.cu SpreadMerge: the splits wait for each
+    # other): at most one wave of the kernel's slots
+    wave = kc.facts.sm_count * long_blocks_per_sm(head_dim)
+    splits = min(long_launch_splits(kc, 1, hkv, head_dim, max_blocks * block_size, num_splits,
+                                    max_splits), max(1, wave // hkv))
     late = bool(kc.routes.decode_attn_long_late_trigger)
     if trace and not late:
         raise ValueError("decode_attention_long_rope_gated: the phase-traced twin is the late "
