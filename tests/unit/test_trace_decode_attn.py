@@ -98,3 +98,25 @@ def test_dry_run_traces_every_mode_and_fits_the_curves(tool, capsys) -> None:
     assert {ln.split()[4] for ln in lines} == {"alone", "b2b", "gemv", "graph", "swept"}
     assert "decode_attn_rope_cluster" in out and "decode_attn_cluster" in out
     assert out.count("fit keys >= 1024") == 4
+
+
+def test_block_lines_name_the_launch_s_last_block_against_its_median(tool, tmp_path) -> None:
+    """--dump's per-block report: run 2's alone / graph launches only, the last-ending block
+    (here the merging one, 4 us past the others' arrival) against the median keyed block,
+    read back from the .npz the way --blocks reads it."""
+    full = {"waited": 1.0, "block_merged": 6.0, "arrived": 6.5, "merged": 7.0, "end": 7.1}
+    merging = {**full, "merged": 11.0, "end": 11.1}
+    t = np.stack([block(10_000, 0, True, full), block(10_200, 1, True, merging),
+                  block(10_100, 2, True, {k: v + 0.5 for k, v in full.items()}),
+                  block(10_050, 3, False, {"end": 0.3})])
+    path = tmp_path / "dump.npz"
+    np.savez(path, **{"k|538|graph|2": t, "k|538|graph|1": t, "k|538|b2b|2": t})
+    assert tool.main(["--blocks", str(path)]) == 0
+    with np.load(path) as dump:
+        lines = tool.block_lines(dict(dump))
+    assert len(lines) == 4 and lines[0].startswith("k graph keys 538: 3 keyed of 4 blocks")
+    assert "last block 1 (keyed 1, SM 1) vs median keyed block 2" in lines[0]
+    last, median = lines[1].split(), lines[2].split()
+    assert "merged=11.20" in last and "end=11.30" in last and "arrived=6.70" in last
+    assert "merged=7.60" in median and "round1=nan" in median
+    assert lines[3] == "  keyed ends (us): 7.10 7.70 11.30"

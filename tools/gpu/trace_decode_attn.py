@@ -431,6 +431,34 @@ def curve(env: Env, heads: Any, hidden: int, keys: tuple[int, ...], repeats: int
     return out
 
 
+def block_lines(dump: dict[str, np.ndarray], run: str = "2") -> list[str]:
+    """Each alone / graph launch of a --dump file (run `run` of its repeats): its last-ending
+    block against its median keyed block, every phase in globaltimer us from the launch's
+    first block start, then its keyed blocks' end times (which block ends a launch late, and
+    in which phase it spends the difference)."""
+    out = []
+    for key in sorted(dump):
+        name, keys, mode, which = key.split("|")
+        if which != run or mode not in ("alone", "graph"):
+            continue
+        t = dump[key].astype(np.int64)
+        ran = t[:, P.index("end")] > 0
+        t0 = t[ran, 0].min()
+        keyed = np.where(ran & (t[:, attention.TRACE_KEYED_WORD] == 1))[0]
+        last = int(np.argmax(np.where(ran, t[:, P.index("end")], 0)))
+        med = keyed[np.argsort(t[keyed, P.index("end")])[len(keyed) // 2]]
+        out.append(f"{name} {mode} keys {keys}: {len(keyed)} keyed of {int(ran.sum())} blocks; "
+                   f"last block {last} (keyed {int(t[last, attention.TRACE_KEYED_WORD])}, SM "
+                   f"{int(t[last, attention.TRACE_SM_WORD])}) vs median keyed block {med}")
+        for b, tag in ((last, "last"), (med, "median")):
+            stamps = " ".join(f"{p}={(t[b, i] - t0) / 1e3:.2f}" if t[b, i] > 0 else f"{p}=nan"
+                              for i, p in enumerate(P))
+            out.append(f"  {tag:<6} {stamps}")
+        ends = np.sort((t[keyed, P.index("end")] - t0) / 1e3)
+        out.append("  keyed ends (us): " + " ".join(f"{e:.2f}" for e in ends))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="two geometries, fewer curve points")
@@ -449,13 +477,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", help="comma-separated trace key counts (default: TRACE_KEYS)")
     ap.add_argument("--dump", type=Path,
                     help="also save every traced launch's per-block stamps (.npz; keys "
-                         "kernel|keys|mode|run, rows [block, TRACE_WORDS])")
+                         "kernel|keys|mode|run, rows [block, TRACE_WORDS]) and print each "
+                         "launch's last block against its median one (block_lines)")
+    ap.add_argument("--blocks", type=Path,
+                    help="only print block_lines of an earlier --dump file (no device)")
     ap.add_argument("--trace-only", action="store_true",
                     help="the phase table of batch 1 only: no batch-64 row, no curves")
     ap.add_argument("--curves-only", action="store_true",
                     help="only the time-vs-keys lines (for routes without traced twins, e.g. "
                          "ATLAS_DECODE_ATTN_SPLIT_MAJOR=1)")
     args = ap.parse_args(argv)
+    if args.blocks:
+        with np.load(args.blocks) as dump:
+            print("\n".join(block_lines(dict(dump))))
+        return 0
     env, info, ptx_set = open_env(args)
     print(f"device: {info.get('name')}  PTX set: {ptx_set}  SMs: {env.num_sms}")
     if args.dry_run:
@@ -489,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
                                 args.dump):
             print(line, flush=True)
         del problems
+        if args.dump:
+            with np.load(args.dump) as dump:
+                print("\n".join(block_lines(dict(dump))), flush=True)
     if args.trace_only:
         return 0
     for h, hidden in geoms:
