@@ -13,6 +13,7 @@ TAILN=2 t 150 chk python3 tools/gpu/check_kernels.py -m attention_long -k gated
 TAILN=0 t 200 trace python3 tools/gpu/trace_decode_attn.py --long --gated --heads qwen3.5-35b-a3b \
   --keys 538 --trace-only --dump $R/trace_blocks.npz  # and block_lines: last vs median block
 grep -E "^shape|qwen3.5" $L/trace.log | cut -c1-330
+sed -n '/ keyed of /,$p' $L/trace.log | cut -c1-400
 PL=90 b1 q35_on "ATLAS_DECODE_ATTN_LONG_GATED=1" $G/qwen3_5-35b-a3b
 PL=90 b1 q35_off "ATLAS_DECODE_ATTN_LONG_GATED=0" $G/qwen3_5-35b-a3b
 PL=90 b1 q35_off2 "ATLAS_DECODE_ATTN_LONG_GATED=0" $G/qwen3_5-35b-a3b
