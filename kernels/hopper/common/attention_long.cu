@@ -237,7 +237,12 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // SpreadMerge (the gated entries, batch 1): every active split of a (sequence, kv head)
 // merges a share of the group's items, not the last one all of them (gpu164: Qwen3.5-35B-A3B's
 // 8 heads x 256 x 9 splits by one block took 5.0 us alone and 9.6 under o_proj's weight
-// stream, ~1.2 us a round of a thread's loads). `pair` is the (sequence, kv head)'s two u32
+// stream, ~1.2 us a round of a thread's loads; gpu165, H100: the tail 4.3 us alone, 7.5 in
+// the graph, the step even with the four launches where it was 0.6% slower). The early D-64 /
+// 128 entries, whose last block merges one or two items a thread, measured slower with it
+// (gpu165, GPU ms a step: Qwen3-30B-A3B 2.921 / 2.923 last block vs 3.006 / 3.013 spread,
+// Qwen3-8B 5.244 vs 5.327): the arrival's round trips cost more than the share saves.
+// `pair` is the (sequence, kv head)'s two u32
 // counters, zero before the launch: thread 0 of each block, after the block's partial stores
 // (ordered before it by the barrier), arrives on the first (a release add) and polls it until
 // all `active` have (then an acquire fence). Every active block of the launch must be
@@ -249,15 +254,13 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // trip up to 16 x lanes splits), the lanes' sums merged by shuffles. Departures count on the
 // second counter, the reply awaited only after the merge; the last to depart (every block
 // has seen every arrival by then) zeroes both for the next launch (a graph replays it as is).
-// `sinks` as merge_splits_if_last's; kGate: each head's output multiplied by its sigmoid
-// output gate as it is written (head r's gate at gate + r * gate_pitch). `tr` stamps the
-// arrival.
-template <int D, bool kGate, typename RowOf, class Tr>
+// Each head's output is multiplied by its sigmoid output gate as it is written (head r's gate
+// at gate + r * gate_pitch); the gated entries' heads have no sinks. `tr` stamps the arrival.
+template <int D, typename RowOf, class Tr>
 __device__ __forceinline__ void merge_splits_spread(const float* part_o, const float* part_ml,
                                                     unsigned* pair, __nv_bfloat16* out,
                                                     RowOf row_of, int group, int num_splits,
                                                     int active, int rank, int proj_dim,
-                                                    const __nv_bfloat16* sinks,
                                                     const __nv_bfloat16* gate, int gate_pitch,
                                                     const Tr& tr) {
   cuda::atomic_ref<unsigned, cuda::thread_scope_device> arrived(pair[0]), departed(pair[1]);
@@ -284,7 +287,7 @@ __device__ __forceinline__ void merge_splits_spread(const float* part_o, const f
     const bool live = idx < hi && d < proj_dim;  // past proj_dim: the padding o_proj skips
     const size_t row = live ? row_of(r) : 0;
     // the head's gate requested with the partials (one L2 trip, not one after them)
-    const uint2 gv = kGate && live && j == 0 ? *reinterpret_cast<const uint2*>(
+    const uint2 gv = live && j == 0 ? *reinterpret_cast<const uint2*>(
                                           gate + static_cast<size_t>(r) * gate_pitch + d)
                                     : make_uint2(0u, 0u);
     SplitSum a;
@@ -306,7 +309,7 @@ __device__ __forceinline__ void merge_splits_spread(const float* part_o, const f
       a.acc.w = a.acc.w * mine + acc.w * theirs;
       a.top = mx;
     }
-    if (live && j == 0) write_merged<kGate>(a, sinks, r, gv, out + row * proj_dim + d);
+    if (live && j == 0) write_merged<true>(a, nullptr, r, gv, out + row * proj_dim + d);
   }
   if (threadIdx.x == 0 && before == static_cast<unsigned>(active - 1)) {
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
@@ -314,13 +317,6 @@ __device__ __forceinline__ void merge_splits_spread(const float* part_o, const f
     departed.store(0u, cuda::memory_order_relaxed);
   }
 }
-
-// ATLAS_LONG_SPREAD_EARLY=1 (a compile-time A/B: tools/gpu/prep_device.sh
-// ATLAS_PREP_VARIANT): the early entries' batch-1 merges spread over their splits too (D 64 /
-// 128 at two blocks an SM: batch 1's grid is at most one wave of them, long_decode_splits)
-#ifndef ATLAS_LONG_SPREAD_EARLY
-#define ATLAS_LONG_SPREAD_EARLY 0
-#endif
 
 // q: [seqs, hq, D] (plain entry points; the rope variants read rope.qkv instead).
 // kRope: the rope-fused entries, which wait for the qkv projection on entry. Without kStaged
@@ -772,12 +768,10 @@ __device__ __forceinline__ void decode_attn_long(
   // stream under the split merge only
   if constexpr (kLateTrigger && kGated) atlas::pdl_launch_dependents();
   if (num_splits > 1 && counters != nullptr) {
-    if constexpr (kGated || (kEarly && ATLAS_LONG_SPREAD_EARLY))
-      merge_splits_spread<D, kGated>(part_o, part_ml,
-                                     counters + 2 * (static_cast<size_t>(b) * hkv + kvh), out,
-                                     out_row, group, num_splits, active, split, proj_dim,
-                                     sinks != nullptr ? sinks + h0 : nullptr, gate_row,
-                                     kGated ? rope.q_pitch : 0, tr);
+    if constexpr (kGated)
+      merge_splits_spread<D>(part_o, part_ml, counters + 2 * (static_cast<size_t>(b) * hkv + kvh),
+                             out, out_row, group, num_splits, active, split, proj_dim, gate_row,
+                             rope.q_pitch, tr);
     else
       merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
                               out_row, group, num_splits, active, proj_dim,
