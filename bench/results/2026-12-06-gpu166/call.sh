@@ -2,12 +2,28 @@
 # session-46 final call (as gpu159, not run in session 45): on an H200, the standings at this HEAD (gpu137's call without its
 # kernel-table rows: the gate records, default servers, the 1..64 throughput sweep, batch 1 of
 # every config), then batch 1 of Llama-3.2-1B / -3B with ATLAS_GEMV_SWIGLU_ROWS=4 against the default 8-row blocks (an H100
-# A/B picked 8 for them: gpu145 / gpu146). On another card nothing (exits at once).
+# A/B picked 8 for them: gpu145 / gpu146).
 # Prepare: bash tools/gpu/prep_device.sh (all hopper sets); git archive HEAD py tools kernels |
 #   gzip -9 > .device/head_src.tgz; git rev-parse --short HEAD > .device/commit;
 #   bash tools/gpu/prep_git.sh. Repo root, carry [".device", ".whl"].
+# On another card (session 46): the gated launch's late trigger on the NVFP4 35B, whose small
+# o_proj (4.7 MB) leaves the route on the early one (gpu165: the gated launch 26.4 us a layer
+# there against 21.6 late on bf16; the step 2.0% slower than the four launches), on late / off /
+# off / on late, and on early once.
 nvidia-smi --query-gpu=name --format=csv,noheader
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 0
+if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  source tools/gpu/call_head.sh
+  N=$G/q-nvfp4/qwen3_5-35b-a3b LT=ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1
+  PL=90 b1 n_late "ATLAS_DECODE_ATTN_LONG_GATED=1 $LT" $N
+  PL=90 b1 n_off "ATLAS_DECODE_ATTN_LONG_GATED=0 $LT" $N
+  PL=90 b1 n_off2 "ATLAS_DECODE_ATTN_LONG_GATED=0" $N
+  PL=90 b1 n_late2 "ATLAS_DECODE_ATTN_LONG_GATED=1 $LT" $N
+  PL=90 b1 n_early "ATLAS_DECODE_ATTN_LONG_GATED=1" $N
+  for n in n_late n_off n_off2 n_late2 n_early; do printf "%-9s %s\n" $n "$(aw $n)"; done
+  for n in n_late n_off; do echo "-- $n"; sed -n '/^critical path/,/^between/p' $L/$n.log \
+    | grep -E "attn|rope|gate_mul|combine|nvfp4_h2x8" | cut -c1-110; done
+  echo "ALL DONE"; exit 0
+fi
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512; }
