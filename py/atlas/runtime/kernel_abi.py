@@ -656,8 +656,10 @@ DECODE_ATTN_LONG_ROPE_EARLY_LATE_D64 = S(
 # (batch 1 of gated full attention at D 256, Qwen3.5 / Qwen3-Next: q heads q_pitch apart,
 # each followed by its output gate, the first rotary_dim elements rotating (cos_sin f32
 # [positions, rotary_dim]), (1 + w) norm weights where norm_offset; each head's output
-# multiplied by its sigmoid gate as it is written; heads of head_dim elements, no sinks; and
-# with the late trigger: ops/attention_long.py decode_attention_long_rope_gated)
+# multiplied by its sigmoid gate as it is written; heads of head_dim elements, no sinks; the
+# splits merge together, so counters are u32 [hkv, 2] (arrivals, departures) and the grid at
+# most one wave; and with the late trigger: ops/attention_long.py
+# decode_attention_long_rope_gated)
 _DECODE_LONG_ROPE_GATED = _DECODE_LONG_ROPE + " q_pitch:u32 rotary_dim:u32 norm_offset:u32"
 DECODE_ATTN_LONG_ROPE_EARLY_GATED_D256 = S(
     "attention_long", "decode_attn_long_rope_early_gated_d256_bf16", _DECODE_LONG_ROPE_GATED)
