@@ -168,9 +168,9 @@ __device__ __forceinline__ void accumulate_splits(const float2* ml, const float*
 }
 
 // The merged item of the group's head r written: out[d .. d + 3] = acc / total (the head's
-// sink, sinks[r] where `sinks` is non-null, joins the denominator), times the head's sigmoid output gate `gv` (four
-// bf16) where kGate (bf16_vec.cuh sigmoid_gated: sigmoid_gate_mul's bits). total >= 1: an
-// item merges at least one active split.
+// sink, sinks[r] where `sinks` is non-null, joins the denominator), times the head's sigmoid
+// output gate `gv` (four bf16) where kGate (bf16_vec.cuh sigmoid_gated: sigmoid_gate_mul's
+// bits). total >= 1: an item merges at least one active split.
 template <bool kGate>
 __device__ __forceinline__ void write_merged(const SplitSum& a, const __nv_bfloat16* sinks,
                                              int r, uint2 gv, __nv_bfloat16* out) {
@@ -234,28 +234,27 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
   }
 }
 
-// SpreadMerge (the gated entries, batch 1): every active split of a (sequence, kv head)
-// merges a share of the group's items, not the last one all of them (gpu164: Qwen3.5-35B-A3B's
-// 8 heads x 256 x 9 splits by one block took 5.0 us alone and 9.6 under o_proj's weight
-// stream, ~1.2 us a round of a thread's loads; gpu165, H100: the tail 4.3 us alone, 7.5 in
-// the graph, the step even with the four launches where it was 0.6% slower). The early D-64 /
-// 128 entries, whose last block merges one or two items a thread, measured slower with it
-// (gpu165, GPU ms a step: Qwen3-30B-A3B 2.921 / 2.923 last block vs 3.006 / 3.013 spread,
-// Qwen3-8B 5.244 vs 5.327): the arrival's round trips cost more than the share saves.
-// `pair` is the (sequence, kv head)'s two u32
+// SpreadMerge (the gated entries, batch 1): every active split of a (sequence, kv head) merges a
+// share of the group's items, not the last one all of them (gpu164: Qwen3.5-35B-A3B's 8 heads x 256
+// x 9 splits by one block took 5.0 us alone and 9.6 under o_proj's weight stream, ~1.2 us a round
+// of a thread's loads; gpu165, H100: the median block's tail 4.2 us alone, 7.0 in the graph, the
+// step even with the four launches where it was 0.6% slower). The early D-64 / 128 entries, whose
+// last block merges one or two items a thread, measured slower with it (gpu165, GPU ms a step:
+// Qwen3-30B-A3B 2.921 / 2.923 last block vs 3.006 / 3.013 spread, Qwen3-8B 5.244 vs 5.327): the
+// arrival's round trips cost more than the share saves. `pair` is the (sequence, kv head)'s two u32
 // counters, zero before the launch: thread 0 of each block, after the block's partial stores
-// (ordered before it by the barrier), arrives on the first (a release add) and polls it until
-// all `active` have (then an acquire fence). Every active block of the launch must be
-// resident at once: ops/attention_long.py decode_attention_long_rope_gated caps its grid at
-// one block an SM, and the dependents launch only once every block has triggered. Block
-// `rank` then merges items [rank x per, ...) of the group's group x D / 4 (head, 4 elements),
-// `lanes` consecutive threads an item (the most, at most 16 and `active`, that keep the
-// share one round of the block's threads), lane j taking splits j, j + lanes, ... (one L2
-// trip up to 16 x lanes splits), the lanes' sums merged by shuffles. Departures count on the
-// second counter, the reply awaited only after the merge; the last to depart (every block
-// has seen every arrival by then) zeroes both for the next launch (a graph replays it as is).
-// Each head's output is multiplied by its sigmoid output gate as it is written (head r's gate
-// at gate + r * gate_pitch); the gated entries' heads have no sinks. `tr` stamps the arrival.
+// (ordered before it by the barrier), arrives on the first (a release add) and polls it until all
+// `active` have (then an acquire fence). Every active block of the launch must be resident at once:
+// ops/attention_long.py decode_attention_long_rope_gated caps its grid at one block an SM, and the
+// dependents launch only once every block has triggered. Block `rank` then merges items [rank x
+// per, ...) of the group's group x D / 4 (head, 4 elements), `lanes` consecutive threads an item
+// (the most, at most 16 and `active`, that keep the share one round of the block's threads), lane j
+// taking splits j, j + lanes, ... (one L2 trip up to 16 x lanes splits), the lanes' sums merged by
+// shuffles. Departures count on the second counter, the reply awaited only after the merge; the
+// last to depart (every block has seen every arrival by then) zeroes both for the next launch (a
+// graph replays it as is). Each head's output is multiplied by its sigmoid output gate as it is
+// written (head r's gate at gate + r * gate_pitch); the gated entries' heads have no sinks. `tr`
+// stamps the arrival.
 template <int D, typename RowOf, class Tr>
 __device__ __forceinline__ void merge_splits_spread(const float* part_o, const float* part_ml,
                                                     unsigned* pair, __nv_bfloat16* out,
@@ -1298,9 +1297,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // decode_attention_long_rope_gated): qk_norm_rope_kv_partial_bf16's work (q heads q_pitch apart,
 // each followed by its output gate; the first rotary_dim elements of a head rotating; (1 + w)
 // norm weights where norm_offset) done by the early exact prologue at D 256, the splits merged
-// by all of them, a share each (SpreadMerge), and each head's output multiplied by its sigmoid gate as it is written
-// (sigmoid_gate_mul_bf16's bits): one launch where the step ran the rope kernel, attention,
-// the combine and the gate. One block an SM (D 256's ring), heads of D elements, no sinks.
+// by all of them, a share each (SpreadMerge), and each head's output multiplied by its
+// sigmoid gate as it is written (sigmoid_gate_mul_bf16's bits): one launch where the step ran
+// the rope kernel, attention, the combine and the gate. One block an SM (D 256's ring), heads of D elements, no sinks.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     decode_attn_long_rope_early_gated_d256_bf16(
         const __nv_bfloat16* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
