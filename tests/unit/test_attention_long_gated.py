@@ -1,8 +1,8 @@
 """Batch 1 of gated full attention in one launch (decode_attn_long_rope_early[_late]_gated_d256:
 Qwen3.5 / Qwen3-Next, each q head followed by its output gate, a quarter of a head rotating,
-(1 + w) norm weights; ATLAS_DECODE_ATTN_LONG_GATED=1, opt-in): which steps take it
-(`gated_fusable`), the decode graph of a D-256 hybrid model on MockGpuBackend with the switch
-on and off, the host reference against the check cases' float64 oracle, and the same greedy
+(1 + w) norm weights; ATLAS_DECODE_ATTN_LONG_GATED, unset: where the qkv projection is bf16):
+which steps take it (`gated_fusable`, `gated_pays`), the decode graph of a D-256 hybrid model
+on MockGpuBackend with the switch on, off and unset (bf16 and NVFP4 weights), the host reference against the check cases' float64 oracle, and the same greedy
 tokens and close logprobs on HostBackend with the switch on and off."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache
 from atlas.runtime.ops.attention_long import gated_fusable
 from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.quantize import quantization_config
 from atlas.runtime.reference.attention import decode_attn_long_rope_early_gated_bf16
 
 from test_gemv_swiglu import _decode_graph, _decode_logprobs
@@ -60,25 +61,30 @@ def test_one_sequence_of_gated_d256_heads_is_fusable() -> None:
     assert not gated_fusable(_kc(decode_attn_long_early=False), num_seqs=1, **args)
     assert not gated_fusable(KernelCache(MockGpuBackend(), KernelRoutes.from_env(
         {"ATLAS_DECODE_ATTN_LONG_GATED": "1"})), num_seqs=1, **args)  # not loaded
-    assert not gated_fusable(KernelCache(_LongMock()), num_seqs=1, **args)  # opt-in
+    # unset: off until the model resolves it (model/load.py, gated_pays)
+    assert not gated_fusable(KernelCache(_LongMock()), num_seqs=1, **args)
 
 
-def _d256_dir(tmp_path: Path) -> Path:
+def _d256_dir(tmp_path: Path, quant: str = "bf16") -> Path:
     """tiny-qwen3_5's config (two linear layers, then one gated full-attention layer, a
     quarter of a head rotating, (1 + w) norms) with Qwen3.5-35B-A3B's group of 8 q heads a kv
-    head of D 256: synthetic weights."""
+    head of D 256: synthetic weights (`quant`: their scheme, as `atlas models quantize`
+    writes it, the LM head and the linear-attention projections kept bf16)."""
     cfg = json.loads((FIXTURES / "tiny-qwen3_5" / "config.json").read_text())
     cfg.get("text_config", cfg).update(head_dim=256, num_attention_heads=8,
                                         num_key_value_heads=1)
+    if quant != "bf16":
+        cfg["quantization_config"] = quantization_config(
+            quant, ["lm_head.weight", "model.layers.*.linear_attn.weight"])[0]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     return tmp_path
 
 
-def _graph(monkeypatch, tmp_path: Path, env: dict[str, str]) -> list:
+def _graph(monkeypatch, tmp_path: Path, env: dict[str, str], quant: str = "bf16") -> list:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(MockGpuBackend, "module_names", property(lambda self: ["attention_long"]))
-    runner = load_runner(_d256_dir(tmp_path), backend="mock", max_seq_len=1024,
+    runner = load_runner(_d256_dir(tmp_path, quant), backend="mock", max_seq_len=1024,
                          max_batch_size=4, max_prefill_tokens=32, synthetic_seed=0)
     return _decode_graph(runner)
 
@@ -102,11 +108,21 @@ def test_a_batch_one_step_runs_one_gated_launch_before_o_proj(monkeypatch, tmp_p
     assert graph[at + 1].args["x"] == rec.args["out"]
 
 
-def test_by_default_the_step_runs_the_four_launches(monkeypatch, tmp_path) -> None:
-    names = [r.func for r in _graph(monkeypatch, tmp_path, {})]
-    assert GATED not in names
-    at = names.index(FOUR[0])
-    assert names[at:at + 4] == FOUR
+@pytest.mark.parametrize("quant, env, gated", [("bf16", {}, True), ("nvfp4", {}, False),
+                                               ("bf16", {"ATLAS_DECODE_ATTN_LONG_GATED": "0"},
+                                                False)])
+def test_unset_the_qkv_projection_s_weights_pick_the_launches(monkeypatch, tmp_path, quant,
+                                                              env, gated) -> None:
+    """gated_pays: bf16 qkv weights take the one launch, NVFP4 ones the four; =0 forces four."""
+    monkeypatch.delenv("ATLAS_DECODE_ATTN_LONG_GATED", raising=False)
+    names = [r.func for r in _graph(monkeypatch, tmp_path, env, quant)]
+    late = GATED.replace("early_", "early_late_")
+    assert (GATED in names or late in names) == gated
+    if not gated:
+        at = names.index(FOUR[0])
+        assert names[at:at + 4] == FOUR
+    else:
+        assert not set(FOUR) & set(names)
 
 
 @pytest.mark.parametrize("shape", LONG_ROPE_GATED_SHAPES, ids=lambda s: s[0])

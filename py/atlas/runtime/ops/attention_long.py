@@ -130,6 +130,19 @@ def late_trigger_pays(o_proj_bytes: int) -> bool:
     return o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
 
 
+def gated_pays(qkv_quantized: bool) -> bool:
+    """routes.decode_attn_long_gated's rule where the environment leaves it unset
+    (model/load.py): the one gated launch (`decode_attention_long_rope_gated`) where the qkv
+    projection before it is bf16, the four launches after a quantized one. Measured (H100,
+    Qwen3.5-35B-A3B batch 1, GPU ms a step, gated on / off / off / on): bf16 weights at 512
+    keys 2.780 / 2.778 / 2.779 / 2.784 (gpu165), 2,048 2.825 / 2.859 / 2.860 / 2.829, 4,096
+    2.841 / 2.941 / 2.938 / 2.839 (gpu168: the combine merging more splits); NVFP4 at 512
+    2.539 vs 2.488 (gpu165), 4,096 2.590 / 2.638 / 2.644 / 2.591, 16,384 2.829 / 2.810 /
+    2.809 / 2.832 (gpu168). After the NVFP4 qkv GEMV the launch is 26.2 us a layer on the
+    critical path at 512 keys, after the bf16 one 21.6 (gpu165 / gpu166, whichever trigger)."""
+    return not qkv_quantized
+
+
 def early_split_rule(kv_len: int, num_splits: int) -> tuple[int, int]:
     """(keys per split, active splits) of the early entries when they merge their splits
     (attention_long.cu RopeEarly): ops.attention.decode_split_rule's ceil(kv_len /
@@ -405,13 +418,14 @@ def gated_fusable(kc: KernelCache, hq: int, hkv: int, head_dim: int, q_pitch: in
     (the early entries' batch-1 chain), D 256 with heads of D elements and no sinks or
     window, a rotary width the prologue's 16-byte cos/sin loads and rope_core.cuh's lanes
     take, where the step's attention runs on this kernel anyway (`uses_long`), under
-    routes.decode_attn_long_gated with the early staged prologue on."""
+    routes.decode_attn_long_gated (unset: off here; the model sets it by `gated_pays`) with
+    the early staged prologue on."""
     r = kc.routes
     return (num_seqs == 1 and step_keys == 1 and head_dim == GATED_HEAD_DIM
             and q_pitch == 2 * head_dim and proj_dim_of(head_dim, proj_dim) == head_dim
             and not sinks and not window and hkv >= 1 and hq % hkv == 0
             and 0 < rotary_dim <= head_dim and rotary_dim % 8 == 0
-            and r.decode_attn_long_gated and r.decode_attn_long_staged
+            and bool(r.decode_attn_long_gated) and r.decode_attn_long_staged
             and r.decode_attn_long_early
             and uses_long(kc, hq, hkv, head_dim, max_keys, num_seqs))
 

@@ -207,17 +207,18 @@ what it asked for each time, and importing Atlas never depends on the environmen
   0.721 / 0.787 / 0.722, Qwen3-30B-A3B 3.113 / 2.980 / 3.113 / 2.983, Qwen3-8B 5.422 / 5.366
   / 5.427 / 5.368, Llama-3.2-1B (D 64) 0.980 / 0.982 / 0.979 / 0.982; the attention after
   the qkv GEMV 7.93 -> 5.50 us a layer on 0.6B.
-* ATLAS_DECODE_ATTN_LONG_GATED=1 (opt-in): batch 1 of gated full attention (Qwen3.5,
-  Qwen3-Next: D 256, each q head followed by its output gate, partial rotary, (1 + w) norm
-  weights) as one launch, decode_attn_long_rope_early[_late]_gated_d256_bf16 (the early exact
-  prologue doing qk_norm_rope_kv_partial_bf16's work, the last split merging, each head's
-  output gated as it is written: ops/attention_long.decode_attention_long_rope_gated), instead
-  of four (the rope kernel, the D-256 attention, its combine, sigmoid_gate_mul_bf16). Measured
-  slower (gpu157 / gpu158, 2026-12-06, H100, Qwen3.5-35B-A3B batch 1 x 512, GPU ms a step on /
-  off / off / on): 2.804 / 2.784 / 2.784 / 2.807, NVFP4 2.551 vs 2.496: the one launch is
-  23.0 us a layer on the critical path (o_proj after it 2.2, its weights streaming under the
-  launch) where the four and o_proj take 25.1; with the trigger after the block merge
-  (gpu161) 2.816 / 2.810 vs 2.794 / 2.795, 22.3 us (docs/kernels.md: the trace).
+* ATLAS_DECODE_ATTN_LONG_GATED=1 / 0 (unset: on where the qkv projection is bf16,
+  ops/attention_long.gated_pays): batch 1 of gated full attention (Qwen3.5, Qwen3-Next: D 256,
+  each q head followed by its output gate, partial rotary, (1 + w) norm weights) as one
+  launch, decode_attn_long_rope_early[_late]_gated_d256_bf16 (the early exact prologue doing
+  qk_norm_rope_kv_partial_bf16's work, the splits merging together, each head's output gated
+  as it is written: ops/attention_long.decode_attention_long_rope_gated), instead of four (the
+  rope kernel, the D-256 attention, its combine, sigmoid_gate_mul_bf16). Measured slower with
+  the last split merging (gpu157 / gpu161, 2026-12-06, H100, Qwen3.5-35B-A3B batch 1 x 512,
+  GPU ms a step: 2.816 / 2.810 vs 2.794 / 2.795 off); with the splits merging together
+  (SpreadMerge, gpu165 / gpu168) even at 512 keys and faster at 2,048 and 4,096 on bf16
+  weights, slower at 512 and 16,384 on NVFP4 (gated_pays has the figures; docs/kernels.md
+  the trace).
 * ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM=0: batches of two or more sequences on the staged
   entry with both head dims' code instead of its twins for exact heads holding one head
   dim's code (decode_attn_long_rope_staged_exact_d128_bf16 / _d64_bf16: 5,208 / 3,560 SASS
@@ -656,7 +657,7 @@ class KernelRoutes:
     decode_attn_long_exact: bool = True
     decode_attn_long_one_dim: bool = True
     decode_attn_long_batched_one_dim: bool = True
-    decode_attn_long_gated: bool = False
+    decode_attn_long_gated: bool | None = None
     decode_attn_latency: bool = True
     decode_attn_ahead: bool = True
     decode_attn_split_major: bool = False
@@ -810,8 +811,7 @@ class KernelRoutes:
                                                        True),
                    decode_attn_long_batched_one_dim=env_switch(
                        env, "ATLAS_DECODE_ATTN_LONG_BATCHED_ONE_DIM", True),
-                   decode_attn_long_gated=env_switch(env, "ATLAS_DECODE_ATTN_LONG_GATED",
-                                                     False),
+                   decode_attn_long_gated=_env_tristate(env, "ATLAS_DECODE_ATTN_LONG_GATED"),
                    decode_attn_latency=env_switch(env, "ATLAS_DECODE_ATTN_LATENCY", True),
                    decode_attn_ahead=env_switch(env, "ATLAS_DECODE_ATTN_AHEAD", True),
                    decode_attn_split_major=env_switch(env, "ATLAS_DECODE_ATTN_SPLIT_MAJOR",
