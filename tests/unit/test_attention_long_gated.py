@@ -2,8 +2,9 @@
 Qwen3.5 / Qwen3-Next, each q head followed by its output gate, a quarter of a head rotating,
 (1 + w) norm weights; ATLAS_DECODE_ATTN_LONG_GATED, unset: where the qkv projection is bf16):
 which steps take it (`gated_fusable`, `gated_pays`), the decode graph of a D-256 hybrid model
-on MockGpuBackend with the switch on, off and unset (bf16 and NVFP4 weights), the host reference against the check cases' float64 oracle, and the same greedy
-tokens and close logprobs on HostBackend with the switch on and off."""
+on MockGpuBackend with the switch on, off and unset (bf16 and NVFP4 weights), the host
+reference against the check cases' float64 oracle, and the same greedy tokens and close
+logprobs on HostBackend with the switch on and off."""
 
 from __future__ import annotations
 
