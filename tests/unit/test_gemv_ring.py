@@ -220,13 +220,15 @@ def test_one_row_takes_the_single_row_kernels() -> None:
     matmul.gemv_swiglu(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048)
     matmul.gemv(x8, 0, 0x1000, 0x2000, 0x3000, 1, 6144, 2048, out_f32=True)
     assert [(r.func, r.grid[0], r.block[0]) for r in mock.drain_launches()] == [
-        ("gemv_bf16_x8_single", 768, 128), ("gemv_swiglu_bf16_x8_single", 768, 128),
+        ("gemv_bf16_x8_single", 768, 128), ("gemv_swiglu_bf16_x8n_single", 768, 128),
         ("gemv_bf16_f32_single", 1536, 128)]
     with pytest.raises(ValueError, match="ATLAS_GEMV_ROWS"):
         KernelRoutes.from_env({"ATLAS_GEMV_ROWS": "6"})
     # ATLAS_GEMV_SWIGLU_ROWS sets the SwiGLU product's own count, either way round; unset, 8
-    # from 4,096-byte weight rows (k 2,048) and 4 below
-    for env, k, plain, swiglu in (({}, 2048, 4, 8), ({}, 2040, 4, 4),
+    # from 4,096-byte weight rows (k 2,048) and 4 below; 8-row blocks under 256 threads on the
+    # register-capped entry (k 4,096: 256 threads, the uncapped one)
+    for env, k, plain, swiglu in (({}, 2048, 4, 8), ({}, 2040, 4, 4), ({}, 3072, 4, 8),
+                                  ({}, 4096, 4, 8),
                                   ({"ATLAS_GEMV_SWIGLU_ROWS": "4"}, 2048, 4, 4),
                                   ({"ATLAS_GEMV_SWIGLU_ROWS": "8"}, 1024, 4, 8),
                                   ({"ATLAS_GEMV_ROWS": "8", "ATLAS_GEMV_SWIGLU_ROWS": "4"}, 2048,
@@ -236,7 +238,8 @@ def test_one_row_takes_the_single_row_kernels() -> None:
         matmul.gemv_swiglu(kc_rows, 0, 0x1000, 0x2000, 0x3000, 1, 6144, k)
         assert [(r.func, r.grid[0]) for r in mock.drain_launches()] == [
             ("gemv_bf16_x8_single" if plain == 8 else "gemv_bf16_single", 6144 // plain),
-            ("gemv_swiglu_bf16_x8_single" if swiglu == 8 else "gemv_swiglu_bf16_single",
+            ("gemv_swiglu_bf16_single" if swiglu == 4 else "gemv_swiglu_bf16_x8_single"
+             if matmul.gemv_threads(k) == 256 else "gemv_swiglu_bf16_x8n_single",
              6144 // swiglu)], (env, k)
     with pytest.raises(ValueError, match="ATLAS_GEMV_SWIGLU_ROWS"):
         KernelRoutes.from_env({"ATLAS_GEMV_SWIGLU_ROWS": "16"})

@@ -171,34 +171,32 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 // a block (32 KiB at k 2,048) for the same launch, reduction and exit. Bit for bit the 4-row
 // entries (a row's FMA chain and reduction order do not depend on its block row).
 // Grid ceil(n / 8), the threads of the GEMV.
-//
-// Registers: left free, ptxas takes 114 a thread (120 as allocated) and an SM holds two blocks
-// of 192 threads (k 3,072: 96 KiB of weights in flight), three of 160 (k 2,560), four of 128
-// (k 2,048). Capped at ATLAS_GEMV_X8_MAXNREG (96: no spills, 88 neither, 80 spills 20 bytes) an
-// SM holds three of 192, four of 160, five of 128 (256 threads stay at two) from the same
-// loads. 0 restores the uncapped entries (a compile-time A/B: tools/gpu/prep_device.sh
-// ATLAS_PREP_VARIANT).
-#ifndef ATLAS_GEMV_X8_MAXNREG
-#define ATLAS_GEMV_X8_MAXNREG 96
-#endif
-#if ATLAS_GEMV_X8_MAXNREG
-#define ATLAS_GEMV_X8_BOUNDS __maxnreg__(ATLAS_GEMV_X8_MAXNREG)
-#else
-#define ATLAS_GEMV_X8_BOUNDS __launch_bounds__(kMaxThreads)
-#endif
-extern "C" __global__ void ATLAS_GEMV_X8_BOUNDS
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_x8_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                         uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums, StoreY<8>{});
 }
 
-extern "C" __global__ void ATLAS_GEMV_X8_BOUNDS
-    gemv_swiglu_bf16_x8_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                               __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
-  if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{});
-}
+// The gate_up + SwiGLU in 8-row blocks, twice: registers left free (ptxas takes 114, 120 as
+// allocated) for 256-thread blocks (k >= 4,096), whose SM holds two either way; capped at
+// ATLAS_GEMV_X8N_MAXNREG (`_x8n_`, 96: no spills; 88 neither, 80 spills 20 bytes) for narrower
+// ones, so that an SM holds three 192-thread blocks (k 3,072: 144 KiB of weights in flight
+// against 96), four of 160 (k 2,560), five of 128 (k 2,048) instead of two, three, four. At 256
+// threads the cap gained nothing and cost the Qwen3-8B gate_up ~0.3-0.9 us (gpu170, H100).
+// ops/matmul._launch_single picks by the block's threads; the same bits either way.
+#ifndef ATLAS_GEMV_X8N_MAXNREG
+#define ATLAS_GEMV_X8N_MAXNREG 96
+#endif
+#define ATLAS_GEMV_SWIGLU_X8_ENTRY(name, bounds)                                            \
+  extern "C" __global__ void bounds name(const __nv_bfloat16* x, const __nv_bfloat16* w,    \
+                                         __nv_bfloat16* act, uint32_t m, uint32_t n,         \
+                                         uint32_t k) {                                       \
+    if (m != 1) __trap();                                                                    \
+    gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{}); \
+  }
+ATLAS_GEMV_SWIGLU_X8_ENTRY(gemv_swiglu_bf16_x8_single, __launch_bounds__(kMaxThreads))
+ATLAS_GEMV_SWIGLU_X8_ENTRY(gemv_swiglu_bf16_x8n_single, __maxnreg__(ATLAS_GEMV_X8N_MAXNREG))
 
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,

@@ -130,6 +130,9 @@ GEMV_ATTN_GATE_SINGLE = S("gemv", "gemv_attn_gate_bf16_single",
 GEMV_X8_SINGLE = S("gemv", "gemv_bf16_x8_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SWIGLU_X8_SINGLE = S("gemv", "gemv_swiglu_bf16_x8_single",
                           "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
+# ... the SwiGLU one capped at 96 registers for blocks under 256 threads (more blocks an SM)
+GEMV_SWIGLU_X8N_SINGLE = S("gemv", "gemv_swiglu_bf16_x8n_single",
+                           "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 GEMV_SWIGLU_SINGLE = S("gemv", "gemv_swiglu_bf16_single",
                        "x:ptr w:ptr act:ptr m:u32 n:u32 k:u32")
 # ... ending with the tanh-GELU GLU (Gemma 3): GEMV_SINGLE followed by GELU_TANH_MUL

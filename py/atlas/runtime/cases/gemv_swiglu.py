@@ -27,8 +27,10 @@ def _grid_bf16(rng: np.random.Generator, shape: tuple[int, ...], lo: int, hi: in
 def gemv_swiglu_case(rng: np.random.Generator, inter: int, k: int, rows: int = 4,
                      gelu: bool = False) -> KernelCase:
     """act [1, inter] = swiglu(x @ w.T) for the [gate | up] weight w [2 inter, k] in blocks of
-    `rows` weight rows (routes.gemv_swiglu_rows: 8 runs gemv_swiglu_bf16_x8_single); its unfused
-    twin (the 4-row GEMV, then silu_mul) into `act_unfused` where silu_mul takes inter.
+    `rows` weight rows (routes.gemv_swiglu_rows: 8 runs gemv_swiglu_bf16_x8_single, or its
+    register-capped `_x8n_` twin where a block has under 256 threads, k <= 3,584: every x8
+    shape below but k 4,104); its unfused twin (the 4-row GEMV, then silu_mul) into
+    `act_unfused` where silu_mul takes inter.
 
     Every gate and up value is exact in f32 whatever the order of its sums (the products
     x w of multiples of powers of two fit 24 bits with their sum), so the kernels round

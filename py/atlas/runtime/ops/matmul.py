@@ -39,7 +39,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
-                          GEMV_X8_SINGLE)
+                          GEMV_SWIGLU_X8N_SINGLE, GEMV_X8_SINGLE)
 from . import KernelCache
 from .activation import silu_mul
 from .matmul_batched import BATCHED_MAX_M, batched_gemv
@@ -203,12 +203,14 @@ def single_gemv_rows(kc: KernelCache, swiglu: bool, row_bytes: int) -> int:
 
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig` (its 8-row twin where single_gemv_rows says 8)."""
-    rows = GEMV_ROWS_PER_BLOCK
+    """One row on the single-row entry `sig` (its 8-row twin where single_gemv_rows says 8;
+    the SwiGLU's register-capped one, gemv.cu `_x8n_`, for blocks under 256 threads)."""
+    rows, threads = GEMV_ROWS_PER_BLOCK, gemv_threads(k, kc.routes.gemv_chunks)
     if sig in _X8_SINGLE and single_gemv_rows(kc, sig == GEMV_SWIGLU_SINGLE, 2 * k) == 8:
         sig, rows = _X8_SINGLE[sig], 8
-    kc.get(sig)(stream, -(-n // rows), gemv_threads(k, kc.routes.gemv_chunks), 0, x, w, y, 1,
-                n, k)
+        if sig == GEMV_SWIGLU_X8_SINGLE and threads < GEMV_MAX_THREADS:
+            sig = GEMV_SWIGLU_X8N_SINGLE  # capped registers: more narrow blocks an SM
+    kc.get(sig)(stream, -(-n // rows), threads, 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,

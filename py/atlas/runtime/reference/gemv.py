@@ -30,7 +30,7 @@ from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F3
                           GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING, GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
-                          GEMV_X8_SINGLE)
+                          GEMV_SWIGLU_X8N_SINGLE, GEMV_X8_SINGLE)
 from . import HostMemory, WithScratch, reference, widened_f64
 from .attn_gate import sigmoid_gate_mul_bf16
 from .silu_mul import geglu_tanh_rows, silu_mul_bf16, swiglu_rows
@@ -132,6 +132,7 @@ def swiglu_product(mem: HostMemory, x_bits: np.ndarray, w: int, act: int, n: int
 
 @reference(GEMV_SWIGLU_SINGLE)
 @reference(GEMV_SWIGLU_X8_SINGLE)
+@reference(GEMV_SWIGLU_X8N_SINGLE)
 def gemv_swiglu_bf16_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             act: int, m: int, n: int, k: int) -> None:
     swiglu_product(mem, mem.view(x, np.uint16, k), w, act, n, k)
