@@ -188,15 +188,19 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 #ifndef ATLAS_GEMV_X8N_MAXNREG
 #define ATLAS_GEMV_X8N_MAXNREG 96
 #endif
-#define ATLAS_GEMV_SWIGLU_X8_ENTRY(name, bounds)                                            \
-  extern "C" __global__ void bounds name(const __nv_bfloat16* x, const __nv_bfloat16* w,    \
-                                         __nv_bfloat16* act, uint32_t m, uint32_t n,         \
-                                         uint32_t k) {                                       \
-    if (m != 1) __trap();                                                                    \
-    gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{}); \
-  }
-ATLAS_GEMV_SWIGLU_X8_ENTRY(gemv_swiglu_bf16_x8_single, __launch_bounds__(kMaxThreads))
-ATLAS_GEMV_SWIGLU_X8_ENTRY(gemv_swiglu_bf16_x8n_single, __maxnreg__(ATLAS_GEMV_X8N_MAXNREG))
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
+    gemv_swiglu_bf16_x8_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                               __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{});
+}
+
+extern "C" __global__ void __maxnreg__(ATLAS_GEMV_X8N_MAXNREG)
+    gemv_swiglu_bf16_x8n_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                __nv_bfloat16* act, uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, act, n, k, partial_sums, StoreSwiglu<8>{});
+}
 
 // ---- the m-row products on the cp.async ring (gemv_ring.cuh; ATLAS_GEMV_RING=0 routes m > 1
 // back to gemv_bf16 / gemv_bf16_f32 / gemv_silu_bf16). Dynamic shared memory: the ring,
