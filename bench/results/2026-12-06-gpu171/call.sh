@@ -2,12 +2,22 @@
 # session-47: on an H200, the standings at this HEAD (gpu166's H200 branch: the 0.6B server,
 # the 8B c64 / c1 / c2, batch 1 of the 8B family and the MoE flagships, a c64 step, the four
 # gate records, the c4..c32 levels, the other dense configs, FP8 / NVFP4), with the 8-row
-# gate_up + SwiGLU capped at 96 registers (gpu170). Exits on any other card.
+# gate_up + SwiGLU's narrow blocks capped at 96 registers (gpu170). On any other card: below.
 # Prepare: bash tools/gpu/prep_device.sh; git archive HEAD py tools kernels | gzip -9 >
 #   .device/head_src.tgz; git rev-parse --short HEAD > .device/commit; bash tools/gpu/prep_git.sh.
 #   Repo root, carry [".device", ".whl"].
 nvidia-smi --query-gpu=name --format=csv,noheader
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200: nothing run"; exit 0; }
+# On another card: the narrow twin on the device (its checks) and batch 1 at this HEAD of
+# Llama-3.2-3B / Qwen3-1.7B (gemv_swiglu_bf16_x8n_single) and Qwen3-8B (the uncapped entry):
+# expect gpu170's capped 2.374 / 1.407 and uncapped 5.247 on an H100.
+if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  source tools/gpu/call_head.sh
+  TAILN=2 t 150 chk python3 tools/gpu/check_kernels.py -m gemv -k x8
+  for m in llama-3.2-3b qwen3-1.7b qwen3-8b; do b1 $m X=1 $G/$m; done
+  for m in llama-3.2-3b qwen3-1.7b qwen3-8b; do printf "%-14s %s| %s\n" $m "$(aw $m)" \
+    "$(sed -n '/^critical path/,/^between/p' $L/$m.log | grep -m1 swiglu | cut -c1-110)"; done
+  echo "ALL DONE"; exit 0
+fi
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512; }
