@@ -197,8 +197,7 @@ def test_launch_builders_reject_what_the_kernels_cannot_do(call, message) -> Non
 # ---- the .cu files declare exactly the ABI ---------------------------------------------------
 
 _ENTRY = re.compile(r'extern "C" __global__ void\s+(?:__cluster_dims__\([^)]*\)\s*)?'
-                    r'(?:(?:__launch_bounds__|__maxnreg__)\([^)]*\)\s*|ATLAS_\w+_BOUNDS\s+)?'
-                    r'(\w+)\s*\(([^)]*)\)')
+                    r'(?:(?:__launch_bounds__|__maxnreg__)\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)')
 _KIND_OF = {"uint32_t": ArgKind.U32, "int32_t": ArgKind.I32, "float": ArgKind.F32,
             "uint64_t": ArgKind.U64, "TensorMap": ArgKind.TMAP}
 

@@ -91,18 +91,7 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 
 // m == 1 only (ops/matmul.py picks it for batch-1 decode): without the 8-row instantiation
 // the kernel needs about a third of the registers, so more blocks stream weights per SM.
-// ATLAS_GEMV_SINGLE_MAXNREG (compile-time A/B, default 0 = free: 56 registers): 48 spills
-// nothing and adds a block an SM at every width (128 threads 9 -> 10, 160 7 -> 8, 192 6 -> 7,
-// 256 4 -> 5), more of a projection's first tiles requested before its PDL wait.
-#ifndef ATLAS_GEMV_SINGLE_MAXNREG
-#define ATLAS_GEMV_SINGLE_MAXNREG 0
-#endif
-#if ATLAS_GEMV_SINGLE_MAXNREG
-#define ATLAS_GEMV_SINGLE_BOUNDS __maxnreg__(ATLAS_GEMV_SINGLE_MAXNREG)
-#else
-#define ATLAS_GEMV_SINGLE_BOUNDS __launch_bounds__(kMaxThreads)
-#endif
-extern "C" __global__ void ATLAS_GEMV_SINGLE_BOUNDS
+extern "C" __global__ void __launch_bounds__(kMaxThreads)
     gemv_bf16_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
                      uint32_t m, uint32_t n, uint32_t k) {
   if (m != 1) __trap();
