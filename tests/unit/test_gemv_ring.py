@@ -245,3 +245,45 @@ def test_one_row_takes_the_single_row_kernels() -> None:
         KernelRoutes.from_env({"ATLAS_GEMV_SWIGLU_ROWS": "16"})
     for routes in (KernelRoutes(gemv_swiglu=False), KernelRoutes(gemv_ring_single=True)):
         assert not matmul.fuses_gate_up_swiglu(KernelCache(mock, routes=routes), 1, 6144, 1024)
+
+
+class _Occupancy(MockGpuBackend):
+    """A mock whose device holds, per kernel, its blocks an SM times 132 SMs (a 256-thread
+    gemv_bf16_single: 4 an SM at 56 registers, its 48-register twin 5)."""
+
+    def __init__(self, per_sm: dict[str, int]) -> None:
+        super().__init__()
+        self.per_sm = per_sm
+
+    def resident_blocks(self, handle, block: int, shared_mem: int, cluster: int) -> int:
+        return 132 * self.per_sm[handle.func]
+
+
+@pytest.mark.parametrize("env,n,k,func", [
+    # Qwen3-4B's down (640 blocks): 528 resident at 4 an SM, two waves; 660 at 5, one
+    ({}, 2560, 9728, "gemv_bf16_lean_single"),
+    # Qwen3-8B's o_proj (1,024 blocks): two waves either way, so the free entry
+    ({}, 4096, 4096, "gemv_bf16_single"),
+    # one wave either way
+    ({}, 2048, 4096, "gemv_bf16_single"),
+    # ATLAS_GEMV_LEAN forces either entry
+    ({"ATLAS_GEMV_LEAN": "0"}, 2560, 9728, "gemv_bf16_single"),
+    ({"ATLAS_GEMV_LEAN": "1"}, 4096, 4096, "gemv_bf16_lean_single"),
+])
+def test_single_gemv_takes_the_lean_twin_where_it_saves_a_wave(env: dict, n: int, k: int,
+                                                                func: str) -> None:
+    mock = _Occupancy({"gemv_bf16_single": 4, "gemv_bf16_lean_single": 5})
+    kc = KernelCache(mock, routes=KernelRoutes.from_env(env))
+    matmul.gemv(kc, 0, 0x1000, 0x2000, 0x3000, 1, n, k)
+    assert [(r.func, r.grid[0], r.block[0]) for r in mock.drain_launches()] == [
+        (func, -(-n // 4), 256)]
+
+
+def test_single_gemv_keeps_the_free_entry_without_a_device_to_ask() -> None:
+    """No occupancy to read (the host backends): the 56-register entry, whatever the waves."""
+    mock = MockGpuBackend()
+    matmul.gemv(KernelCache(mock, routes=KernelRoutes()), 0, 0x1000, 0x2000, 0x3000, 1, 2560,
+                9728)
+    assert [r.func for r in mock.drain_launches()] == ["gemv_bf16_single"]
+    with pytest.raises(ValueError, match="ATLAS_GEMV_LEAN"):
+        KernelRoutes.from_env({"ATLAS_GEMV_LEAN": "2"})

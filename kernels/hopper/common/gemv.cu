@@ -98,6 +98,21 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
 }
 
+// The same at ATLAS_GEMV_LEAN_MAXNREG registers (48: no spills; free, ptxas takes 56): a block
+// more an SM at every width (128 threads 9 -> 10, 160 7 -> 8, 192 6 -> 7, 256 4 -> 5).
+// ops/matmul._launch_single takes it only where that brings the launch into fewer waves of
+// resident blocks: capped everywhere, the short kernels under a GEMV's early blocks lost more
+// than the GEMVs gained (gpu172: more first tiles requested before the PDL wait). The same bits.
+#ifndef ATLAS_GEMV_LEAN_MAXNREG
+#define ATLAS_GEMV_LEAN_MAXNREG 48
+#endif
+extern "C" __global__ void __maxnreg__(ATLAS_GEMV_LEAN_MAXNREG)
+    gemv_bf16_lean_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
+                          uint32_t m, uint32_t n, uint32_t k) {
+  if (m != 1) __trap();
+  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
+}
+
 // gemv_bf16_single plus a bias [n]: y = bf16(bf16(x @ w.T) + bias), bit for bit it followed
 // by bias_add_bf16 (batch 1's q/k/v projection of Qwen2-family attention, ops/matmul.py
 // gemv_bias): the attention kernel after it starts its prologue under the GEMV again.

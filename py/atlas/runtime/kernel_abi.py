@@ -95,6 +95,8 @@ GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # the same products for m == 1 only (batch-1 decode): compiled without the 8-row
 # accumulators, so it needs a third of the registers and keeps more loads in flight
 GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
+# ... capped at 48 registers: a block more an SM, taken where that saves a wave (ops/matmul)
+GEMV_LEAN_SINGLE = S("gemv", "gemv_bf16_lean_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # ... plus a bias [n] added to its bf16 output and rounded again: GEMV_SINGLE followed by
 # BIAS_ADD, bit for bit (batch 1's q/k/v projection with Qwen2-family biases)
 GEMV_BIAS_SINGLE = S("gemv", "gemv_bias_bf16_single",

@@ -49,6 +49,15 @@ def x8_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: Devi
     matmul.gemv(kc8, stream, x, w, y, m, n, k, out_f32)
 
 
+def lean_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
+              m: int, n: int, k: int, out_f32: bool) -> None:
+    """`matmul.gemv` of one row on the 48-register twin (routes.gemv_lean: gemv_bf16_lean_single),
+    whatever the launch's waves."""
+    lean = KernelCache(kc.backend, routes=replace(KernelRoutes.from_env(), gemv_lean=True,
+                                                  gemv_ring_single=False))
+    matmul.gemv(lean, stream, x, w, y, m, n, k, out_f32)
+
+
 def tiled_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                m: int, n: int, k: int, out_f32: bool) -> None:
     """`matmul.gemv` with 2..8 rows on the register-tiled kernel (a `Launcher`)."""
@@ -161,6 +170,10 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     # k of a partial warp
     cases += [linear_case(rng, f"gemv x8 m1 n{n} k{k}", "gemv", 1, n, k, False, x8_gemv)
               for n, k in [(1001, 2048), (4099, 4096), (33, 576)]]
+    # ... and on the 48-register twin: Qwen3-4B's down (k 9,728: 256 threads, a partial third
+    # pass), a ragged n at Qwen3-30B-A3B's k, a partial warp
+    cases += [linear_case(rng, f"gemv lean m1 n{n} k{k}", "gemv", 1, n, k, False, lean_gemv)
+              for n, k in [(2560, 9728), (1001, 2048), (33, 576)]]
     cases += [unrounded_case(rng, "gemv", *shape) for shape in GEMV_UNROUNDED_SHAPES]
     return cases
 

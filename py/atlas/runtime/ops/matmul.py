@@ -35,7 +35,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
                           GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
                           GEMM_SM90_TMA_F32OUT, GEMM_SM90_TMA_GEGLU, GEMM_SM90_TMA_SWIGLU,
                           GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F32OUT,
-                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_RING,
+                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_LEAN_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
@@ -201,16 +201,36 @@ def single_gemv_rows(kc: KernelCache, swiglu: bool, row_bytes: int) -> int:
     return 8 if row_bytes >= SWIGLU_X8_MIN_ROW_BYTES else GEMV_ROWS_PER_BLOCK
 
 
+def saves_a_wave(kc: KernelCache, sig: KernelSig, lean: KernelSig, blocks: int,
+                 threads: int) -> bool:
+    """Whether `lean` (the same blocks at fewer registers) runs `blocks` in fewer waves of
+    the blocks the device holds at once than `sig` (the driver's occupancy; no device to
+    ask: no). Only then does the leaner entry pay: gpu172 capped every batch-1 GEMV, and
+    where the waves stayed the same the short kernels under the GEMVs' early blocks lost
+    more (Qwen3-8B +0.7%, Llama-3.2-3B +2.1%) than the launches whose last blocks joined
+    the first wave won (Qwen3-4B's down and o_proj, the 30B's qkv: -2.5%, -1.4%)."""
+    full = kc.resident_blocks(kc.get(sig).handle, threads, 0, 1)
+    fewer = kc.resident_blocks(kc.get(lean).handle, threads, 0, 1)
+    if not full or not fewer:
+        return False
+    return -(-blocks // fewer) < -(-blocks // full)
+
+
 def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
                    w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
     """One row on the single-row entry `sig` (its 8-row twin where single_gemv_rows says 8;
-    the SwiGLU's register-capped one, gemv.cu `_x8n_`, for blocks under 256 threads)."""
+    the SwiGLU's register-capped one, gemv.cu `_x8n_`, for blocks under 256 threads; the
+    plain product's capped one, `_lean_`, where it saves a wave or routes.gemv_lean says)."""
     rows, threads = GEMV_ROWS_PER_BLOCK, gemv_threads(k, kc.routes.gemv_chunks)
     if sig in _X8_SINGLE and single_gemv_rows(kc, sig == GEMV_SWIGLU_SINGLE, 2 * k) == 8:
         sig, rows = _X8_SINGLE[sig], 8
         if sig == GEMV_SWIGLU_X8_SINGLE and threads < GEMV_MAX_THREADS:
             sig = GEMV_SWIGLU_X8N_SINGLE  # capped registers: more narrow blocks an SM
-    kc.get(sig)(stream, -(-n // rows), threads, 0, x, w, y, 1, n, k)
+    blocks, lean = -(-n // rows), kc.routes.gemv_lean
+    if sig == GEMV_SINGLE and (lean if lean is not None else
+                               saves_a_wave(kc, sig, GEMV_LEAN_SINGLE, blocks, threads)):
+        sig = GEMV_LEAN_SINGLE
+    kc.get(sig)(stream, blocks, threads, 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,

@@ -424,6 +424,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (gemv_swiglu_bf16_single, gemv_fp8_cvt_swiglu_bf16_single, or their `_x8` twins). Unset:
   8 where a weight row holds ops/matmul.SWIGLU_X8_MIN_ROW_BYTES or more, else 4 (the data
   there).
+* ATLAS_GEMV_LEAN=1 / 0: batch 1's plain bf16 GEMV (4-row blocks) always / never on its
+  48-register twin gemv_bf16_lean_single (a block more an SM, the same bits). Unset: where
+  that twin runs the launch in fewer waves of resident blocks (ops/matmul.saves_a_wave;
+  gpu172: capped everywhere, Qwen3-4B -2.5% and Qwen3-30B-A3B -1.4% from launches that then
+  fit one wave, Qwen3-8B +0.7% and Llama-3.2-3B +2.1% where the waves stayed).
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -678,6 +683,7 @@ class KernelRoutes:
     gemv_chunks: int = 2
     gemv_rows: int = 4
     gemv_swiglu_rows: int | None = None
+    gemv_lean: bool | None = None
     gemv_swiglu: bool = True
     gemv_bias: bool = True
     gemv_attn_gate: bool = False
@@ -838,6 +844,7 @@ class KernelRoutes:
                    gemv_chunks=int(gemv_chunks),
                    gemv_rows=int(gemv_rows),
                    gemv_swiglu_rows=int(swiglu_rows) if swiglu_rows else None,
+                   gemv_lean=_env_tristate(env, "ATLAS_GEMV_LEAN"),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),
