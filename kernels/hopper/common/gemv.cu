@@ -104,7 +104,11 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
 // resident blocks: capped everywhere, the short kernels under a GEMV's early blocks lost more
 // than the GEMVs gained (gpu172: more first tiles requested before the PDL wait). The same bits.
 #ifndef ATLAS_GEMV_LEAN_MAXNREG
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define ATLAS_GEMV_LEAN_MAXNREG 56  // sm_121 (free: 58) spills 16 bytes at 48, none at 56
+#else
 #define ATLAS_GEMV_LEAN_MAXNREG 48
+#endif
 #endif
 extern "C" __global__ void __maxnreg__(ATLAS_GEMV_LEAN_MAXNREG)
     gemv_bf16_lean_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
