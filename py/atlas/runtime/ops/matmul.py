@@ -207,8 +207,9 @@ def saves_a_wave(kc: KernelCache, sig: KernelSig, lean: KernelSig, blocks: int,
     the blocks the device holds at once than `sig` (the driver's occupancy; no device to
     ask: no). Only then does the leaner entry pay: gpu172 capped every batch-1 GEMV, and
     where the waves stayed the same the short kernels under the GEMVs' early blocks lost
-    more (Qwen3-8B +0.7%, Llama-3.2-3B +2.1%) than the launches whose last blocks joined
-    the first wave won (Qwen3-4B's down and o_proj, the 30B's qkv: -2.5%, -1.4%)."""
+    more (Qwen3-8B +0.7%, Llama-3.2-3B +2.1%) than the GEMVs won; taken only where it saves
+    a wave (gpu173, H100): Qwen3-4B -2.6% (its down and o_proj, 640 blocks: 528 resident
+    free, 660 capped), Gemma-3-4B -2.9%, Qwen3-14B -0.9%."""
     full = kc.resident_blocks(kc.get(sig).handle, threads, 0, 1)
     fewer = kc.resident_blocks(kc.get(lean).handle, threads, 0, 1)
     if not full or not fewer:

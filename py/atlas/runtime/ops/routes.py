@@ -427,8 +427,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_GEMV_LEAN=1 / 0: batch 1's plain bf16 GEMV (4-row blocks) always / never on its
   48-register twin gemv_bf16_lean_single (a block more an SM, the same bits). Unset: where
   that twin runs the launch in fewer waves of resident blocks (ops/matmul.saves_a_wave;
-  gpu172: capped everywhere, Qwen3-4B -2.5% and Qwen3-30B-A3B -1.4% from launches that then
-  fit one wave, Qwen3-8B +0.7% and Llama-3.2-3B +2.1% where the waves stayed).
+  gpu172: capped everywhere, Qwen3-8B +0.7% and Llama-3.2-3B +2.1% where the waves stayed;
+  gpu173, by waves: Qwen3-4B -2.6%, Gemma-3-4B -2.9%, Qwen3-14B -0.9%).
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
