@@ -546,7 +546,11 @@ class CudaBackend(GpuBackend):
         attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
         config = drv.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = cluster * 1024, 1, 1
+        # a grid larger than any device holds (32 blocks an SM x thousands of SMs), so that the
+        # count is the device's and not the grid's: with 1,024 blocks the 128-thread GEMV's
+        # 9 x 132 = 1,188 and its lean twin's 1,320 would both read 1,024 if the driver clamps
+        # to the grid (session 47: Qwen3-30B-A3B's qkv, 1,280 blocks, did not take the twin)
+        config.gridDimX, config.gridDimY, config.gridDimZ = cluster * 65536, 1, 1
         config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
         config.sharedMemBytes = shared_mem
         config.hStream = self._streams[0]
