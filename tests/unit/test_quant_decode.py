@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from atlas.runtime.ops import KernelCache, matmul_quant, matmul_quant_mma
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight
 from atlas.runtime.ops.matmul_quant import Bf16Linear, Fp8Weight, QuantLinear
 from atlas.runtime.ops.routes import KernelRoutes
+from atlas.runtime.reference.gemv_h2 import SPLIT_PAIRS
 from tests.unit.quant_support import QUANT_MODULES, HopperQuantMock, run_product
 
 COMMON = Path(__file__).parents[2] / "kernels" / "hopper" / "common"
@@ -125,78 +127,72 @@ def test_e2m1_lookup_gives_exact_scaled_bf16_for_every_code(scale_code: int) -> 
     assert np.array_equal(np.unique(exact), np.unique(_f64(want)))
 
 
-def _e2m1x8_half(q: np.ndarray) -> np.ndarray:
-    """e2m1x8_to_f16x2 on every word of q: [len(q), 8] f16 bit patterns, its table (the
-    static_assert's values of kE2m1HalfLo / Hi), masks and selectors read from the header."""
-    table_lo, table_hi = _hex(r"kE2m1HalfLo == (0x[0-9A-Fa-f]+)u && kE2m1HalfHi == "
-                              r"(0x[0-9A-Fa-f]+)u")
-    body = _body("void e2m1x8_to_f16x2(")
-    (idx_mask,) = _hex(r"const uint32_t idx = q & (0x[0-9A-Fa-f]+)u", body)
-    sign_hi, sign_lo = _hex(r"half \? (0x[0-9A-Fa-f]+)u : (0x[0-9A-Fa-f]+)u\)", body)
-    (sign_bits,) = _hex(r"\^ \(sg & (0x[0-9A-Fa-f]+)u\)", body)
-    p_even, p_odd = _hex(r"= prmt\(hb, 0u, (0x[0-9A-Fa-f]+)u\)", body)
-    q = q.astype(np.uint64)
-    idx, q4 = q & np.uint64(idx_mask), (q << np.uint64(4)) & U32
-    out = []
-    for half in range(2):
-        sg = _prmt(q4, q, sign_hi if half else sign_lo)
-        hb = _prmt(table_lo, table_hi, idx >> np.uint64(16) if half else idx)
-        hb ^= sg & np.uint64(sign_bits)
-        for p in (_prmt(hb, 0, p_even), _prmt(hb, 0, p_odd)):
-            out += [p & np.uint64(0xFFFF), p >> np.uint64(16)]
-    return np.stack(out, axis=1).astype(np.uint16)
-
-
-def test_e2m1_half_lookup_gives_exact_f16_for_every_code() -> None:
-    """The half-precision-FMA GEMV's decode (gemv_nvfp4.cu gemv_nvfp4_h2): every E2M1 code in
-    every position of a word gives the f16 of e2m1 * 2^kE2m1HalfExp exactly, signed zeros
-    included, in x's pair order (v0, v1) .. (v6, v7)."""
-    (exp,) = [int(v) for v in re.findall(r"constexpr int kE2m1HalfExp = (-?\d+);", HEADER)]
-    rng = np.random.default_rng(7)
-    low = np.arange(1 << 16, dtype=np.uint64)
-    noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
-    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
-    got = _e2m1x8_half(q)
-    codes = np.stack([(q >> np.uint64(4 * j)) & np.uint64(0xF) for j in range(8)], axis=1)
-    want = (E2M1_LUT[codes.astype(np.uint8)].astype(np.float64) * 2.0 ** exp).astype(np.float16)
-    np.testing.assert_array_equal(got, want.view(np.uint16))
-    assert float(np.abs(want.astype(np.float64)).min(initial=1.0, where=want != 0)) >= 2.0 ** -14
-
-
-def _e2m1x8_half_cvt(q: np.ndarray) -> np.ndarray:
-    """e2m1x8_to_f16x2_cvt on every word of q: [len(q), 8] f16 bit patterns. Its even / odd
-    byte expressions (shifts and masks) and PRMT selectors are read from the header; each
-    E4M3 byte then converts exactly (FP8_E4M3_LUT) to f16, as cvt.rn.f16x2.e4m3x2 does."""
-    body = _body("void e2m1x8_to_f16x2_cvt(")
+def _e2m1x8_e4m3_bytes(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """e2m1x8_e4m3_bytes on every word of q: its even / odd byte words, the shift-and-mask
+    expressions read from the header and evaluated."""
+    body = _body("void e2m1x8_e4m3_bytes(")
     terms = re.findall(r"\(\(q ([<>]{2}) (\d)\) & (0x[0-9A-Fa-f]+)u\)", body)
     (sign_mask,) = _hex(r"\| \(q & (0x[0-9A-Fa-f]+)u\)", body)
-    sels = _hex(r"prmt\(even, odd, (0x[0-9A-Fa-f]+)u\)", body)
-    assert len(terms) == 3 and len(sels) == 2
+    assert len(terms) == 3
     q = q.astype(np.uint64)
 
     def term(op: str, sh: str, mask: str) -> np.ndarray:
         moved = (q << np.uint64(int(sh))) & U32 if op == "<<" else q >> np.uint64(int(sh))
         return moved & np.uint64(int(mask, 16))
 
-    even = term(*terms[0]) | term(*terms[1])
-    odd = term(*terms[2]) | (q & np.uint64(sign_mask))
-    out = []
-    for sel in sels:
-        word = _prmt(even, odd, sel)
-        out += [(word >> np.uint64(8 * b)) & np.uint64(0xFF) for b in range(4)]
-    codes = np.stack(out, axis=1).astype(np.uint8)
-    return FP8_E4M3_LUT[codes].astype(np.float16).view(np.uint16)
+    return term(*terms[0]) | term(*terms[1]), term(*terms[2]) | (q & np.uint64(sign_mask))
 
 
-def test_e2m1_convert_decode_gives_the_table_decodes_f16_bits() -> None:
-    """The E4M3-convert decode of the h2 GEMV (ATLAS_NVFP4_H2_CVT): every E2M1 code in every
-    position of a word gives bit for bit the byte table's f16 pairs (e2m1 * 2^-6, signed
-    zeros included), in the same pair order."""
-    rng = np.random.default_rng(11)
+def _e4m3_words_to_f16(words: list[np.ndarray]) -> np.ndarray:
+    """Each byte of each word converted exactly to f16 (cvt.rn.f16x2.e4m3x2), bytes in
+    order: [len(q), 4 len(words)] f16 bit patterns."""
+    out = [(w >> np.uint64(8 * b)) & np.uint64(0xFF) for w in words for b in range(4)]
+    return FP8_E4M3_LUT[np.stack(out, axis=1).astype(np.uint8)].astype(np.float16).view(
+        np.uint16)
+
+
+def _e2m1x8_half_cvt(q: np.ndarray) -> np.ndarray:
+    """e2m1x8_to_f16x2_cvt on every word of q: [len(q), 8] f16 bit patterns (its PRMT
+    selectors read from the header)."""
+    even, odd = _e2m1x8_e4m3_bytes(q)
+    sels = _hex(r"prmt\(even, odd, (0x[0-9A-Fa-f]+)u\)", _body("void e2m1x8_to_f16x2_cvt("))
+    assert len(sels) == 2
+    return _e4m3_words_to_f16([_prmt(even, odd, sel) for sel in sels])
+
+
+def _e2m1x8_half_split(q: np.ndarray) -> np.ndarray:
+    """e2m1x8_to_f16x2_split on every word of q: [len(q), 8] f16 bit patterns, the even
+    word's bytes then the odd one's (the body must convert them as they are)."""
+    body = _body("void e2m1x8_to_f16x2_split(")
+    assert re.findall(r"e4m3x4_to_f16x2\((\w+), ", body) == ["even", "odd"]
+    return _e4m3_words_to_f16(list(_e2m1x8_e4m3_bytes(q)))
+
+
+def _every_code_words(seed: int) -> np.ndarray:
+    """Every 16-bit pattern in both halves of a word (the other half random)."""
+    rng = np.random.default_rng(seed)
     low = np.arange(1 << 16, dtype=np.uint64)
     noise = rng.integers(0, 1 << 16, low.size).astype(np.uint64)
-    q = np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
-    np.testing.assert_array_equal(_e2m1x8_half_cvt(q), _e2m1x8_half(q))
+    return np.concatenate([low | (noise << np.uint64(16)), (low << np.uint64(16)) | noise])
+
+
+@pytest.mark.parametrize("decode, order", [(_e2m1x8_half_cvt, [0, 1, 2, 3, 4, 5, 6, 7]),
+                                           (_e2m1x8_half_split, [0, 2, 4, 6, 1, 3, 5, 7])])
+def test_e2m1_convert_decodes_give_exact_f16_in_their_pair_order(
+        decode: Callable[[np.ndarray], np.ndarray], order: list[int]) -> None:
+    """The h2 GEMV's E4M3-convert decodes (gemv_nvfp4.cu Nvfp4H2; ATLAS_NVFP4_H2_SPLIT picks
+    one): every E2M1 code in every position of a word gives the f16 of e2m1 *
+    2^kE2m1HalfExp exactly, signed zeros included; the own-order decode's f16 values are
+    v0 .. v7, the split one's (v0, v2) (v4, v6) (v1, v3) (v5, v7), the order the reference
+    emulates (reference/gemv_h2.SPLIT_PAIRS)."""
+    (exp,) = [int(v) for v in re.findall(r"constexpr int kE2m1HalfExp = (-?\d+);", HEADER)]
+    q = _every_code_words(11)
+    codes = np.stack([(q >> np.uint64(4 * j)) & np.uint64(0xF) for j in order], axis=1)
+    want = (E2M1_LUT[codes.astype(np.uint8)].astype(np.float64) * 2.0 ** exp).astype(np.float16)
+    np.testing.assert_array_equal(decode(q), want.view(np.uint16))
+    assert float(np.abs(want.astype(np.float64)).min(initial=1.0, where=want != 0)) >= 2.0 ** -14
+    if decode is _e2m1x8_half_split:
+        assert list(SPLIT_PAIRS[:8]) == order
 
 
 def _f64(bits: np.ndarray) -> np.ndarray:

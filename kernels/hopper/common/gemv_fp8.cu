@@ -120,6 +120,7 @@ struct Fp8H2 {  // w [n, k] E4M3 bytes, 16 values a chunk, one scale a chunk (Fp
   static constexpr int kGroups = 1;
   static constexpr int kGuardExp = 4;
   static constexpr int kPairs = 2;  // f16 pairs a word of 4 codes
+  static constexpr bool kSplitPairs = false;  // (v0, v1), (v2, v3)
   using Scales = float;
   using Row = const float*;         // the row's scales: scale + (row >> row_shift) * row_stride
   const float* scale;

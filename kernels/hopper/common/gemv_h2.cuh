@@ -38,7 +38,8 @@
 // lose bits.
 //
 // A format (policy `F`) gives: kVals (values a 16-byte weight chunk), kGroups (16-value
-// scale groups a chunk), kGuardExp, kPairs (f16 pairs a 32-bit weight word decodes to), a
+// scale groups a chunk), kGuardExp, kPairs (f16 pairs a 32-bit weight word decodes to),
+// kSplitPairs (the pairs' order: h2_x_pairs), a
 // `Row` (its per-row scale addressing: row(n_index)), `Scales` (a chunk's scales as loaded:
 // load<kPreWait>(row, chunk), zero past the row end) widened by scales(), decode(word) and
 // out_scale(row) (the factor of a row's total, read before the PDL wait).
@@ -63,26 +64,37 @@ enum class H2Out { kBf16, kF32, kSwiglu };
 template <H2Out kOut, int R>
 using H2Rows = std::conditional_t<kOut == H2Out::kSwiglu, StoreSwiglu<R>, StoreY<R>>;
 
-// bf16 pair (x0 low, x1 high) times `down` (kScaled; a power of two) -> f16 pair, exact
+// Two f32 values times `down` (kScaled; a power of two) -> f16 pair (a low, b high), exact
 // for |x down| in f16's normal range
 template <bool kScaled>
-__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t b, float down) {
-  float x0 = __uint_as_float(b << 16), x1 = __uint_as_float(b & 0xffff0000u);
-  if constexpr (kScaled) x0 *= down, x1 *= down;
-  const __half2 h = __floats2half2_rn(x0, x1);
+__device__ __forceinline__ uint32_t f16_pair(float a, float b, float down) {
+  if constexpr (kScaled) a *= down, b *= down;
+  const __half2 h = __floats2half2_rn(a, b);
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// A chunk's x (kQuads x 8 bf16) -> f16 pairs (x0, x1), (x2, x3), .., times `down` when
-// kScaled
-template <bool kScaled, int kQuads>
+// A chunk's x (kQuads x 8 bf16) -> f16 pairs, times `down` when kScaled, in the order the
+// format's decode gives its weight pairs: (x0, x1), (x2, x3), .. (kSplit false), or per 8
+// values (x0, x2), (x4, x6), (x1, x3), (x5, x7) (kSplit: NVFP4's split decode). Either way
+// two widenings and one pack a pair.
+template <bool kScaled, bool kSplit, int kQuads>
 __device__ __forceinline__ void h2_x_pairs(const uint4 (&xb)[kQuads], float down,
                                            uint32_t (&xh)[4 * kQuads]) {
 #pragma unroll
-  for (int i = 0; i < kQuads; ++i)
+  for (int i = 0; i < kQuads; ++i) {
+    float lo[4], hi[4];  // x_{2j}, x_{2j + 1} of the quad's word j
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t b = atlas::quant::word(xb[i], j);
+      lo[j] = __uint_as_float(b << 16);
+      hi[j] = __uint_as_float(b & 0xffff0000u);
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      xh[4 * i + j] = bf16x2_to_f16x2<kScaled>(atlas::quant::word(xb[i], j), down);
+      xh[4 * i + j] = !kSplit ? f16_pair<kScaled>(lo[j], hi[j], down)
+                      : j < 2 ? f16_pair<kScaled>(lo[2 * j], lo[2 * j + 1], down)
+                              : f16_pair<kScaled>(hi[2 * j - 4], hi[2 * j - 3], down);
+  }
 }
 
 // The largest |x| bits (bf16, sign clear) of a chunk's x: a tree of packed max-abs (NaN
@@ -191,11 +203,12 @@ __device__ __forceinline__ void gemv_h2(const __nv_bfloat16* __restrict__ x,
       for (int i = 0; i < kQuads; ++i) xb[i] = __ldg(xv + kQuads * c + i);
       const uint32_t top = h2_max_abs_bits(xb);
       if (top >= kH2BigX<F::kGuardExp>) h2_raise<F::kGuardExp>(top, e, acc);
-      uint32_t xh[4 * kQuads];  // f16 pairs (x0, x1), (x2, x3), .. of the chunk
+      uint32_t xh[4 * kQuads];  // the chunk's f16 pairs in the decode's order
       if (e == 0)
-        h2_x_pairs<false>(xb, 1.f, xh);
+        h2_x_pairs<false, F::kSplitPairs>(xb, 1.f, xh);
       else
-        h2_x_pairs<true>(xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
+        h2_x_pairs<true, F::kSplitPairs>(
+            xb, __uint_as_float(static_cast<uint32_t>(127 - e) << 23), xh);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float s[F::kGroups];

@@ -19,14 +19,16 @@
 #include "gemv_h2.cuh"
 #include "quant_decode.cuh"
 
-// The batch-1 h2 GEMV decodes E2M1 through the E4M3 convert (quant_decode.cuh
-// e2m1x8_to_f16x2_cvt: the byte table's f16 pairs, bit for bit, on 9 integer instructions and
-// 4 converts per 8 codes where the table takes 13 integer ones); -D ATLAS_NVFP4_H2_CVT=0
-// builds the byte-table decode, its A/B. gpu80 (2026-12-04, Qwen3-8B NVFP4 batch 1 x 512, GPU ms a step,
-// default / convert / default / convert with the table as the default then): 2.574 / 2.545 /
-// 2.577 / 2.542.
-#ifndef ATLAS_NVFP4_H2_CVT
-#define ATLAS_NVFP4_H2_CVT 1
+// The batch-1 h2 GEMV decodes E2M1 through the E4M3 convert (quant_decode.cuh): 9 integer
+// instructions and 4 converts per 8 codes, all but two (IMAD.SHL) on the half-rate ALU pipe,
+// which a batch-1 NVFP4 GEMV at copy bandwidth keeps ~90% busy. gpu80 (2026-12-04, Qwen3-8B
+// NVFP4 batch 1 x 512, GPU ms a step) put the convert ahead of the byte table (13 integer
+// instructions): 2.545 / 2.542 vs 2.574 / 2.577. Its pairs come in the split order (v0, v2)
+// (v4, v6) (v1, v3) (v5, v7) (e2m1x8_to_f16x2_split), x's pairs built to match, which drops
+// the two interleaving PRMTs of x's own order; -D ATLAS_NVFP4_H2_SPLIT=0 builds the own-order
+// decode (e2m1x8_to_f16x2_cvt), its A/B.
+#ifndef ATLAS_NVFP4_H2_SPLIT
+#define ATLAS_NVFP4_H2_SPLIT 1
 #endif
 
 namespace {
@@ -75,11 +77,12 @@ __shared__ float partial_sums[kMaxThreads / 32][kMaxAcc];  // [warp][m * 4 + r]
 // one FFMA a value) and the tensor-core twin (gemv_quant_direct.cu) ~3 with its MMA chains;
 // both streamed NVFP4 at 35-50% of copy. The issue budget at copy bandwidth (gemv_h2.cuh):
 // 7.8 lane-instructions a byte, 3.9 per NVFP4 weight (0.5 byte + 1/16 of a scale byte:
-// 3.5), everything included. Here per 32-weight chunk and row: 4 x 13 decode (quant_decode.cuh
-// e2m1x8_to_f16x2: exact f16 pairs in x's pair order), 16 HFMA2 (two products each), per
-// 16-value group 2 widenings + 1 FADD + 1 FFMA by the group scale, 3 for the scale pair,
-// and the x pairs' f16 conversion (3 per pair) shared by the block's 4 rows: ~88, 2.75 a
-// weight, ~70% of the issue budget at copy bandwidth.
+// 3.5), everything included. Here per 32-weight chunk and row: 4 x 11 decode (quant_decode.cuh
+// e2m1x8_to_f16x2_split: exact f16 pairs), 16 HFMA2 (two products each), per 16-value group
+// 2 widenings + 1 FADD + 1 FFMA by the group scale, 3 for the scale pair, and the x pairs'
+// f16 conversion (3 per pair) shared by the block's 4 or 8 rows: ~80, 2.5 a weight, ~65% of
+// the issue budget at copy bandwidth, but the binding share is the ALU pipe's (half rate:
+// 64 lanes a cycle an SM), ~1.2 ALU instructions a weight with the split decode.
 // Numerics (gemv_h2.cuh): the E2M1 values times 2^-6 (kE2m1HalfScale, multiplied back with
 // the row's global scale) are exact f16 and so are their products with x (2 x 8 significant
 // bits); only the group sums round (11 significant bits, ~2^-12 relative per rounding, well
@@ -93,6 +96,7 @@ struct Nvfp4H2 {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value s
   static constexpr int kGroups = 2;
   static constexpr int kGuardExp = 16;
   static constexpr int kPairs = 4;  // f16 pairs a word of 8 codes
+  static constexpr bool kSplitPairs = ATLAS_NVFP4_H2_SPLIT;  // decode's (and x's) pair order
   using Scales = uint32_t;          // the chunk's two E4M3 group scale codes
   using Row = const uint16_t*;      // the row's scale pairs
   const uint16_t* scale_pairs;      // s viewed as [n, k / 32] pairs of E4M3 codes
@@ -111,10 +115,10 @@ struct Nvfp4H2 {  // q [n, k / 2] packed E2M1, 32 values a chunk, two 16-value s
     atlas::quant::e4m3x2_to_f32(pair, s[0], s[1]);
   }
   __device__ __forceinline__ void decode(uint32_t q, uint32_t (&p)[kPairs]) const {
-#if ATLAS_NVFP4_H2_CVT
-    atlas::quant::e2m1x8_to_f16x2_cvt(q, p);
+#if ATLAS_NVFP4_H2_SPLIT
+    atlas::quant::e2m1x8_to_f16x2_split(q, p);
 #else
-    atlas::quant::e2m1x8_to_f16x2(q, atlas::quant::kE2m1HalfLo, atlas::quant::kE2m1HalfHi, p);
+    atlas::quant::e2m1x8_to_f16x2_cvt(q, p);
 #endif
   }
   __device__ __forceinline__ float out_scale(int r) const {  // read before the PDL wait

@@ -172,50 +172,14 @@ __device__ __forceinline__ void e4m3x2_to_bf16_pairs(uint32_t codes, uint32_t& s
 }
 
 // ---- E2M1 to f16 pairs for packed half-precision FMAs (gemv_nvfp4.cu's batch-1 GEMV) ----
-// An E2M1 magnitude has one mantissa bit, so its f16 (times any power of two in f16's normal
-// range) is zero below the high byte: one PRMT looks up four high bytes in an 8-byte table,
-// and the zero low bytes come from the table's entry 0 (code 0 is +0). The table holds the
-// magnitudes times 2^kE2m1HalfExp: a group of 16 products x * e2m1 * 2^-6 then sums below
-// 16 * 6 * 2^-6 * 65504 < 2^15 for every finite f16 x (no overflow), and products stay f16
-// normals down to |x| = 2^-7 (below, f16 subnormals: absolute error 2^-25, far under the
-// group's larger products).
+// The pairs hold the magnitudes times 2^kE2m1HalfExp: a group of 16 products x * e2m1 * 2^-6
+// then sums below 16 * 6 * 2^-6 * 65504 < 2^15 for every finite f16 x (no overflow), and
+// products stay f16 normals down to |x| = 2^-7 (below, f16 subnormals: absolute error
+// 2^-25, far under the group's larger products).
 constexpr int kE2m1HalfExp = -6;
 // what the f16 products are short of: multiply the sums by it
 constexpr float kE2m1HalfScale = 0x1p6f;
 static_assert(kE2m1HalfExp == -6, "kE2m1HalfScale is 2^-kE2m1HalfExp");
-
-// f16 high byte of E2M1 magnitude i (0..7) times 2^kE2m1HalfExp: value 2^E (1 + m / 2) with
-// E = e - 1 (e = i >> 1 >= 1; 0.5 = 2^-1 for i = 1), field E + kE2m1HalfExp + 15 at byte bits
-// 2..6, m at bit 1
-__host__ __device__ constexpr uint32_t e2m1_half_hi(int i) {
-  return i == 0 ? 0u
-       : i == 1 ? static_cast<uint32_t>(-1 + kE2m1HalfExp + 15) << 2
-                : (static_cast<uint32_t>((i >> 1) - 1 + kE2m1HalfExp + 15) << 2) |
-                      (static_cast<uint32_t>(i & 1) << 1);
-}
-constexpr uint32_t kE2m1HalfLo = e2m1_half_hi(0) | e2m1_half_hi(1) << 8 |
-                                 e2m1_half_hi(2) << 16 | e2m1_half_hi(3) << 24;
-constexpr uint32_t kE2m1HalfHi = e2m1_half_hi(4) | e2m1_half_hi(5) << 8 |
-                                 e2m1_half_hi(6) << 16 | e2m1_half_hi(7) << 24;
-static_assert(kE2m1HalfLo == 0x26242000u && kE2m1HalfHi == 0x2E2C2A28u, "f16 2^-6 x E2M1");
-
-// Eight E2M1 codes (q, value j in bits 4j..4j+3) -> four f16 pairs (v0, v1) (v2, v3) (v4, v5)
-// (v6, v7) of e2m1 * 2^kE2m1HalfExp, exactly, in x's own pair order. Per four values: one
-// table PRMT (four high bytes), one sign PRMT (sign-replicate mode: byte j 0xFF where code j
-// is negative) and one LOP3 giving each high byte its sign, two PRMTs placing the bytes over
-// zero low bytes; plus three for the word: 13 instructions for 8 values, all integer-pipe.
-__device__ __forceinline__ void e2m1x8_to_f16x2(uint32_t q, uint32_t lo, uint32_t hi,
-                                                uint32_t (&p)[4]) {
-  const uint32_t idx = q & 0x77777777u;  // magnitudes; selector bit 3 (replicate) clear
-  const uint32_t q4 = q << 4;             // byte msbs of q4 / q: signs of even / odd codes
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const uint32_t sg = prmt(q4, q, half ? 0xFBEAu : 0xD9C8u);
-    const uint32_t hb = prmt(lo, hi, half ? idx >> 16 : idx) ^ (sg & 0x80808080u);
-    p[2 * half] = prmt(hb, 0u, 0x1404u);      // (0, hb0, 0, hb1): f16 pair (v, v + 1)
-    p[2 * half + 1] = prmt(hb, 0u, 0x3424u);  // (0, hb2, 0, hb3)
-  }
-}
 
 // Four E4M3 codes (code i in bits 8i..8i+7) -> their exact f16 pairs (v0, v1), (v2, v3):
 // two hardware converts (cvt.rn.f16x2.e4m3x2).
@@ -225,20 +189,37 @@ __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32
       : "=r"(lo), "=r"(hi) : "r"(w));
 }
 
-// e2m1x8_to_f16x2's result (the same f16 pairs, bit for bit) through the E4M3 convert: code
-// (s, e1 e0 m) becomes the E4M3 byte s << 7 | (e1 e0 m) << 2, exponent field e and mantissa
-// 4m, whose value is e2m1 * 2^-6 exactly (kE2m1HalfExp; e = 0: the E4M3 subnormal m 2^-7),
-// and cvt.rn.f16x2.e4m3x2 turns two bytes into an exact f16 pair. Per 8 values: 7 shifts
-// and logic ops build the even and odd codes' bytes, 2 PRMTs interleave them in x's pair
-// order, 4 converts: 13 instructions, as many as the byte table's, and on the ALU pipe too
-// (Nsight Compute, gpu80), yet 1.2% off a Qwen3-8B NVFP4 batch-1 step in both orders (gpu80;
-// why is not traced: fewer dependent PRMTs a chain?). ATLAS_NVFP4_H2_CVT, gemv_nvfp4.cu.
-__device__ __forceinline__ void e2m1x8_to_f16x2_cvt(uint32_t q, uint32_t (&p)[4]) {
+// Eight E2M1 codes (q, value j in bits 4j..4j+3) as E4M3 bytes: code (s, e1 e0 m) becomes
+// s << 7 | (e1 e0 m) << 2, exponent field e and mantissa 4m, whose value is e2m1 * 2^-6
+// exactly (kE2m1HalfExp; e = 0: the E4M3 subnormal m 2^-7); `even` holds codes 0 2 4 6 in
+// its bytes 0..3, `odd` codes 1 3 5 7. Two shifts on the FMA pipe (IMAD.SHL), one on the
+// ALU and four LOP3s (SASS, nvcc 13.0).
+__device__ __forceinline__ void e2m1x8_e4m3_bytes(uint32_t q, uint32_t& even, uint32_t& odd) {
   static_assert(kE2m1HalfExp == -6, "the E4M3 bytes hold e2m1 * 2^-6");
-  const uint32_t even = ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u);  // codes 0 2 4 6
-  const uint32_t odd = ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u);         // codes 1 3 5 7
+  even = ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u);
+  odd = ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u);
+}
+
+// Eight E2M1 codes -> four exact f16 pairs of e2m1 * 2^-6 in x's own pair order (v0, v1) ..
+// (v6, v7): the E4M3 bytes interleaved by two PRMTs, then four converts (cvt.rn.f16x2.
+// e4m3x2, exact): 13 instructions, 11 of them on the half-rate ALU pipe. The split order's
+// A/B (ATLAS_NVFP4_H2_SPLIT=0, gemv_nvfp4.cu).
+__device__ __forceinline__ void e2m1x8_to_f16x2_cvt(uint32_t q, uint32_t (&p)[4]) {
+  uint32_t even, odd;
+  e2m1x8_e4m3_bytes(q, even, odd);
   e4m3x4_to_f16x2(prmt(even, odd, 0x5140u), p[0], p[1]);  // codes 0 1 2 3
   e4m3x4_to_f16x2(prmt(even, odd, 0x7362u), p[2], p[3]);  // codes 4 5 6 7
+}
+
+// The same f16 values in the split pair order (v0, v2) (v4, v6) (v1, v3) (v5, v7), each
+// E4M3 byte word converted as it is: no PRMT, 11 instructions, 9 on the ALU pipe. The GEMV
+// builds its x pairs in the same order (gemv_h2.cuh h2_x_pairs, kSplitPairs) at no cost
+// (any two f32 pack into an f16 pair), so only the decode shrinks.
+__device__ __forceinline__ void e2m1x8_to_f16x2_split(uint32_t q, uint32_t (&p)[4]) {
+  uint32_t even, odd;
+  e2m1x8_e4m3_bytes(q, even, odd);
+  e4m3x4_to_f16x2(even, p[0], p[1]);  // (v0, v2), (v4, v6)
+  e4m3x4_to_f16x2(odd, p[2], p[3]);   // (v1, v3), (v5, v7)
 }
 
 // Two E4M3 codes (bits 0..15) -> their exact f32 values (hardware convert to an f16 pair,

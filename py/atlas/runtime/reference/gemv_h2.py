@@ -35,9 +35,17 @@ def h2_guard_exponents(x_bits: np.ndarray, threads: int, chunk: int, guard_exp: 
     return np.maximum.accumulate(per_thread.reshape(-1, threads), axis=0).reshape(-1)[:kc]
 
 
+#: the kernel's pair order within a group: its own (x0, x1), (x2, x3), ..
+NATURAL_PAIRS = np.arange(H2_GROUP)
+#: NVFP4's split decode (quant_decode.cuh e2m1x8_to_f16x2_split): per 8 values (v0, v2),
+#: (v4, v6), (v1, v3), (v5, v7)
+SPLIT_PAIRS = np.array([0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15])
+
+
 def h2_emulate(x_bits: np.ndarray, weights: Callable[[slice], np.ndarray],
                group_scales: np.ndarray, out_scale: np.ndarray, threads: int, chunk: int,
-               guard_exp: int, guard: bool = True) -> np.ndarray:
+               guard_exp: int, guard: bool = True,
+               pairs: np.ndarray = NATURAL_PAIRS) -> np.ndarray:
     """float32 [n] of the kernel for one row x (bf16 bits [k]) on `threads` threads a block.
 
     `weights(rows)`: the float64 [rows, k] f16 values the format decodes (exact f16) for a
@@ -45,8 +53,9 @@ def h2_emulate(x_bits: np.ndarray, weights: Callable[[slice], np.ndarray],
     each 16-value group's f32 scale; `out_scale` [n] float64: the f32 factor of a row's
     total; `chunk`, `guard_exp`: the format's values a chunk and guard threshold 2^guard_exp.
     x times 2^-e (h2_guard_exponents; 0 everywhere without `guard`) rounded to f16; per
-    group two f16 lanes (the even and the odd values) each summing its 8 products in K
-    order with one f16 rounding a step (a fused multiply-add), widened and added in float32,
+    group two f16 lanes each summing its 8 products with one f16 rounding a step (a fused
+    multiply-add), the group's values taken as pairs in `pairs` order (lane 0 the first of
+    each pair: the even values in K order by default), widened and added in float32,
     times the group's scale and 2^e; the groups summed in float64, times out_scale, rounded
     to float32."""
     k = x_bits.size
@@ -54,14 +63,15 @@ def h2_emulate(x_bits: np.ndarray, weights: Callable[[slice], np.ndarray],
          else np.zeros(k // chunk, np.int64))
     xs = bf16_bits_to_f32(x_bits) * np.repeat(np.ldexp(np.float32(1), -e), chunk)
     with np.errstate(over="ignore"):
-        x16 = xs.astype(np.float32).astype(np.float16).astype(np.float64).reshape(-1, 8, 2)
+        x16 = xs.astype(np.float32).astype(np.float16).astype(np.float64)
+    x16 = x16.reshape(-1, H2_GROUP)[:, pairs].reshape(-1, 8, 2)
     back = np.repeat(np.ldexp(1.0, e), chunk // H2_GROUP)  # each chunk's 2^e, per group
     n = group_scales.shape[0]
     out = np.empty(n, np.float64)
     for r0 in range(0, n, _ROW_BLOCK):
         rows = slice(r0, r0 + _ROW_BLOCK)
         w = weights(rows)
-        w = w.reshape(w.shape[0], -1, 8, 2)
+        w = w.reshape(w.shape[0], -1, H2_GROUP)[:, :, pairs].reshape(w.shape[0], -1, 8, 2)
         h = np.zeros((w.shape[0], w.shape[1], 2), np.float16)
         with np.errstate(over="ignore", invalid="ignore"):
             for i in range(8):

@@ -33,7 +33,7 @@ from ..kernel_abi import (DEQUANT_NVFP4, GEMV_MMA_NVFP4, GEMV_MMA_NVFP4_F32, GEM
                           GEMV_QD_NVFP4_TILE_SWIGLU, GEMV_QS_NVFP4, GEMV_QS_NVFP4_F32,
                           GEMV_QS_NVFP4_SWIGLU, GEMV_SILU_NVFP4, GEMV_SILU_NVFP4_SINGLE)
 from . import HostMemory, reference
-from .gemv_h2 import h2_emulate
+from .gemv_h2 import SPLIT_PAIRS, h2_emulate
 from .silu_mul import swiglu_rows
 
 
@@ -109,14 +109,14 @@ H2_GUARD_EXP = 16
 def h2_product(x_bits: np.ndarray, packed: np.ndarray, s_codes: np.ndarray,
                row_scale: np.ndarray, threads: int, guard: bool = True) -> np.ndarray:
     """float32 [n] of gemv_nvfp4_h2 for one row x (bf16 bits [k]) on `threads` threads a
-    block (reference/gemv_h2.h2_emulate): the f16 weights are e2m1 x 2^-6, the group scales
-    the E4M3 ones, the row's factor the float32 g[n] 2^6."""
+    block (reference/gemv_h2.h2_emulate, the split decode's pair order): the f16 weights are
+    e2m1 x 2^-6, the group scales the E4M3 ones, the row's factor the float32 g[n] 2^6."""
     def weights(rows: slice) -> np.ndarray:
         return e2m1_to_f32(unpack_e2m1(packed[rows])).astype(np.float64) / 64.0
 
     g = (row_scale.astype(np.float32) * np.float32(64.0)).astype(np.float64)
     return h2_emulate(x_bits, weights, fp8_e4m3_to_f32(s_codes).astype(np.float64), g,
-                      threads, 2 * NVFP4_GROUP, H2_GUARD_EXP, guard)
+                      threads, 2 * NVFP4_GROUP, H2_GUARD_EXP, guard, SPLIT_PAIRS)
 
 
 def _h2_bits(mem: HostMemory, block: Dim3, x: int, w: int, scale: int, row_scale: int,
