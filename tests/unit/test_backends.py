@@ -357,11 +357,13 @@ class FakeDriver:
 
     class CUlaunchAttributeID:
         CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 3
+        CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 
     class CUlaunchAttribute:
         def __init__(self) -> None:
             self.id = None
-            self.value = types.SimpleNamespace(programmaticStreamSerializationAllowed=0)
+            self.value = types.SimpleNamespace(programmaticStreamSerializationAllowed=0,
+                                               clusterDim=types.SimpleNamespace(x=0, y=0, z=0))
 
     class CUlaunchConfig:
         attrs: list = []
@@ -431,6 +433,18 @@ class FakeDriver:
 
     def cuFuncSetAttribute(self, func, attr, value):
         return self._r("cuFuncSetAttribute", func, attr, value)
+
+    #: blocks an SM (any block size) and clusters a device the occupancy queries report
+    blocks_per_sm = 10
+    clusters = 264
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, func, block, shared_mem):
+        return self._r("cuOccupancyMaxActiveBlocksPerMultiprocessor", self.blocks_per_sm)
+
+    def cuOccupancyMaxActiveClusters(self, func, config):
+        (attr,) = config.attrs[:config.numAttrs]
+        self.calls.append(("cluster", attr.value.clusterDim.x, config.gridDimX))
+        return self._r("cuOccupancyMaxActiveClusters", self.clusters)
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         kinds = self.functions[f]
@@ -699,6 +713,22 @@ def test_cuda_set_max_dynamic_shared_and_close(fake: FakeDriver) -> None:
     for name in ("cuStreamDestroy", "cuMemFree", "cuModuleUnload", "cuDevicePrimaryCtxRelease"):
         assert name in closing
     be.close()  # idempotent
+
+
+def test_cuda_resident_blocks_ask_the_per_sm_query_without_a_cluster(fake: FakeDriver) -> None:
+    """One-block launches take the per-SM occupancy times the SMs: the cluster query caps
+    them at 8 an SM (gpu174); clusters of two or more keep the cluster query (a cluster's
+    blocks must share a GPC), asked over a grid larger than any device holds."""
+    be = cuda.CudaBackend(modules={"toy": b"ptx"})
+    handle = be.kernel("toy", "axpy_f32")
+    assert be.resident_blocks(handle, 128, 0, 1) == 10 * 132
+    assert ("cuOccupancyMaxActiveBlocksPerMultiprocessor", 10) in fake.calls
+    assert not any(c[0] == "cluster" for c in fake.calls)
+    assert be.resident_blocks(handle, 128, 4096, 4) == 264 * 4
+    assert ("cluster", 4, 4 * 65536) in fake.calls
+    fake.fail["cuOccupancyMaxActiveBlocksPerMultiprocessor"] = FakeResult.CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(GpuError, match=r"cuOccupancyMaxActiveBlocksPerMultiprocessor\(toy"):
+        be.resident_blocks(handle, 2048, 0, 1)
 
 
 def test_cuda_device_facts_come_from_the_driver(fake: FakeDriver) -> None:

@@ -531,8 +531,21 @@ class CudaBackend(GpuBackend):
 
     def resident_blocks(self, handle: KernelHandle, block: int, shared_mem: int,
                         cluster: int) -> int:
-        """max_active_clusters x cluster (GpuBackend.resident_blocks)."""
-        return self.max_active_clusters(handle, block, shared_mem, cluster) * cluster
+        """GpuBackend.resident_blocks: max_active_clusters x cluster for clusters of two or
+        more; without a cluster the per-SM count (cuOccupancyMaxActiveBlocksPerMultiprocessor)
+        x the SMs, since the cluster query caps a one-block cluster at 8 an SM (gpu174, H100:
+        1,056 for the 64-thread GEMV, which the register file holds 16 an SM of)."""
+        if cluster > 1:
+            return self.max_active_clusters(handle, block, shared_mem, cluster) * cluster
+        return self.blocks_per_sm(handle, block, shared_mem) * self.device_facts().sm_count
+
+    def blocks_per_sm(self, handle: KernelHandle, block: int, shared_mem: int) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor: blocks of `block` threads and
+        `shared_mem` bytes of dynamic shared memory one SM holds at once."""
+        self._bound()
+        return int(self._ok(self._drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            handle.native.func, block, shared_mem),
+            f"cuOccupancyMaxActiveBlocksPerMultiprocessor({handle.module}.{handle.func})"))
 
     def max_active_clusters(self, handle: KernelHandle, block: int, shared_mem: int,
                             cluster: int) -> int:
@@ -547,9 +560,7 @@ class CudaBackend(GpuBackend):
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
         config = drv.CUlaunchConfig()
         # a grid larger than any device holds (32 blocks an SM x thousands of SMs), so that the
-        # count is the device's and not the grid's: with 1,024 blocks the 128-thread GEMV's
-        # 9 x 132 = 1,188 and its lean twin's 1,320 would both read 1,024 if the driver clamps
-        # to the grid (session 47: Qwen3-30B-A3B's qkv, 1,280 blocks, did not take the twin)
+        # count is the device's and not the grid's
         config.gridDimX, config.gridDimY, config.gridDimZ = cluster * 65536, 1, 1
         config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
         config.sharedMemBytes = shared_mem
