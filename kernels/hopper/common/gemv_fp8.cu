@@ -225,35 +225,24 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
 // roundup32(ceil(k / 32))); k % 16 == 0, x and w 16-byte aligned; SwiGLU: n even.
 // Launch bounds: 64 registers or fewer on sm_90a (no spills: eight 4-warp blocks an SM at
 // k = 4,096, as the convert entry point); sm_121 (gb10) 85 (80 used, no spills).
-// The 8-row entries at 64 registers spill 28 bytes: their bound is 85 (3 x 256 threads).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 constexpr int kFp8H2BlocksPerSm = 3;
-constexpr int kFp8H2x8BlocksPerSm = 2;
 #else
 constexpr int kFp8H2BlocksPerSm = 4;
-constexpr int kFp8H2x8BlocksPerSm = 3;
 #endif
-#define ATLAS_FP8_H2_ENTRY(name, out, rows)                                                \
-  extern "C" __global__ void __launch_bounds__(                                            \
-      kMaxThreads, rows == 8 ? kFp8H2x8BlocksPerSm : kFp8H2BlocksPerSm)                    \
+#define ATLAS_FP8_H2_ENTRY(name, out)                                                      \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, kFp8H2BlocksPerSm)              \
       name(const __nv_bfloat16* x, const uint8_t* w, const float* scale, void* y,          \
            uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift, uint32_t row_stride,    \
            uint32_t col_shift, uint32_t col_stride) {                                      \
     if (m != 1) __trap();                                                                  \
-    gemv_h2<Fp8H2, H2Out::out, rows>(x, w, Fp8H2{scale, row_shift, row_stride, col_shift,   \
-                                                  col_stride},                              \
-                                     y, static_cast<int>(n), static_cast<int>(k),          \
-                                     partial_sums);                                        \
+    gemv_h2<Fp8H2, H2Out::out>(x, w, Fp8H2{scale, row_shift, row_stride, col_shift,         \
+                                            col_stride},                                    \
+                               y, static_cast<int>(n), static_cast<int>(k), partial_sums); \
   }
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16, 4)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32, 4)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu, 4)
-// The same products in 8-row blocks (ATLAS_QUANT_H2_ROWS=8, as NVFP4's default): one chunk
-// of each row a thread (k / 16 threads up to 256), each x chunk's f16 conversion and range
-// check shared by 8 rows; grid ceil(n / 8) (SwiGLU: 4 features a block).
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_bf16, kBf16, 8)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_f32, kF32, 8)
-ATLAS_FP8_H2_ENTRY(gemv_fp8_h2x8_swiglu_bf16, kSwiglu, 8)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_bf16, kBf16)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_f32, kF32)
+ATLAS_FP8_H2_ENTRY(gemv_fp8_h2_swiglu_bf16, kSwiglu)
 
 // The MLP down projection with SwiGLU fused into the x load (gate_up [m, 2k] = [gate | up]).
 extern "C" __global__ void __launch_bounds__(kMaxThreads, 1)

@@ -300,10 +300,6 @@ GEMV_FP8_CVT_SWIGLU_SINGLE = S("gemv_fp8", "gemv_fp8_cvt_swiglu_bf16_single",
 GEMV_FP8_H2 = S("gemv_fp8", "gemv_fp8_h2_bf16", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_H2_F32 = S("gemv_fp8", "gemv_fp8_h2_f32", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_FP8_H2_SWIGLU = S("gemv_fp8", "gemv_fp8_h2_swiglu_bf16", "x:ptr w:ptr " + _FP8_SCALE)
-# ... the same products in 8-row blocks (ATLAS_QUANT_H2_ROWS=8)
-GEMV_FP8_H2X8 = S("gemv_fp8", "gemv_fp8_h2x8_bf16", "x:ptr w:ptr " + _FP8_SCALE)
-GEMV_FP8_H2X8_F32 = S("gemv_fp8", "gemv_fp8_h2x8_f32", "x:ptr w:ptr " + _FP8_SCALE)
-GEMV_FP8_H2X8_SWIGLU = S("gemv_fp8", "gemv_fp8_h2x8_swiglu_bf16", "x:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
                          "gate_up:ptr w:ptr " + _FP8_SCALE)

@@ -43,24 +43,21 @@ def fp8_linear_case(rng: np.random.Generator, layout: str, m: int, n: int, k: in
     gemv_mma_quant; `direct`: its register-fed kernel, module gemv_quant_direct, `staged` its
     shared-memory-staged variant, `tile_loop` False its pipelined loop, `narrow` 1 / 2 its
     narrow pipelined loops), else the CUDA-core route; `logits`: f32 outputs; `rows` 8 (with
-    `core`): the convert GEMV's 8-row twin (routes.gemv_rows), with `h2` the half-precision-FMA
-    GEMV's 8-row entry points (routes.quant_h2_rows)."""
+    `core`): the convert GEMV's 8-row twin (routes.gemv_rows)."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
     loop = f"_n{narrow}" if narrow else "_pipe" if tile_loop is False else ""
     kind, module = ((f"gemv_qd{'_staged' if staged else ''}_fp8{loop}", "gemv_quant_direct")
                     if direct or staged else
                     ("gemv_mma_fp8", "gemv_mma_quant") if mma else
                     (f"gemv_fp8_cvt{'_x8' if rows == 8 else ''}", "gemv_fp8") if core else
-                    (f"gemv_fp8 h2{'x8' if rows == 8 else ''}", "gemv_fp8") if h2 else
-                    ("gemv_fp8", "gemv_fp8"))
+                    ("gemv_fp8 h2", "gemv_fp8") if h2 else ("gemv_fp8", "gemv_fp8"))
     tag = "_silu" if silu else "_f32" if logits else ""
     return quant_linear_case(
         rng, f"{kind}{tag} {layout} m{m} n{n} k{k}{spikes_tag(x_spikes)}", module, m, n, k, silu,
         {"w": codes, "s": scales.reshape(-1)}, lambda p: Fp8Weight(p["w"], p["s"], n, k, smap),
         lambda v: dequantize_fp8(v["w"], v["s"].reshape(smap.shape), smap),
         mma or direct or staged, direct or staged, logits, staged=staged, tile_loop=tile_loop,
-        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes, rows=rows,
-        h2_rows=rows if h2 else None)
+        narrow=narrow, fp8_core=core, fp8_h2=h2, x_spikes=x_spikes, rows=rows)
 
 
 def dequant_case(rng: np.random.Generator, n: int, k: int) -> KernelCase:

@@ -83,8 +83,6 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
                          h2=h2 and nvfp4, fp8_h2=h2 and not nvfp4)
     routes = dataclasses.replace(routes, quant_fp8_core_swiglu=core and not nvfp4,
                                  gemv_rows=rows, gemv_swiglu_rows=rows)
-    if h2 and not nvfp4:  # `rows` 8: FP8's 8-row h2 entry points (routes.quant_h2_rows)
-        routes = dataclasses.replace(routes, quant_h2_rows=rows)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         matmul_quant.linear_swiglu_quant(KernelCache(backend, routes), stream, p["x"],
@@ -106,8 +104,7 @@ def swiglu_case(rng: np.random.Generator, fmt: str, m: int, inter: int, k: int,
         act.tol = (max(atol, 2.2 * H2_REF_REL_TOL * big * rms), rtol)
     loop = f"_n{narrow}" if narrow else {None: "", True: "_tile", False: "_pipe"}[tile_loop]
     cvt = "gemv_fp8_cvt" + ("_x8" if rows == 8 else "")
-    fp8_h2 = "gemv_fp8 h2" + ("x8" if rows == 8 else "")
-    kind = ("gemv_nvfp4_h2" if nvfp4 else fp8_h2) if h2 else cvt if core \
+    kind = ("gemv_nvfp4_h2" if nvfp4 else "gemv_fp8 h2") if h2 else cvt if core \
         else (f"gemv_qd{'_staged' if staged else ''}_"
               f"{'nvfp4' if nvfp4 else 'fp8'}{'_lut' if e2m1_lut else ''}{loop}")
     module = ("gemv_nvfp4" if nvfp4 else "gemv_fp8") if h2 or core else "gemv_quant_direct"
@@ -363,18 +360,7 @@ def gemv_fp8_h2_cases(rng: np.random.Generator) -> list[KernelCase]:
                         x_spikes=FP8_H2_SPIKES_LOGITS),
         fp8_linear_case(rng, "block", 1, 130, 1408, h2=True, x_spikes=FP8_H2_SPIKES_EXTREME),
         fp8_linear_case(rng, "block", 1, 259, 4096, h2=True, x_spikes=FP8_H2_TINY),
-        swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU)] + [
-        # ... in 8-row blocks (ATLAS_QUANT_H2_ROWS=8): the shapes, both outputs' odd ends, a
-        # loop over K with the range guard rising, tiny x
-        *(fp8_linear_case(rng, layout, 1, n, k, h2=True, rows=8)
-          for layout, n, k in FP8_H2_SHAPES),
-        fp8_linear_case(rng, "channel", 1, 301, 4096, logits=True, h2=True, rows=8),
-        fp8_linear_case(rng, "block", 1, 259, 20496, h2=True, x_spikes=FP8_H2_SPIKES_LOOP,
-                        rows=8),
-        fp8_linear_case(rng, "block", 1, 259, 4096, h2=True, x_spikes=FP8_H2_TINY, rows=8),
-        swiglu_case(rng, "block", 1, 12288, 4096, h2=True, rows=8),
-        swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU,
-                    rows=8)]
+        swiglu_case(rng, "block", 1, 203, 1408, h2=True, x_spikes=FP8_H2_SPIKES_SWIGLU)]
 
 
 #: the convert GEMV's SwiGLU twin ((layout, inter, k)): Qwen3-8B's gate_up, an odd feature

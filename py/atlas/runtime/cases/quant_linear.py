@@ -82,12 +82,10 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
                       e2m1_lut: bool = False, staged: bool = False,
                       tile_loop: bool | None = None, narrow: int | None = None,
                       fp8_core: bool = False, h2: bool = False, fp8_h2: bool = False,
-                      x_spikes: Mapping[int, float] | None = None, rows: int = 4,
-                      h2_rows: int | None = None) -> KernelCase:
+                      x_spikes: Mapping[int, float] | None = None, rows: int = 4) -> KernelCase:
     """`fp8_core`: one FP8 row on the CUDA-core convert GEMV (routes.quant_fp8_core); `h2` /
     `fp8_h2`: one NVFP4 / FP8 row on the half-precision-FMA GEMV (routes.quant_nvfp4_h2 /
-    quant_fp8_h2, logits included; `h2_rows` its rows a block, routes.quant_h2_rows, None the
-    format's default);
+    quant_fp8_h2, logits included);
     `logits`: f32 outputs (a quantized LM head: `QuantLinear.linear(out_f32=True)`, the
     tensor-core GEMVs' `_f32` entry points, any m); `e2m1_lut`: the register-fed kernel's
     NVFP4 byte-table entry points (routes.quant_e2m1_lut); `narrow` 1 / 2: its narrow
@@ -106,8 +104,6 @@ def quant_linear_case(rng: np.random.Generator, name: str, module: str, m: int, 
     routes = dataclasses.replace(
         case_routes(direct, e2m1_lut, staged, tile_loop, narrow, fp8_core, h2, fp8_h2),
         gemv_rows=rows, gemv_swiglu_rows=rows)  # 8: the batch-1 CUDA-core GEMVs' 8-row twins
-    if h2_rows is not None:
-        routes = dataclasses.replace(routes, quant_h2_rows=h2_rows)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         kc = KernelCache(backend, routes)

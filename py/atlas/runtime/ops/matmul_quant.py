@@ -29,8 +29,7 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_FP8_CVT_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_SINGLE, GEMV_FP8_CVT_SWIGLU_X8_SINGLE,
                           GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
-                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_H2X8,
-                          GEMV_FP8_H2X8_F32, GEMV_FP8_H2X8_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE, PDL_FENCE)
 from . import KernelCache, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
@@ -104,10 +103,6 @@ FP8_H2_BY_DEFAULT = False
 
 #: the FP8 half-precision-FMA GEMV's entry points by output
 _FP8_H2 = {"bf16": GEMV_FP8_H2, "f32": GEMV_FP8_H2_F32, "swiglu": GEMV_FP8_H2_SWIGLU}
-_FP8_H2X8 = {"bf16": GEMV_FP8_H2X8, "f32": GEMV_FP8_H2X8_F32, "swiglu": GEMV_FP8_H2X8_SWIGLU}
-#: the FP8 half-precision-FMA GEMV's rows a block unless ATLAS_QUANT_H2_ROWS says otherwise
-#: (session 15 measured the 4-row blocks; the 8-row ones are NVFP4's default)
-FP8_H2_ROWS = 4
 
 
 def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
@@ -125,12 +120,9 @@ def uses_fp8_h2(kc: KernelCache, w: object, m: int) -> bool:
 
 def gemv_fp8_h2(kc: KernelCache, stream: Stream, x: DevicePtr, w: Fp8Weight, y: DevicePtr,
                 out: H2Out = "bf16") -> None:
-    """One row on gemv_fp8_h2_* (gemv_fp8_h2x8_* in 8-row blocks: `FP8_H2_ROWS`): y [1, n]
-    bf16 (`out` 'bf16'), f32 logits ('f32'), or the SwiGLU activation [1, n / 2] of the fused
-    [gate | up] weight ('swiglu', n even)."""
-    rows = kc.routes.quant_h2_rows or FP8_H2_ROWS
-    launch_h2(kc, stream, _FP8_H2X8 if rows == 8 else _FP8_H2, out, x, y, w.n, w.k, 16,
-              (w.codes, w.scales), w.map_args, rows=rows)
+    """One row on gemv_fp8_h2_*: y [1, n] bf16 (`out` 'bf16'), f32 logits ('f32'), or the
+    SwiGLU activation [1, n / 2] of the fused [gate | up] weight ('swiglu', n even)."""
+    launch_h2(kc, stream, _FP8_H2, out, x, y, w.n, w.k, 16, (w.codes, w.scales), w.map_args)
 
 
 def uses_h2(kc: KernelCache, w: object, m: int) -> bool:

@@ -75,10 +75,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   FMAs (gemv_nvfp4.cu gemv_nvfp4_h2_*: exact f16 decode, ~2.75 instructions a weight) / on
   the tensor-core route; unset, the launch builder's rule (ops/matmul_nvfp4.H2_BY_DEFAULT).
   The A/B of issue 12's batch-1 NVFP4 GEMVs.
-* ATLAS_QUANT_H2_ROWS=4|8: the half-precision-FMA GEMV's rows a block, NVFP4's and FP8's (8:
-  one chunk of each row a thread, gemv_nvfp4_h2x8_* / gemv_fp8_h2x8_*, each x chunk's
-  conversion shared by twice the rows); unset, ops/matmul_nvfp4.H2_ROWS (8) and
-  ops/matmul_quant.FP8_H2_ROWS (4).
+* ATLAS_QUANT_H2_ROWS=4|8: the NVFP4 half-precision-FMA GEMV's rows a block (8: one chunk
+  of each row a thread, gemv_nvfp4_h2x8_*, each x chunk's conversion shared by twice the
+  rows); unset, ops/matmul_nvfp4.H2_ROWS.
 * ATLAS_EARLY_TRIGGER=all | none | KIND[,KIND..] (kinds: EARLY_TRIGGER_KINDS = norm, silu,
   combine, gate): which short kernels before a projection let it launch before their own PDL
   wait (the *_early_* entry points: add_rmsnorm, silu_mul, decode_attn_combine,

@@ -24,8 +24,7 @@ from ..gpu import Dim3
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, PDL_FENCE, GEMV_FP8_CVT_F32_SINGLE,
                           GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_X8_SINGLE, GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
-                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_H2X8,
-                          GEMV_FP8_H2X8_F32, GEMV_FP8_H2X8_SWIGLU, GEMV_FP8_SINGLE,
+                          GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE,
                           GEMV_MMA_FP8, GEMV_MMA_FP8_F32, GEMV_MMA_FP8_SMALL, GEMV_QD_FP8,
                           GEMV_QD_FP8_F32, GEMV_QD_FP8_N1, GEMV_QD_FP8_N1_F32,
                           GEMV_QD_FP8_N1_SWIGLU, GEMV_QD_FP8_N2, GEMV_QD_FP8_N2_F32,
@@ -150,7 +149,6 @@ def _h2_bits(mem: HostMemory, block: Dim3, x: int, w: int, scale: int, n: int, k
 
 
 @reference(GEMV_FP8_H2)  # gemv_fp8.cu: one row on packed half-precision FMAs
-@reference(GEMV_FP8_H2X8)  # ... in 8-row blocks: the same products (block[0] threads)
 def gemv_fp8_h2_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                      y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
                      col_shift: int, col_stride: int) -> None:
@@ -159,7 +157,6 @@ def gemv_fp8_h2_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, s
 
 
 @reference(GEMV_FP8_H2_F32)
-@reference(GEMV_FP8_H2X8_F32)
 def gemv_fp8_h2_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, scale: int,
                     y: int, m: int, n: int, k: int, row_shift: int, row_stride: int,
                     col_shift: int, col_stride: int) -> None:
@@ -170,7 +167,6 @@ def gemv_fp8_h2_f32(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, sc
 
 
 @reference(GEMV_FP8_H2_SWIGLU)
-@reference(GEMV_FP8_H2X8_SWIGLU)
 def gemv_fp8_h2_swiglu_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int,
                             scale: int, y: int, m: int, n: int, k: int, row_shift: int,
                             row_stride: int, col_shift: int, col_stride: int) -> None:
