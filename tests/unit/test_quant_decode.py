@@ -130,8 +130,7 @@ def test_e2m1_lookup_gives_exact_scaled_bf16_for_every_code(scale_code: int) -> 
 def _e2m1x8_e4m3_bytes(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """e2m1x8_e4m3_bytes on every word of q: its even / odd byte words, the shift-and-mask
     expressions read from the header and evaluated."""
-    body = re.sub(r"#if ATLAS_E2M1_ODD_MULHI\n.*?#else\n", "", _body("void e2m1x8_e4m3_bytes("),
-                  flags=re.S)  # the default branch
+    body = _body("void e2m1x8_e4m3_bytes(")
     terms = re.findall(r"\(\(q ([<>]{2}) (\d)\) & (0x[0-9A-Fa-f]+)u\)", body)
     (sign_mask,) = _hex(r"\| \(q & (0x[0-9A-Fa-f]+)u\)", body)
     assert len(terms) == 3
@@ -142,19 +141,6 @@ def _e2m1x8_e4m3_bytes(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return moved & np.uint64(int(mask, 16))
 
     return term(*terms[0]) | term(*terms[1]), term(*terms[2]) | (q & np.uint64(sign_mask))
-
-
-def test_e2m1_odd_bytes_by_multiply_high_are_the_shifted_ones() -> None:
-    """ATLAS_E2M1_ODD_MULHI's odd word (a multiply-high by 2^30 of the masked magnitudes)
-    equals the default's shift and mask for every code pattern."""
-    body = _body("void e2m1x8_e4m3_bytes(")
-    ((mask, factor, sign),) = re.findall(
-        r"odd = __umulhi\(q & (0x[0-9A-Fa-f]+)u, (0x[0-9A-Fa-f]+)u\) \| \(q & (0x[0-9A-Fa-f]+)u\)",
-        body)
-    q = _every_code_words(5)
-    by_mulhi = ((q & np.uint64(int(mask, 16))) * np.uint64(int(factor, 16)) >> np.uint64(32)) | (
-        q & np.uint64(int(sign, 16)))
-    np.testing.assert_array_equal(by_mulhi, _e2m1x8_e4m3_bytes(q)[1])
 
 
 def _e4m3_words_to_f16(words: list[np.ndarray]) -> np.ndarray:

@@ -193,20 +193,13 @@ __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32
 // s << 7 | (e1 e0 m) << 2, exponent field e and mantissa 4m, whose value is e2m1 * 2^-6
 // exactly (kE2m1HalfExp; e = 0: the E4M3 subnormal m 2^-7); `even` holds codes 0 2 4 6 in
 // its bytes 0..3, `odd` codes 1 3 5 7. The two left shifts issue as IMAD.SHL (FMA pipe), the
-// four LOP3s and the right shift on the half-rate ALU pipe (SASS, nvcc 13.0); with
-// ATLAS_E2M1_ODD_MULHI=1 the odd magnitudes move down by a multiply-high by 2^30 instead
-// (IMAD.HI, FMA pipe: one ALU instruction fewer a word), the A/B.
-#ifndef ATLAS_E2M1_ODD_MULHI
-#define ATLAS_E2M1_ODD_MULHI 0
-#endif
+// four LOP3s and the right shift on the half-rate ALU pipe (SASS, nvcc 13.0). The right shift
+// as a multiply-high by 2^30 (IMAD.HI, one ALU instruction a word fewer) measured slower
+// (gpu175, H100, Qwen3-8B NVFP4 batch 1: 2.317 / 2.325 vs 2.299 / 2.299 ms) and is gone.
 __device__ __forceinline__ void e2m1x8_e4m3_bytes(uint32_t q, uint32_t& even, uint32_t& odd) {
   static_assert(kE2m1HalfExp == -6, "the E4M3 bytes hold e2m1 * 2^-6");
   even = ((q << 2) & 0x1C1C1C1Cu) | ((q << 4) & 0x80808080u);
-#if ATLAS_E2M1_ODD_MULHI
-  odd = __umulhi(q & 0x70707070u, 0x40000000u) | (q & 0x80808080u);
-#else
   odd = ((q >> 2) & 0x1C1C1C1Cu) | (q & 0x80808080u);
-#endif
 }
 
 // Eight E2M1 codes -> four exact f16 pairs of e2m1 * 2^-6 in x's own pair order (v0, v1) ..
