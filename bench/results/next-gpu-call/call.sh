@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# session-48: on an H200, the standings at this HEAD (gpu171's call; NVFP4's split decode, the
+# Prepared in session 48 for the next device call (its starts were refused; rename the folder to
+# its date-gpuNN): on an H200, the standings at this HEAD (gpu171's call; NVFP4's split decode, the
 # per-SM occupancy count, the narrow SwiGLU twin and the lean GEMV twin all new to one). On any
 # other card: the Qwen3-8B ratios at this HEAD (bf16, FP8-block and NVFP4 as the tool writes
 # them, LM heads quantized; gpu137's H100 ratios were 1.728x / 2.278x before the split decode),
