@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# session 49: batch 1's o_proj asking L2 for the next gate_up's weights (ATLAS_GEMV_L2_NEXT_MB,
+# Prepared in session 49, unrun (its device time went to gpu177 and to starts that failed or
+# were taken back; rename the folder to its date-gpuNN): batch 1's o_proj asking L2 for the
+# next gate_up's weights (ATLAS_GEMV_L2_NEXT_MB,
 # gemv_bf16_l2next[_wait]_single): its device checks, then batch 1 x 512 (GPU replay / async
 # wall ms a step) of Llama-3.2-1B and Qwen3-1.7B (73% / 68% of copy at gpu177) off / 16 MiB /
 # 16 MiB after the wait / the same back / off, and 32 MiB once; Qwen3-8B and Qwen3-4B off / on.
