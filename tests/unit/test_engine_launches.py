@@ -25,8 +25,8 @@ def runner():
                        max_prefill_tokens=32)
 
 
-def _replay_decode_step(runner) -> list[str]:
-    """The kernel names of one batch-1 decode step, which must be a single graph replay."""
+def _replay_decode_graph(runner) -> list:
+    """The launch records of one batch-1 decode step, which must be a single graph replay."""
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
@@ -34,7 +34,12 @@ def _replay_decode_step(runner) -> list[str]:
     assert dev.drain_launches() == []  # nothing launched outside the graph
     (replay,) = dev.graph_launches
     runner.release(7)
-    return [r.func for r in replay.graph]
+    return replay.graph
+
+
+def _replay_decode_step(runner) -> list[str]:
+    """The kernel names of one batch-1 decode step (_replay_decode_graph)."""
+    return [r.func for r in _replay_decode_graph(runner)]
 
 
 def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
@@ -172,12 +177,7 @@ def test_o_proj_asks_l2_for_its_layers_gate_up_under_the_switch(monkeypatch):
     monkeypatch.setenv("ATLAS_GEMV_L2_NEXT_MB", "16")
     runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
                          max_prefill_tokens=32)
-    dev = runner.backend
-    dev.drain_launches()
-    dev.graph_launches.clear()
-    runner.execute([SeqChunk(7, [3], 5, [0], GREEDY, history=PenaltyHistory([1, 2, 3, 4, 5]))])
-    (replay,) = dev.graph_launches
-    graph = replay.graph
+    graph = _replay_decode_graph(runner)
     layer = [*DEFAULT_LAYER[:3], "gemv_bf16_l2next_single", *DEFAULT_LAYER[4:]]
     layers, n = runner.cfg.num_hidden_layers, len(layer)
     assert [r.func for r in graph[2:1 + n * layers]] == layer[1:] + layer * (layers - 1)
