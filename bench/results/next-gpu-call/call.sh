@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 49, unrun (its device time went to gpu177 and to starts that failed or
-# were taken back; rename the folder to its date-gpuNN): batch 1's o_proj asking L2 for the
+# were taken back; rename the folder to its date-gpuNN). First the prefill RMSNorm a warp a
+# row (ATLAS_NORM_WARP=1, kernel-table rows, below); then batch 1's o_proj asking L2 for the
 # next gate_up's weights (ATLAS_GEMV_L2_NEXT_MB,
 # gemv_bf16_l2next[_wait]_single): its device checks, then batch 1 x 512 (GPU replay / async
 # wall ms a step) of Llama-3.2-1B and Qwen3-1.7B (73% / 68% of copy at gpu177) off / 16 MiB /
@@ -13,7 +14,13 @@
 #   Carry .device, .whl.
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-TAILN=3 t 150 chk python3 tools/gpu/check_kernels.py -m gemv -k l2next -k lean -k x8
+TAILN=3 t 150 chk python3 tools/gpu/check_kernels.py -m gemv -m rmsnorm -k l2next -k lean -k x8 \
+  -k warp -k rows
+# the plain prefill RMSNorm a warp a row (ATLAS_NORM_WARP=1) against the block form and
+# PyTorch (gpu141, H200: 12.79 vs 11.5 us), kernel-table rows, twice each
+NK="rmsnorm qwen3-8b prefill"
+kt norm X=1 -k "$NK"; kt normw ATLAS_NORM_WARP=1 -k "$NK"; kt normw2 ATLAS_NORM_WARP=1 -k "$NK"
+kt norm2 X=1 -k "$NK"
 N16=ATLAS_GEMV_L2_NEXT_MB=16; W16="ATLAS_GEMV_L2_NEXT_MB=16 ATLAS_GEMV_L2_NEXT_WAIT=1"
 N32=ATLAS_GEMV_L2_NEXT_MB=32
 for m in llama-3.2-1b qwen3-1.7b; do
