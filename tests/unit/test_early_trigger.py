@@ -105,3 +105,39 @@ def test_the_early_check_cases_match_float64() -> None:
     for c in norms + silu + gates + combined:
         result = check(HostBackend(), c)
         assert result.passed, (c.name, result.detail)
+
+
+@pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.parametrize("rows", [1, 8])
+def test_the_late_norm_takes_the_rows_that_do_not_trigger_early(offset: bool, rows: int) -> None:
+    """ATLAS_NORM_LATE sends the add + norms that trigger after their wait (one row, unless
+    ATLAS_EARLY_TRIGGER forces them) to the *_late_* entries, with the same launch; the early
+    rule keeps the batched rows."""
+    assert KernelRoutes.from_env({"ATLAS_NORM_LATE": "1"}).norm_late
+    assert not KernelRoutes.from_env({}).norm_late
+    recs = []
+    for late in (False, True):
+        dev = MockGpuBackend()
+        p = dev.alloc(2 * 8192 * rows)
+        norm.add_rmsnorm(KernelCache(dev, KernelRoutes(norm_late=late)), 0, p, p, p, p, rows,
+                         2048, 1e-6, offset)
+        recs += dev.drain_launches()
+    plain, late_rec = recs
+    stem = "add_rmsnorm_offset" if offset else "add_rmsnorm"
+    if rows >= early_trigger.EARLY_MIN_ROWS:
+        assert plain.func == late_rec.func == f"{stem}_early_bf16"
+    else:
+        assert (plain.func, late_rec.func) == (f"{stem}_bf16", f"{stem}_late_bf16")
+    assert (plain.module, plain.grid, plain.block, plain.args) == (
+        late_rec.module, late_rec.grid, late_rec.block, late_rec.args)
+
+
+def test_the_late_check_cases_match_float64() -> None:
+    """The late entries (plain and offset weights, a width past one vector a thread) in the
+    rmsnorm check cases match float64 on the host backend, which runs an entry only through
+    a reference registered for it."""
+    cases = [c for c in rmsnorm_cases(np.random.default_rng(6)) if "_late_" in c.name]
+    assert len(cases) == 3 and any("offset" in c.name for c in cases)
+    for c in cases:
+        result = check(HostBackend(), c)
+        assert result.passed, (c.name, result.detail)

@@ -36,11 +36,16 @@ constexpr int kMaxVecs = 4;
 
 // dst[j] = src[threadIdx.x + j * blockDim.x] for the vectors below nvec, all loads issued
 // before any result is used.
+// kCoherent: through L2 (ld.global.cg), never the non-coherent path: with no trigger right
+// after griddepcontrol.wait (the *_late_* entries) ptxas hoists a __restrict__ row's
+// ld.global.nc above the wait (their SASS had the delta's LDGs before it), a read of the
+// previous kernel's output before it is complete.
+template <bool kCoherent = false>
 __device__ __forceinline__ void load_vecs(const uint4* src, int nvec, uint4 (&dst)[kMaxVecs]) {
 #pragma unroll
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
-    if (i < nvec) dst[j] = src[i];
+    if (i < nvec) dst[j] = kCoherent ? __ldcg(src + i) : src[i];
   }
 }
 
@@ -71,8 +76,9 @@ __device__ __forceinline__ void store_normed(const uint4 (&packed)[kMaxVecs], in
 
 // residual += delta, out = RMSNorm(residual) * w, one row a block. kNormDelta: delta is
 // normalized by w_delta (zero-centred) before the add. kOneRound: the plain weight times the
-// f32 normalized values, one rounding (kOffset unused).
-template <bool kOffset, bool kNormDelta = false, bool kOneRound = false>
+// f32 normalized values, one rounding (kOffset unused). kLate: the block lets the next kernel
+// launch here, once its loads have landed (see add_rmsnorm_entry).
+template <bool kOffset, bool kNormDelta = false, bool kOneRound = false, bool kLate = false>
 __device__ __forceinline__ void add_rmsnorm_row(__nv_bfloat16* residual,
                                                 const __nv_bfloat16* __restrict__ delta,
                                                 const __nv_bfloat16* __restrict__ w,
@@ -84,7 +90,7 @@ __device__ __forceinline__ void add_rmsnorm_row(__nv_bfloat16* residual,
   __shared__ float scratch[32];
   uint4* rv = reinterpret_cast<uint4*>(residual + base);
   load_vecs(rv, nvec, packed);
-  load_vecs(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
+  load_vecs<kLate>(reinterpret_cast<const uint4*>(delta + base), nvec, dpacked);
   if constexpr (kNormDelta) {
     float dsq = 0.f;
 #pragma unroll
@@ -107,6 +113,7 @@ __device__ __forceinline__ void add_rmsnorm_row(__nv_bfloat16* residual,
       rv[i] = packed[j];
     }
   }
+  if constexpr (kLate) atlas::pdl_launch_dependents();
   store_normed<kOffset, kOneRound>(packed, nvec, w, out + base, dim, eps, scratch);
 }
 
@@ -263,15 +270,23 @@ rmsnorm_pitched_bf16(const __nv_bfloat16* x, const __nv_bfloat16* __restrict__ w
 // one's wait (atlas_common.cuh pdl_enter_early says why that is sound); it buys the
 // projection's first weight tiles requested under the kernel before the norm (the down
 // projection), not only during the norm's own ~2 us. kOneRound: the *_oneround_* entries.
-template <bool kOffset, bool kEarly, bool kOneRound = false>
+// kLate (the *_late_* entries, ops/norm.py norm_triggers_late): the trigger follows the
+// block's residual and delta loads instead of the wait, so the projection's weight requests
+// (tens of MB at batch 1) do not queue ahead of the norm's two rows in the memory system, as
+// the attention's late trigger keeps them off its K/V (attention_long.cu kLateTrigger).
+template <bool kOffset, bool kEarly, bool kOneRound = false, bool kLate = false>
 __device__ __forceinline__ void add_rmsnorm_entry(__nv_bfloat16* residual,
                                                   const __nv_bfloat16* delta,
                                                   const __nv_bfloat16* w, __nv_bfloat16* out,
                                                   uint32_t rows, uint32_t dim, float eps) {
+  static_assert(!(kEarly && kLate), "one trigger point");
   if (blockIdx.x >= rows) return;
   prefetch_weight(w, dim);
-  atlas::pdl_enter_early<kEarly>();
-  add_rmsnorm_row<kOffset, false, kOneRound>(residual, delta, w, out, dim, eps);
+  if constexpr (kLate)
+    atlas::pdl_wait();
+  else
+    atlas::pdl_enter_early<kEarly>();
+  add_rmsnorm_row<kOffset, false, kOneRound, kLate>(residual, delta, w, out, dim, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -304,6 +319,22 @@ add_rmsnorm_offset_early_bf16(__nv_bfloat16* __restrict__ residual,
                               const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                               uint32_t rows, uint32_t dim, float eps) {
   add_rmsnorm_entry<true, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_late_bf16(__nv_bfloat16* __restrict__ residual,
+                      const __nv_bfloat16* __restrict__ delta,
+                      const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                      uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<false, false, false, true>(residual, delta, w, out, rows, dim, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+add_rmsnorm_offset_late_bf16(__nv_bfloat16* __restrict__ residual,
+                             const __nv_bfloat16* __restrict__ delta,
+                             const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                             uint32_t rows, uint32_t dim, float eps) {
+  add_rmsnorm_entry<true, false, false, true>(residual, delta, w, out, rows, dim, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(1024)

@@ -55,6 +55,12 @@ ADD_RMSNORM_EARLY = S("rmsnorm", "add_rmsnorm_early_bf16",
                       "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_OFFSET_EARLY = S("rmsnorm", "add_rmsnorm_offset_early_bf16",
                              "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# ... and the two letting it launch only once their rows have landed (ops/norm.py
+# norm_triggers_late): the same values
+ADD_RMSNORM_LATE = S("rmsnorm", "add_rmsnorm_late_bf16",
+                     "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+ADD_RMSNORM_OFFSET_LATE = S("rmsnorm", "add_rmsnorm_offset_late_bf16",
+                            "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 # the plain weight times the f32 normalized row, one rounding: out = bf16(w * (r * rsqrt(
 # mean(r^2) + eps))) (gpt-oss's GptOssRMSNorm); RMSNORM, ADD_RMSNORM and its early twin's shape
 RMSNORM_ONEROUND = S("rmsnorm", "rmsnorm_oneround_bf16",

@@ -59,13 +59,15 @@ def _make_oracle(offset: bool, one_round: bool = False):
 
 
 def _routes(early: bool | None, rows_per_block: int | None,
-            warp: bool | None = None) -> KernelRoutes:
+            warp: bool | None = None, late: bool | None = None) -> KernelRoutes:
     """The environment's routes (a device sweep may set ATLAS_NORM_ROWS_PER_BLOCK or
-    ATLAS_NORM_WARP), with the case's early trigger, rows a block and warp-a-row layout where
-    it names them."""
+    ATLAS_NORM_WARP), with the case's early or late trigger, rows a block and warp-a-row
+    layout where it names them."""
     routes = KernelRoutes.from_env()
     if early is not None:
         routes = replace(routes, early_trigger=frozenset({"norm"} if early else ()))
+    if late is not None:
+        routes = replace(routes, norm_late=late)
     if rows_per_block is not None:
         routes = replace(routes, norm_rows_per_block=rows_per_block)
     if warp is not None:
@@ -76,11 +78,13 @@ def _routes(early: bool | None, rows_per_block: int | None,
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
           offset: bool = False, early: bool | None = None,
           norm_delta: bool = False, one_round: bool = False,
-          rows_per_block: int | None = None, warp: bool | None = None) -> KernelCase:
+          rows_per_block: int | None = None, warp: bool | None = None,
+          late: bool | None = None) -> KernelCase:
     """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights);
     `one_round`: the *_oneround_* entries (gpt-oss); `rows_per_block`: a many-row plain
     launch's blocks loop over that many rows (None: the routes', DEFAULT_NORM_ROWS_PER_BLOCK
-    unless the environment says otherwise); `warp`: routes.norm_warp (a warp a row)."""
+    unless the environment says otherwise); `warp`: routes.norm_warp (a warp a row); `late`:
+    routes.norm_late (the *_late_* entries where the trigger is not early)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -93,7 +97,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         inputs["w_delta"] = f32_to_bf16_bits(rng.normal(0.0, 0.1, dim).astype(np.float32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend, _routes(early, rows_per_block, warp))
+        kc = KernelCache(backend, _routes(early, rows_per_block, warp, late))
         if norm_delta:
             norm.norm_add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w_delta"], p["w"],
                                   p["out"], rows, dim, EPS)
@@ -112,7 +116,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
                                          tol=(2.0 ** -6, 2.0 ** -8) if norm_delta else (0.0, 0.0))
     kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
             + ("_offset" if offset else "") + ("_oneround" if one_round else "")
-            + ("_early" if early else "")
+            + ("_early" if early else "") + ("_late" if late else "")
             + (f"_{rows_per_block}rows" if rows_per_block is not None else "")
             + ("_warp" if warp else ""))
     # the normalized delta's f32 sums run in another order than the host reference's: an ulp
@@ -183,6 +187,9 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [_case(rng, rows, dim, fused, one_round=True) for rows, dim in ONE_ROUND_SHAPES
                for fused in (False, True)]
             + [_case(rng, 1, 2880, True, early=True, one_round=True)]
+            # the entries letting it launch once their rows have landed (the same values)
+            + [_case(rng, rows, dim, True, offset, early=False, late=True)
+               for rows, dim, offset in ((1, 4096, False), (1, 2048, True), (3, 8200, False))]
             # the plain entries' row loop at set rows a block: one, an even and an odd count,
             # a ragged last block, every plain variant, in place and pitched
             + [_case(rng, rows, dim, False, offset, one_round=one_round, rows_per_block=per)

@@ -17,8 +17,8 @@ plain norm runs a warp a row instead (`rmsnorm_by_warps`: no block barrier in a 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_ONEROUND,
+from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
+                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
                           ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
                           RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED, RMSNORM_WARP,
                           RMSNORM_WARP_OFFSET, RMSNORM_WARP_ONEROUND)
@@ -35,9 +35,10 @@ RMSNORM_MAX_DIM = 8 * RMSNORM_MAX_VECS * RMSNORM_MAX_THREADS
 #: Up to 2 rows per SM of an H200 (132 SMs) every row's block is resident at once in either
 #: geometry, and the one-vector block's shorter chain (one w load a thread) is the faster.
 RMSNORM_LATENCY_ROWS = 256
-#: add_rmsnorm's entry points by (offset weights, early trigger)
-_ADD_RMSNORM = {(False, False): ADD_RMSNORM, (True, False): ADD_RMSNORM_OFFSET,
-                (False, True): ADD_RMSNORM_EARLY, (True, True): ADD_RMSNORM_OFFSET_EARLY}
+#: add_rmsnorm's entry points by (offset weights, trigger: after the wait, early, late)
+_ADD_RMSNORM = {(False, "wait"): ADD_RMSNORM, (True, "wait"): ADD_RMSNORM_OFFSET,
+                (False, "early"): ADD_RMSNORM_EARLY, (True, "early"): ADD_RMSNORM_OFFSET_EARLY,
+                (False, "late"): ADD_RMSNORM_LATE, (True, "late"): ADD_RMSNORM_OFFSET_LATE}
 #: ... and with the one-rounding weights (gpt-oss), by early trigger
 _ADD_RMSNORM_ONEROUND = {False: ADD_RMSNORM_ONEROUND, True: ADD_RMSNORM_ONEROUND_EARLY}
 
@@ -116,6 +117,15 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
                                 rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, pitch, eps)
 
 
+def norm_triggers_late(kc: KernelCache) -> bool:
+    """Whether an add + norm that does not trigger early lets the next kernel launch only
+    once its residual and delta rows have landed (routes.norm_late, ATLAS_NORM_LATE): at
+    batch 1 the projection after it requests tens of MB of weights from its launch on, and
+    the norm's own two rows then wait behind them (the 35B's norm after the MoE down: 3.79 us
+    of the critical path against the 30B's 2.63, where a lean GEMV follows; gpu177)."""
+    return kc.routes.norm_late
+
+
 def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,
                      w_delta: DevicePtr, w: DevicePtr, out: DevicePtr, rows: int, dim: int,
                      eps: float) -> None:
@@ -136,6 +146,10 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
     _check("add_rmsnorm", dim, {"residual": residual, "delta": delta, "w": w, "out": out})
     if rows:
         early = triggers_early(kc, "norm", rows)
-        sig = _ADD_RMSNORM_ONEROUND[early] if one_round else _ADD_RMSNORM[offset, early]
+        if one_round:
+            sig = _ADD_RMSNORM_ONEROUND[early]
+        else:
+            trigger = "early" if early else "late" if norm_triggers_late(kc) else "wait"
+            sig = _ADD_RMSNORM[offset, trigger]
         kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
                     dim, eps)

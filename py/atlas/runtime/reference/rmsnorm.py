@@ -15,8 +15,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
-from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_OFFSET,
-                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_ONEROUND,
+from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
+                          ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
                           ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
                           RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED, RMSNORM_WARP,
                           RMSNORM_WARP_OFFSET, RMSNORM_WARP_ONEROUND)
@@ -85,6 +85,7 @@ def rmsnorm_pitched_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: in
 
 @reference(ADD_RMSNORM)
 @reference(ADD_RMSNORM_EARLY)  # the same values; only its PDL trigger moves
+@reference(ADD_RMSNORM_LATE)
 def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int, w: int,
                      out: int, rows: int, dim: int, eps: float) -> None:
     resid = _rows(mem, residual, rows, dim)
@@ -106,6 +107,7 @@ def rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int
 
 @reference(ADD_RMSNORM_OFFSET)
 @reference(ADD_RMSNORM_OFFSET_EARLY)
+@reference(ADD_RMSNORM_OFFSET_LATE)
 def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, delta: int,
                             w: int, out: int, rows: int, dim: int, eps: float,
                             delta_bits: np.ndarray | None = None) -> None:
