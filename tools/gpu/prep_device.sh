@@ -3,7 +3,9 @@
 #
 #   .device/kernels.tar.xz   every hopper PTX set (atlas kernels build), built here with nvcc
 #                            (ATLAS_PREP_SETS="GLOB": only those, to keep a call under 64 MiB)
-#   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU
+#   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU, audited
+#                            for loads ptxas hoisted above a PDL wait (tools/gpu/pdl_audit.py;
+#                            needs cuobjdump on PATH or CUOBJDUMP, else skipped with a note)
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
 #   .whl/                    wheels the GPU image lacks (orjson, structlog)
@@ -32,6 +34,8 @@ echo "== PTX sets (build/kernels)"
 ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" | tail -n 2
 echo "== cubins (build/sass)"
 python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" | tail -n 1
+echo "== PDL audit (tools/gpu/pdl_audit.py: CUOBJDUMP or cuobjdump on PATH)"
+python3 tools/gpu/pdl_audit.py --kernels build/kernels --sass build/sass
 # the sets to carry: every hopper one (build/kernels may hold other hardware's too), or those
 # ATLAS_PREP_SETS names (a glob, e.g. "hopper__common__*" when the call needs no model leaf:
 # the tracked tree plus .device must stay within the tool's 64 MiB)
