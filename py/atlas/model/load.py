@@ -32,6 +32,7 @@ from ..runtime.gpu import DevicePtr, GpuBackend
 from ..runtime.kv_cache import KvCacheConfig, PagedKvCache, parse_kv_dtype
 from ..runtime.ops import KernelCache
 from ..runtime.ops.attention_long import gated_pays, late_trigger_pays, slides
+from ..runtime.ops.norm import norm_late_pays
 from ..runtime.ops.decode_persistent import PersistentTables, build_tables
 from ..runtime.ops.kv_quant import DEFAULT_CALIBRATION_TOKENS, E4M3_MAX, kv_format
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
@@ -389,6 +390,11 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
         o_proj = next((linears[f"l{i}.o"] for i in attn_layers if f"l{i}.o" in linears), None)
         routes = replace(routes, decode_attn_long_late_trigger=o_proj is not None
                          and late_trigger_pays(o_proj.nbytes))
+    if routes.norm_late is None:  # unset: by the smallest projection after an add + norm
+        after_norm = [linears[n].nbytes for i in range(dims.layers)
+                      for n in (f"l{i}.qkv", f"l{i}.in_proj", f"l{i}.gate_up") if n in linears]
+        routes = replace(routes, norm_late=bool(after_norm)
+                         and norm_late_pays(min(after_norm)))
     if routes.decode_attn_long_gated is None:  # unset: by the qkv projection before it
         qkv = next((linears[f"l{i}.qkv"] for i in attn_layers if f"l{i}.qkv" in linears), None)
         routes = replace(routes, decode_attn_long_gated=qkv is not None

@@ -119,11 +119,32 @@ def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
 
 def norm_triggers_late(kc: KernelCache) -> bool:
     """Whether an add + norm that does not trigger early lets the next kernel launch only
-    once its residual and delta rows have landed (routes.norm_late, ATLAS_NORM_LATE): at
-    batch 1 the projection after it requests tens of MB of weights from its launch on, and
-    the norm's own two rows then wait behind them (the 35B's norm after the MoE down: 3.79 us
-    of the critical path against the 30B's 2.63, where a lean GEMV follows; gpu177)."""
-    return kc.routes.norm_late
+    once its residual and delta rows have landed (routes.norm_late, ATLAS_NORM_LATE; set at
+    load by `norm_late_pays` where the environment leaves it unset)."""
+    return bool(kc.routes.norm_late)
+
+
+#: the smallest projection after a model's add + norms (bytes a batch-1 pass streams) from
+#: which they trigger late (`norm_late_pays`)
+NORM_LATE_MIN_NEXT_BYTES = 24 << 20
+
+
+def norm_late_pays(next_bytes: int) -> bool:
+    """routes.norm_late's rule where the environment leaves it unset (model/load.py), given
+    the smallest projection that follows one of the model's add + norms (qkv, Gated-DeltaNet's
+    in_proj, a dense gate_up): at batch 1 that projection requests its first wave's weights
+    from its launch on, and with the trigger on the norm's entry its two rows queue behind
+    them. The late trigger takes the norm off that flood and delays the projection's own
+    requests by the norm's load time, which pays once every flood is large. Measured (H100,
+    gpu179 / gpu180, 2026-12-07, batch 1 x 512, GPU ms a step, late vs on entry):
+    the smallest such projection 36 MiB (Qwen3.5-35B-A3B's attention qkv; in_proj 48) 2.755 /
+    2.760 vs 2.795 / 2.796 (its norm after the MoE down 5.31 -> 2.12 us of the critical path,
+    in_proj 13.58 -> 16.57), 48 MiB (Qwen3-8B's qkv) 5.338 vs 5.349, 30 MiB (Qwen3-4B) 3.058
+    vs 3.074; 20 MiB (Qwen3-30B-A3B) 2.942 vs 2.931, 16 MiB (Qwen3-1.7B) 1.425 vs 1.422,
+    12 MiB (Llama-3.2-1B) 0.978 / 0.978 vs 0.976 / 0.976. The threshold lies between 20 and
+    30 MiB; the 8B's and 4B's gains, like the 1.7B's and Llama's losses, are one sample's
+    size (~0.3%), the 35B's and the 30B's are not."""
+    return next_bytes >= NORM_LATE_MIN_NEXT_BYTES
 
 
 def norm_add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: DevicePtr,

@@ -90,10 +90,11 @@ what it asked for each time, and importing Atlas never depends on the environmen
 * ATLAS_NORM_WARP=1: such a launch a warp a row instead (rmsnorm_warp[_offset|_oneround]_bf16,
   ops/norm.rmsnorm_by_warps: its sum of squares by shuffles, no block barrier; widths up to
   4,096). Off until measured on a device (the block form: 0.90x PyTorch on the H200, gpu141).
-* ATLAS_NORM_LATE=1: the residual add + RMSNorm launches that do not trigger early (batch 1)
-  let the projection after them launch only once their rows have landed (add_rmsnorm[_offset]
-  _late_bf16, ops/norm.norm_triggers_late), as the attention's late trigger does for o_proj.
-  Off until measured on a device.
+* ATLAS_NORM_LATE=1 / 0: the residual add + RMSNorm launches that do not trigger early
+  (batch 1) let the projection after them launch only once their rows have landed
+  (add_rmsnorm[_offset]_late_bf16, ops/norm.norm_triggers_late), as the attention's late
+  trigger does for o_proj; unset, by the smallest projection after such a norm
+  (ops/norm.norm_late_pays, model/load.py).
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -653,7 +654,7 @@ class KernelRoutes:
     early_trigger: frozenset[str] | None = None
     norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
     norm_warp: bool = False
-    norm_late: bool = False
+    norm_late: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -799,7 +800,7 @@ class KernelRoutes:
                                                     DEFAULT_NORM_ROWS_PER_BLOCK, 16,
                                                     "a block's rows of a prefill norm"),
                    norm_warp=env_switch(env, "ATLAS_NORM_WARP", False),
-                   norm_late=env_switch(env, "ATLAS_NORM_LATE", False),
+                   norm_late=_env_tristate(env, "ATLAS_NORM_LATE"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),
