@@ -168,19 +168,3 @@ def test_persistent_decode_graph_runs_the_layers_in_one_launch(monkeypatch):
     names, _ = _decode_step_launches(monkeypatch, "ATLAS_PERSISTENT_DECODE")
     assert names == ["embedding_bf16", "decode_persistent_bf16", "rmsnorm_bf16",
                      "embedding_bf16", "gemv_bf16_f32_single", *GRAPH_SAMPLER]
-
-
-def test_o_proj_asks_l2_for_its_layers_gate_up_under_the_switch(monkeypatch):
-    """ATLAS_GEMV_L2_NEXT_MB: each layer's batch-1 o_proj runs on the GEMV twin that asks L2
-    for that layer's gate_up weights (the mock has no occupancy to ask, so from their first
-    byte, all of them at this size), the rest of the step unchanged."""
-    monkeypatch.setenv("ATLAS_GEMV_L2_NEXT_MB", "16")
-    runner = load_runner(FIXTURE, backend="mock", max_seq_len=64, max_batch_size=4,
-                         max_prefill_tokens=32)
-    graph = _replay_decode_graph(runner)
-    layer = [*DEFAULT_LAYER[:3], "gemv_bf16_l2next_single", *DEFAULT_LAYER[4:]]
-    layers, n = runner.cfg.num_hidden_layers, len(layer)
-    assert [r.func for r in graph[2:1 + n * layers]] == layer[1:] + layer * (layers - 1)
-    o_proj = [r for r in graph if r.func == "gemv_bf16_l2next_single"]
-    assert [(r.args["next"], r.args["next_bytes"]) for r in o_proj] == [
-        (lw.mlp.gate_up.ptr, lw.mlp.gate_up.nbytes) for lw in runner.model.layers]

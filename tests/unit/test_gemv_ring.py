@@ -287,36 +287,3 @@ def test_single_gemv_keeps_the_free_entry_without_a_device_to_ask() -> None:
     assert [r.func for r in mock.drain_launches()] == ["gemv_bf16_single"]
     with pytest.raises(ValueError, match="ATLAS_GEMV_LEAN"):
         KernelRoutes.from_env({"ATLAS_GEMV_LEAN": "2"})
-
-
-@pytest.mark.parametrize("env,start,size,func", [
-    # Llama-3.2-1B: gate_up [16,384, 2,048] on the capped 8-row twin, 5 an SM: 660 blocks'
-    # rows (21,626,880 bytes) request their own first tile; the next 16 MiB are o_proj's
-    ({"ATLAS_GEMV_L2_NEXT_MB": "16"}, 660 * 8 * 4096, 16 << 20, "gemv_bf16_l2next_single"),
-    ({"ATLAS_GEMV_L2_NEXT_MB": "16", "ATLAS_GEMV_L2_NEXT_WAIT": "1"}, 660 * 8 * 4096, 16 << 20,
-     "gemv_bf16_l2next_wait_single"),
-    # more than is left past the first wave: the rest of the weight
-    ({"ATLAS_GEMV_L2_NEXT_MB": "100"}, 660 * 8 * 4096, 2 * 16384 * 2048 - 660 * 8 * 4096,
-     "gemv_bf16_l2next_single"),
-])
-def test_o_proj_asks_l2_for_the_gate_up_past_its_first_wave(env: dict, start: int, size: int,
-                                                            func: str) -> None:
-    mock = _Occupancy({"gemv_swiglu_bf16_x8n_single": 5, "gemv_bf16_single": 9,
-                       "gemv_bf16_lean_single": 10})
-    kc = KernelCache(mock, routes=KernelRoutes.from_env(env))
-    matmul.gemv_l2_next(kc, 0, 0x1000, 0x2000, 0x3000, 2048, 2048, 0x100000, 16384, 2048)
-    [r] = mock.drain_launches()
-    assert (r.func, r.grid[0], r.block[0]) == (func, 512, 128)
-    assert (r.args["next"], r.args["next_bytes"]) == (0x100000 + start, size)
-
-
-def test_o_proj_without_a_slice_to_prefetch_is_the_plain_gemv() -> None:
-    """Nothing past the gate_up's first wave (Qwen3-0.6B's 12 MB fit in it): the plain
-    single-row entry; a malformed size names the switch."""
-    mock = _Occupancy({"gemv_swiglu_bf16_single": 16, "gemv_bf16_single": 9,
-                       "gemv_bf16_lean_single": 10})
-    kc = KernelCache(mock, routes=KernelRoutes.from_env({"ATLAS_GEMV_L2_NEXT_MB": "16"}))
-    matmul.gemv_l2_next(kc, 0, 0x1000, 0x2000, 0x3000, 1024, 2048, 0x100000, 6144, 1024)
-    assert [r.func for r in mock.drain_launches()] == ["gemv_bf16_single"]
-    with pytest.raises(ValueError, match="ATLAS_GEMV_L2_NEXT_MB"):
-        KernelRoutes.from_env({"ATLAS_GEMV_L2_NEXT_MB": "a lot"})

@@ -117,62 +117,6 @@ extern "C" __global__ void __maxnreg__(ATLAS_GEMV_LEAN_MAXNREG)
   gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums);
 }
 
-// gemv_bf16_single asking L2 for a slice of the next launch's weights as well (ops/matmul.py
-// gemv_l2_next, ATLAS_GEMV_L2_NEXT_MB: batch 1's o_proj, whose next GEMV is the gate_up +
-// SwiGLU). Why: after the qkv GEMV the attention and o_proj are latency chains (a MiB of K/V,
-// o_proj's weights requested before its wait), so DRAM idles for several microseconds a layer
-// that the gate_up's stream could use; its blocks cannot request their bytes earlier (PDL
-// launches them only after the add + norm between). Block b's thread 0 prefetches the b-th
-// of gridDim.x equal 16-byte-aligned slices of [next, next + bytes) (cp.async.bulk.prefetch.L2,
-// no registers, no completion), either once its own first weight chunk has landed (before its
-// PDL wait: the attention's K/V, requested earlier, are in by then) or, kAfterWait, after the
-// wait (the attention done). Sessions 11 and 29 prefetched from inside the attention right
-// after its wait and lost: its K/V reads queued behind the prefetch. The same sums as
-// gemv_bf16_single.
-template <bool kAfterWait>
-struct L2Next {
-  static constexpr uint32_t kPiece = 64u << 10;   // bytes a bulk prefetch
-  static constexpr uint32_t kNever = 0x7fc17fc1u;  // a NaN pair: the test only orders the issue
-  const char* next;
-  uint32_t bytes;
-  __device__ __forceinline__ void issue() const {
-    if (threadIdx.x != 0) return;
-    const uint32_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15u) & ~15u;
-    const uint64_t begin = static_cast<uint64_t>(blockIdx.x) * per;
-    if (begin >= bytes) return;
-    const uint64_t stop = begin + per;
-    const uint32_t end = stop < bytes ? static_cast<uint32_t>(stop) : bytes;
-    for (uint32_t at = static_cast<uint32_t>(begin); at < end; at += kPiece)
-      atlas::prefetch_l2_bulk(next + at, min(kPiece, end - at));
-  }
-  __device__ __forceinline__ void before_wait(const uint4& landed) const {
-    if constexpr (!kAfterWait) {
-      if (landed.x != kNever) issue();
-    }
-  }
-  __device__ __forceinline__ void after_wait() const {
-    if constexpr (kAfterWait) issue();
-  }
-};
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_bf16_l2next_single(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y,
-                            uint32_t m, uint32_t n, uint32_t k, const char* next,
-                            uint32_t next_bytes) {
-  if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums, StoreY<>{},
-                      L2Next<false>{next, next_bytes});
-}
-
-extern "C" __global__ void __launch_bounds__(kMaxThreads)
-    gemv_bf16_l2next_wait_single(const __nv_bfloat16* x, const __nv_bfloat16* w,
-                                 __nv_bfloat16* y, uint32_t m, uint32_t n, uint32_t k,
-                                 const char* next, uint32_t next_bytes) {
-  if (m != 1) __trap();
-  gemv_rows<1, false>(plain_x(x, k), Bf16W{}, w, y, n, k, partial_sums, StoreY<>{},
-                      L2Next<true>{next, next_bytes});
-}
-
 // gemv_bf16_single plus a bias [n]: y = bf16(bf16(x @ w.T) + bias), bit for bit it followed
 // by bias_add_bf16 (batch 1's q/k/v projection of Qwen2-family attention, ops/matmul.py
 // gemv_bias): the attention kernel after it starts its prologue under the GEMV again.

@@ -227,18 +227,10 @@ __device__ __forceinline__ void load_weight_tile(uint4 (&wv)[U][R], const uint4*
   }
 }
 
-// What a block does around its PDL wait besides its own loads (gemv_rows' `hook`): nothing
-// here; gemv.cu's L2Next asks L2 for a slice of the next launch's weights.
-struct NoHook {
-  __device__ __forceinline__ void before_wait(const uint4&) const {}
-  __device__ __forceinline__ void after_wait() const {}
-};
-
-template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY<>, class Hook = NoHook>
+template <int M, bool kF32Out, class XLoad, class W, class Out = StoreY<>>
 __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __restrict__ w,
                                           void* __restrict__ y, int n, int k,
-                                          float (*partial)[kMaxAcc], Out out = Out{},
-                                          Hook hook = Hook{}) {
+                                          float (*partial)[kMaxAcc], Out out = Out{}) {
   constexpr int R = Out::kRows;  // the block's weight rows (4; 8 for the `_x8` entries)
   constexpr int V = pow2_at_least(M) * R;  // accumulator (m, r) at m * R + r
   static_assert(V <= kMaxAcc, "a block's sums must fit the partial-sum rows");
@@ -261,9 +253,7 @@ __device__ __forceinline__ void gemv_rows(XLoad xload, W fmt, const void* __rest
   // are never written by a kernel), so its DRAM round trip overlaps that kernel's tail.
   uint4 wv[kUnroll][R];
   load_weight_tile<true, kUnroll, R>(wv, wrow, threadIdx.x, kc);
-  hook.before_wait(wv[0][0]);  // the thread's first chunk: its tile has landed when used
   atlas::pdl_enter();
-  hook.after_wait();
   xload.prepare();
   for (int c0 = threadIdx.x; c0 < kc; c0 += kUnroll * blockDim.x) {
     if (c0 != static_cast<int>(threadIdx.x)) load_weight_tile<false, kUnroll, R>(wv, wrow, c0, kc);

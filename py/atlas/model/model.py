@@ -717,19 +717,6 @@ class DenseDecoderModel:
                                            d.head_dim, self.block_size, self.max_blocks,
                                            self.scale, plan.max_q_len)
 
-    def _l2_next_gate_up(self, lw: LayerWeights, t: int) -> Bf16Linear | None:
-        """The layer's bf16 gate_up + SwiGLU weight that batch 1's bf16 o_proj GEMV asks L2
-        for (matmul.gemv_l2_next, routes.gemv_l2_next_mb), or None: off, another batch, a
-        quantized or tensor-parallel projection, or an MLP that is not one bf16 GEMV ending
-        with its SwiGLU."""
-        kc, o, mlp = self.kc, lw.o, lw.mlp
-        if (t != 1 or not kc.routes.gemv_l2_next_mb or self.tp is not None
-                or not isinstance(o, Bf16Linear) or matmul.linear_route(kc, 1, o.n) != "gemv"
-                or not isinstance(mlp, DenseMlp) or mlp.gelu
-                or not isinstance(mlp.gate_up, Bf16Linear) or not mlp.fuses_act(kc, 1)):
-            return None
-        return mlp.gate_up
-
     def _output_projection(self, s: Stream, b: StepBuffers, lw: LayerWeights, t: int,
                            res: Residual | None = None, gated: bool = False) -> None:
         """delta = o_proj(attn) (plus its bias where the layer has one; summed over the ranks
@@ -752,9 +739,6 @@ class DenseDecoderModel:
             matmul.gemv_attn_gate(kc, s, b.attn, gate, o.ptr, b.delta, o.n, o.k)
         elif lw.o_bias:  # the bias joins the float32 sums (gpt-oss: Dims.bias_f32)
             self._biased_linear(s, b, o, lw.o_bias, b.attn, b.delta, t)
-        elif (nxt := self._l2_next_gate_up(lw, t)) is not None:
-            assert isinstance(o, Bf16Linear)
-            matmul.gemv_l2_next(kc, s, b.attn, o.ptr, b.delta, o.n, o.k, nxt.ptr, nxt.n, nxt.k)
         else:
             o.linear(kc, s, b.attn, b.delta, t, w_scratch=b.w_scratch)
         if self.tp is not None:  # row-parallel o_proj: sum the ranks' partials

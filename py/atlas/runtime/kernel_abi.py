@@ -110,13 +110,6 @@ GEMV_F32OUT = S("gemv", "gemv_bf16_f32", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 GEMV_SINGLE = S("gemv", "gemv_bf16_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
 # ... capped at 48 registers: a block more an SM, taken where that saves a wave (ops/matmul)
 GEMV_LEAN_SINGLE = S("gemv", "gemv_bf16_lean_single", "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32")
-# ... asking L2 for a slice of the next launch's weights [next, next + next_bytes) as well,
-# once its first chunk landed or (_wait_) after its PDL wait: GEMV_SINGLE's sums (ops/matmul
-# gemv_l2_next)
-GEMV_L2NEXT_SINGLE = S("gemv", "gemv_bf16_l2next_single",
-                       "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 next:ptr next_bytes:u32")
-GEMV_L2NEXT_WAIT_SINGLE = S("gemv", "gemv_bf16_l2next_wait_single",
-                            "x:ptr w:ptr y:ptr m:u32 n:u32 k:u32 next:ptr next_bytes:u32")
 # ... plus a bias [n] added to its bf16 output and rounded again: GEMV_SINGLE followed by
 # BIAS_ADD, bit for bit (batch 1's q/k/v projection with Qwen2-family biases)
 GEMV_BIAS_SINGLE = S("gemv", "gemv_bias_bf16_single",

@@ -58,16 +58,6 @@ def lean_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: De
     matmul.gemv(lean, stream, x, w, y, m, n, k, out_f32)
 
 
-def l2next_gemv(wait: bool, kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,
-                y: DevicePtr, m: int, n: int, k: int, out_f32: bool) -> None:
-    """`matmul.gemv_l2_next` of one row on gemv_bf16_l2next[_wait]_single, the "next" weight
-    w itself read as [n / 2, 2k]: prefetched past its first wave where the launch's blocks
-    leave any (else on the plain entry; l2_next_slice's unit tests pin which)."""
-    routes = replace(KernelRoutes.from_env(), gemv_l2_next_mb=64, gemv_l2_next_wait=wait)
-    matmul.gemv_l2_next(KernelCache(kc.backend, routes=routes), stream, x, w, y, n, k, w,
-                        n // 2, 2 * k)
-
-
 def tiled_gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
                m: int, n: int, k: int, out_f32: bool) -> None:
     """`matmul.gemv` with 2..8 rows on the register-tiled kernel (a `Launcher`)."""
@@ -184,12 +174,6 @@ def gemv_cases(rng: np.random.Generator) -> list[KernelCase]:
     # pass), a ragged n at Qwen3-30B-A3B's k, a partial warp
     cases += [linear_case(rng, f"gemv lean m1 n{n} k{k}", "gemv", 1, n, k, False, lean_gemv)
               for n, k in [(2560, 9728), (1001, 2048), (33, 576)]]
-    # ... and asking L2 for the next weights, at each issue point: its own w read as a
-    # [7,168, 8,192] gate_up (an H200's first wave of that SwiGLU launch is 264 8-row blocks,
-    # 2,112 rows; 64 MiB of the rest prefetched)
-    cases += [linear_case(rng, f"gemv l2next{' wait' if wait else ''} m1 n{n} k{k}", "gemv", 1,
-                          n, k, False, partial(l2next_gemv, wait))
-              for n, k, wait in [(14336, 4096, False), (14336, 4096, True)]]
     cases += [unrounded_case(rng, "gemv", *shape) for shape in GEMV_UNROUNDED_SHAPES]
     return cases
 

@@ -35,8 +35,7 @@ from ..kernel_abi import (GEMM, GEMM_F32OUT, GEMM_F32_UNROUNDED, GEMM_SKINNY,
                           GEMM_SM90_TMA_CLUSTER2, GEMM_SM90_TMA_CLUSTER2_F32OUT,
                           GEMM_SM90_TMA_F32OUT, GEMM_SM90_TMA_GEGLU, GEMM_SM90_TMA_SWIGLU,
                           GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F32OUT,
-                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_L2NEXT_SINGLE,
-                          GEMV_L2NEXT_WAIT_SINGLE, GEMV_LEAN_SINGLE, GEMV_RING,
+                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_LEAN_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
@@ -218,71 +217,21 @@ def saves_a_wave(kc: KernelCache, sig: KernelSig, lean: KernelSig, blocks: int,
     return -(-blocks // fewer) < -(-blocks // full)
 
 
-@dataclass(frozen=True, slots=True)
-class SingleLaunch:
-    """The entry, weight rows a block and threads a block of a single-row GEMV launch."""
-
-    sig: KernelSig
-    rows: int
-    threads: int
-
-    def blocks(self, n: int) -> int:
-        """Blocks over n weight rows."""
-        return -(-n // self.rows)
-
-
-def single_launch(kc: KernelCache, sig: KernelSig, n: int, k: int) -> SingleLaunch:
-    """How one row runs on the single-row entry `sig`: its 8-row twin where single_gemv_rows
-    says 8; the SwiGLU's register-capped one, gemv.cu `_x8n_`, for blocks under 256 threads;
-    the plain product's capped one, `_lean_`, where it saves a wave or routes.gemv_lean says."""
+def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
+                   w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
+    """One row on the single-row entry `sig` (its 8-row twin where single_gemv_rows says 8;
+    the SwiGLU's register-capped one, gemv.cu `_x8n_`, for blocks under 256 threads; the
+    plain product's capped one, `_lean_`, where it saves a wave or routes.gemv_lean says)."""
     rows, threads = GEMV_ROWS_PER_BLOCK, gemv_threads(k, kc.routes.gemv_chunks)
     if sig in _X8_SINGLE and single_gemv_rows(kc, sig == GEMV_SWIGLU_SINGLE, 2 * k) == 8:
         sig, rows = _X8_SINGLE[sig], 8
         if sig == GEMV_SWIGLU_X8_SINGLE and threads < GEMV_MAX_THREADS:
             sig = GEMV_SWIGLU_X8N_SINGLE  # capped registers: more narrow blocks an SM
-    lean = kc.routes.gemv_lean
-    if sig == GEMV_SINGLE and (lean if lean is not None else saves_a_wave(
-            kc, sig, GEMV_LEAN_SINGLE, -(-n // rows), threads)):
+    blocks, lean = -(-n // rows), kc.routes.gemv_lean
+    if sig == GEMV_SINGLE and (lean if lean is not None else
+                               saves_a_wave(kc, sig, GEMV_LEAN_SINGLE, blocks, threads)):
         sig = GEMV_LEAN_SINGLE
-    return SingleLaunch(sig, rows, threads)
-
-
-def _launch_single(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
-                   w: DevicePtr, y: DevicePtr, n: int, k: int) -> None:
-    """One row on the single-row entry `sig`, as single_launch says."""
-    plan = single_launch(kc, sig, n, k)
-    kc.get(plan.sig)(stream, plan.blocks(n), plan.threads, 0, x, w, y, 1, n, k)
-
-
-def l2_next_slice(kc: KernelCache, next_n: int, next_k: int) -> tuple[int, int]:
-    """(byte offset, bytes) of a bf16 gate_up weight [next_n, next_k] ending with its SwiGLU
-    that gemv_l2_next asks L2 for: past the rows of the gate_up launch's first wave of
-    resident blocks (those request their first tile themselves before their PDL wait), up to
-    routes.gemv_l2_next_mb MiB, whole 16-byte pieces. (0, 0): nothing to prefetch."""
-    plan = single_launch(kc, GEMV_SWIGLU_SINGLE, next_n, next_k)
-    resident = kc.resident_blocks(kc.get(plan.sig).handle, plan.threads, 0, 1) or 0
-    total = 2 * next_n * next_k
-    start = min(total, resident * plan.rows * 2 * next_k)
-    size = min(total - start, kc.routes.gemv_l2_next_mb << 20) & ~15
-    return (start, size) if size > 0 else (0, 0)
-
-
-def gemv_l2_next(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr,
-                 n: int, k: int, next_w: DevicePtr, next_n: int, next_k: int) -> None:
-    """y[1, n] = x @ w.T (GEMV_SINGLE's sums) on gemv_bf16_l2next_single, whose blocks also
-    ask L2 for l2_next_slice of the next launch's bf16 gate_up + SwiGLU weight `next_w`
-    [next_n, next_k] (routes.gemv_l2_next_mb; _wait_ entry with routes.gemv_l2_next_wait);
-    a plain single-row GEMV where that slice is empty. Batch 1's o_proj (model/model.py):
-    the attention before it leaves DRAM idle, and the gate_up after the add + norm between
-    cannot request its bytes that early itself."""
-    _check_gemv("gemv_l2_next", x, w, y, 1, n, k, True)
-    start, size = l2_next_slice(kc, next_n, next_k)
-    if size == 0:
-        _launch_single(kc, stream, GEMV_SINGLE, x, w, y, n, k)
-        return
-    sig = GEMV_L2NEXT_WAIT_SINGLE if kc.routes.gemv_l2_next_wait else GEMV_L2NEXT_SINGLE
-    kc.get(sig)(stream, -(-n // GEMV_ROWS_PER_BLOCK), gemv_threads(k, kc.routes.gemv_chunks), 0,
-                x, w, y, 1, n, k, next_w + start, size)
+    kc.get(sig)(stream, blocks, threads, 0, x, w, y, 1, n, k)
 
 
 def gemv(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, y: DevicePtr, m: int,

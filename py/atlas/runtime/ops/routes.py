@@ -437,12 +437,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   that twin runs the launch in fewer waves of resident blocks (ops/matmul.saves_a_wave;
   gpu172: capped everywhere, Qwen3-8B +0.7% and Llama-3.2-3B +2.1% where the waves stayed;
   gpu173, by waves: Qwen3-4B -2.6%, Gemma-3-4B -2.9%, Qwen3-14B -0.9%).
-* ATLAS_GEMV_L2_NEXT_MB=N (unset or 0: off): batch 1's bf16 o_proj GEMV, where a bf16
-  gate_up ending with its SwiGLU follows, on its twin gemv_bf16_l2next_single, which also asks
-  L2 for up to N MiB of the gate_up's weights past its first wave of blocks (ops/matmul
-  gemv_l2_next: DRAM idles under the attention's and o_proj's latency chains);
-  ATLAS_GEMV_L2_NEXT_WAIT=1 issues that prefetch after o_proj's PDL wait instead of once its
-  first weights landed (gemv_bf16_l2next_wait_single). Off until measured on a device.
 * ATLAS_GEMV_SWIGLU=0: batch-1 decode of a bf16 dense MLP runs gate_up into [gate | up],
   then the SwiGLU in the down GEMV's x load (up to ops/matmul.FUSED_SILU_MAX_K) or silu_mul
   and a plain down GEMV, instead of a gate_up GEMV that ends with its SwiGLU (gemv.cu
@@ -700,8 +694,6 @@ class KernelRoutes:
     gemv_rows: int = 4
     gemv_swiglu_rows: int | None = None
     gemv_lean: bool | None = None
-    gemv_l2_next_mb: int = 0
-    gemv_l2_next_wait: bool = False
     gemv_swiglu: bool = True
     gemv_bias: bool = True
     gemv_attn_gate: bool = False
@@ -865,8 +857,6 @@ class KernelRoutes:
                    gemv_rows=int(gemv_rows),
                    gemv_swiglu_rows=int(swiglu_rows) if swiglu_rows else None,
                    gemv_lean=_env_tristate(env, "ATLAS_GEMV_LEAN"),
-                   gemv_l2_next_mb=_env_count(env, "ATLAS_GEMV_L2_NEXT_MB", 0),
-                   gemv_l2_next_wait=env_switch(env, "ATLAS_GEMV_L2_NEXT_WAIT", False),
                    gemv_swiglu=env_switch(env, "ATLAS_GEMV_SWIGLU", True),
                    gemv_bias=env_switch(env, "ATLAS_GEMV_BIAS", True),
                    max_shared_carveout=_env_tristate(env, "ATLAS_MAX_SHARED_CARVEOUT"),

@@ -27,8 +27,7 @@ import numpy as np
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits
 from ..gpu import Dim3
 from ..kernel_abi import (GEMV, GEMV_ATTN_GATE_SINGLE, GEMV_BIAS_SINGLE, GEMV_F32OUT,
-                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_L2NEXT_SINGLE,
-                          GEMV_L2NEXT_WAIT_SINGLE, GEMV_LEAN_SINGLE, GEMV_RING,
+                          GEMV_F32_UNROUNDED, GEMV_GEGLU_SINGLE, GEMV_LEAN_SINGLE, GEMV_RING,
                           GEMV_RING_F32OUT,
                           GEMV_RING_SILU, GEMV_SILU, GEMV_SILU_SINGLE, GEMV_SINGLE,
                           GEMV_SINGLE_F32OUT, GEMV_SWIGLU_SINGLE, GEMV_SWIGLU_X8_SINGLE,
@@ -61,14 +60,6 @@ def linear_bf16(mem: HostMemory, x: int, w: int, y: int, m: int, n: int, k: int,
 @reference(GEMV_X8_SINGLE)  # 8-row blocks: the same sums
 def gemv_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int, m: int,
               n: int, k: int) -> None:
-    linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
-
-
-@reference(GEMV_L2NEXT_SINGLE)
-@reference(GEMV_L2NEXT_WAIT_SINGLE)
-def gemv_bf16_l2next_single(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, y: int,
-                            m: int, n: int, k: int, next_w: int, next_bytes: int) -> None:
-    """GEMV_SINGLE's product; the L2 prefetch of the next weights changes no memory."""
     linear_bf16(mem, x, w, y, m, n, k, out_f32=False)
 
 
