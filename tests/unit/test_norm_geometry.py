@@ -59,23 +59,3 @@ def test_only_the_plain_launches_loop_over_rows() -> None:
     launches = dev.drain_launches()
     assert [launch.grid[0] for launch in launches] == [512, 512, 2048, 8]
     assert [launch.block[0] for launch in launches] == [128, 32, 128, 512]
-
-
-def test_the_warp_layout_takes_many_rows_of_widths_a_warp_holds() -> None:
-    """ATLAS_NORM_WARP=1: a prefill's plain norm of a width up to 4,096 runs a warp a row, two
-    rows a warp, 128-thread blocks (every variant its warp entry); decode batches, wider rows
-    and the pitched entry keep the block layout; off by default."""
-    assert not KernelRoutes.from_env({}).norm_warp
-    dev = MockGpuBackend()
-    kc = KernelCache(dev, KernelRoutes.from_env({"ATLAS_NORM_WARP": "1"}))
-    p = dev.alloc(2 * 8200 * 2048)
-    norm.rmsnorm(kc, 0, p, p, p, 2048, 4096, 1e-6)
-    norm.rmsnorm(kc, 0, p, p, p, 300, 2048, 1e-6, offset=True)
-    norm.rmsnorm(kc, 0, p, p, p, 301, 2880, 1e-6, one_round=True)
-    norm.rmsnorm(kc, 0, p, p, p, 257, 8200, 1e-6)
-    norm.rmsnorm(kc, 0, p, p, p, 8, 4096, 1e-6)
-    norm.rmsnorm_pitched(kc, 0, p, p, p, 2048, 1024, 2048, 1e-6)
-    assert [(r.func, r.grid[0], r.block[0]) for r in dev.drain_launches()] == [
-        ("rmsnorm_warp_bf16", 256, 128), ("rmsnorm_warp_offset_bf16", 38, 128),
-        ("rmsnorm_warp_oneround_bf16", 38, 128), ("rmsnorm_bf16", 86, 288),
-        ("rmsnorm_bf16", 8, 512), ("rmsnorm_pitched_bf16", 683, 32)]

@@ -141,48 +141,6 @@ __device__ __forceinline__ void rmsnorm_rows(const __nv_bfloat16* x,
       });
 }
 
-// The plain norm a warp a row (session 49; ops/norm.py rmsnorm_by_warps, ATLAS_NORM_WARP=1):
-// warp g of the grid's G warps takes rows g, g + G, .. with the next row's vectors in flight
-// under the current row's reduction and stores (row_loop.cuh), and sums its squares by
-// shuffles alone: no block barrier between a row's loads and its stores, where the block
-// form (rmsnorm_rows) pays two a row. dim % 8 == 0, dim <= 8 * 32 * kWarpVecs.
-constexpr int kWarpVecs = 16;
-
-template <bool kOffset, bool kOneRound>
-__device__ __forceinline__ void rmsnorm_warp_rows(const __nv_bfloat16* __restrict__ x,
-                                                  const __nv_bfloat16* __restrict__ w,
-                                                  __nv_bfloat16* __restrict__ out,
-                                                  uint32_t rows, uint32_t dim, float eps) {
-  const int lane = static_cast<int>(threadIdx.x & 31u);
-  const uint32_t warps = blockDim.x >> 5;
-  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
-  struct Row { uint4 v[kWarpVecs]; };
-  atlas::for_rows_prefetched_from<Row>(
-      blockIdx.x * warps + (threadIdx.x >> 5), gridDim.x * warps, rows,
-      [&](uint32_t row, Row& r) {
-        const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * dim);
-#pragma unroll
-        for (int j = 0; j < kWarpVecs; ++j)
-          if (lane + 32 * j < nvec) r.v[j] = src[lane + 32 * j];
-      },
-      [&](uint32_t row, const Row& r) {
-        float sumsq = 0.f;
-#pragma unroll
-        for (int j = 0; j < kWarpVecs; ++j)
-          if (lane + 32 * j < nvec) sumsq = atlas::rmsnorm::sumsq_bf16x8(r.v[j], sumsq);
-        const float inv_rms = rsqrtf(atlas::warp_sum(sumsq) / static_cast<float>(dim) + eps);
-        const uint4* wv = reinterpret_cast<const uint4*>(w);
-        uint4* ov = reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * dim);
-#pragma unroll
-        for (int j = 0; j < kWarpVecs; ++j) {
-          const int i = lane + 32 * j;
-          if (i < nvec)
-            ov[i] = kOneRound ? atlas::rmsnorm::scale_one_round_bf16x8(r.v[j], wv[i], inv_rms)
-                              : atlas::rmsnorm::scale_bf16x8(r.v[j], wv[i], inv_rms, kOffset);
-        }
-      });
-}
-
 // Before pdl_wait: request this thread's vectors of the norm weight into L1 (no registers).
 __device__ __forceinline__ void prefetch_weight(const __nv_bfloat16* w, uint32_t dim) {
   const uint4* wv = reinterpret_cast<const uint4*>(w);
@@ -221,33 +179,6 @@ rmsnorm_oneround_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* 
   prefetch_weight(w, dim);
   atlas::pdl_enter();
   rmsnorm_rows<false, true>(x, w, out, rows, dim, eps, dim);
-}
-
-// rmsnorm[_offset|_oneround]_bf16 a warp a row (rmsnorm_warp_rows): any grid of whole warps.
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_warp_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                  __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, float eps) {
-  prefetch_weight(w, dim);
-  atlas::pdl_enter();
-  rmsnorm_warp_rows<false, false>(x, w, out, rows, dim, eps);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_warp_offset_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                         __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim,
-                         float eps) {
-  prefetch_weight(w, dim);
-  atlas::pdl_enter();
-  rmsnorm_warp_rows<true, false>(x, w, out, rows, dim, eps);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_warp_oneround_bf16(const __nv_bfloat16* __restrict__ x,
-                           const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
-                           uint32_t rows, uint32_t dim, float eps) {
-  prefetch_weight(w, dim);
-  atlas::pdl_enter();
-  rmsnorm_warp_rows<false, true>(x, w, out, rows, dim, eps);
 }
 
 // Rows of `dim` starting `pitch` elements apart, normalized in place (x == out) or into

@@ -11,35 +11,26 @@
 
 namespace atlas {
 
-// Rows first, first + stride, .. below `rows`: load(row, buf) fills a register buffer of type
-// T with a row's data (issuing its loads); finish(row, buf) consumes it. Two buffers
-// alternate in a loop unrolled by two (a `cur = next` copy would wait on the next row's data
-// before the one after it could be requested). Whoever shares a `first` runs the same rows.
+// load(row, buf) fills a register buffer of type T with a row's data (issuing its loads);
+// finish(row, buf) consumes it. Two buffers alternate in a loop unrolled by two (a
+// `cur = next` copy would wait on the next row's data before the one after it could be
+// requested). Every thread of a block runs the same rows, so `finish` may hold barriers.
 template <class T, class Load, class Finish>
-__device__ __forceinline__ void for_rows_prefetched_from(uint32_t first, uint32_t stride,
-                                                         uint32_t rows, Load load,
-                                                         Finish finish) {
-  uint32_t row = first;
+__device__ __forceinline__ void for_rows_prefetched(uint32_t rows, Load load, Finish finish) {
+  uint32_t row = blockIdx.x;
   if (row >= rows) return;
   T a, b;
   load(row, a);
   while (true) {
-    const uint32_t next = row + stride;
+    const uint32_t next = row + gridDim.x;
     if (next < rows) load(next, b);
     finish(row, a);
     if (next >= rows) return;
-    row = next + stride;
+    row = next + gridDim.x;
     if (row < rows) load(row, a);
     finish(next, b);
     if (row >= rows) return;
   }
-}
-
-// A block's rows blockIdx.x, + gridDim.x, ..: every thread of the block runs the same rows,
-// so `finish` may hold barriers.
-template <class T, class Load, class Finish>
-__device__ __forceinline__ void for_rows_prefetched(uint32_t rows, Load load, Finish finish) {
-  for_rows_prefetched_from<T>(blockIdx.x, gridDim.x, rows, load, finish);
 }
 
 }  // namespace atlas

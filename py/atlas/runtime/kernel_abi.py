@@ -65,13 +65,6 @@ ADD_RMSNORM_OFFSET_LATE = S("rmsnorm", "add_rmsnorm_offset_late_bf16",
 # mean(r^2) + eps))) (gpt-oss's GptOssRMSNorm); RMSNORM, ADD_RMSNORM and its early twin's shape
 RMSNORM_ONEROUND = S("rmsnorm", "rmsnorm_oneround_bf16",
                      "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
-# RMSNORM, RMSNORM_OFFSET and RMSNORM_ONEROUND a warp a row (ops/norm.rmsnorm_by_warps): the
-# same values to float32 rounding (their sums of squares in another order)
-RMSNORM_WARP = S("rmsnorm", "rmsnorm_warp_bf16", "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
-RMSNORM_WARP_OFFSET = S("rmsnorm", "rmsnorm_warp_offset_bf16",
-                        "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
-RMSNORM_WARP_ONEROUND = S("rmsnorm", "rmsnorm_warp_oneround_bf16",
-                          "x:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_ONEROUND = S("rmsnorm", "add_rmsnorm_oneround_bf16",
                          "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_ONEROUND_EARLY = S("rmsnorm", "add_rmsnorm_oneround_early_bf16",

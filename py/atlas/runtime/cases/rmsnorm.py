@@ -59,10 +59,9 @@ def _make_oracle(offset: bool, one_round: bool = False):
 
 
 def _routes(early: bool | None, rows_per_block: int | None,
-            warp: bool | None = None, late: bool | None = None) -> KernelRoutes:
-    """The environment's routes (a device sweep may set ATLAS_NORM_ROWS_PER_BLOCK or
-    ATLAS_NORM_WARP), with the case's early or late trigger, rows a block and warp-a-row
-    layout where it names them."""
+            late: bool | None = None) -> KernelRoutes:
+    """The environment's routes (a device sweep may set ATLAS_NORM_ROWS_PER_BLOCK), with the
+    case's early or late trigger and rows a block where it names them."""
     routes = KernelRoutes.from_env()
     if early is not None:
         routes = replace(routes, early_trigger=frozenset({"norm"} if early else ()))
@@ -70,21 +69,18 @@ def _routes(early: bool | None, rows_per_block: int | None,
         routes = replace(routes, norm_late=late)
     if rows_per_block is not None:
         routes = replace(routes, norm_rows_per_block=rows_per_block)
-    if warp is not None:
-        routes = replace(routes, norm_warp=warp)
     return routes
 
 
 def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
           offset: bool = False, early: bool | None = None,
           norm_delta: bool = False, one_round: bool = False,
-          rows_per_block: int | None = None, warp: bool | None = None,
-          late: bool | None = None) -> KernelCase:
+          rows_per_block: int | None = None, late: bool | None = None) -> KernelCase:
     """`norm_delta`: norm_add_rmsnorm_offset (delta normalized first; offset weights);
     `one_round`: the *_oneround_* entries (gpt-oss); `rows_per_block`: a many-row plain
     launch's blocks loop over that many rows (None: the routes', DEFAULT_NORM_ROWS_PER_BLOCK
-    unless the environment says otherwise); `warp`: routes.norm_warp (a warp a row); `late`:
-    routes.norm_late (the *_late_* entries where the trigger is not early)."""
+    unless the environment says otherwise); `late`: routes.norm_late (the *_late_* entries
+    where the trigger is not early)."""
     # zero-centred weights (offset) are small around 0, as Qwen3.5 stores them
     w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
     inputs = {"w": f32_to_bf16_bits(w.astype(np.float32))}
@@ -97,7 +93,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
         inputs["w_delta"] = f32_to_bf16_bits(rng.normal(0.0, 0.1, dim).astype(np.float32))
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        kc = KernelCache(backend, _routes(early, rows_per_block, warp, late))
+        kc = KernelCache(backend, _routes(early, rows_per_block, late))
         if norm_delta:
             norm.norm_add_rmsnorm(kc, stream, p["residual"], p["delta"], p["w_delta"], p["w"],
                                   p["out"], rows, dim, EPS)
@@ -117,8 +113,7 @@ def _case(rng: np.random.Generator, rows: int, dim: int, fused: bool,
     kind = (("norm_" if norm_delta else "") + ("add_rmsnorm" if fused else "rmsnorm")
             + ("_offset" if offset else "") + ("_oneround" if one_round else "")
             + ("_early" if early else "") + ("_late" if late else "")
-            + (f"_{rows_per_block}rows" if rows_per_block is not None else "")
-            + ("_warp" if warp else ""))
+            + (f"_{rows_per_block}rows" if rows_per_block is not None else ""))
     # the normalized delta's f32 sums run in another order than the host reference's: an ulp
     # of it (2^-6, |d| < 4) can move the residual by that much where the sum cancels
     return KernelCase(f"{kind}_{rows}x{dim}", "rmsnorm", inputs, outputs, run,
@@ -160,11 +155,6 @@ LOOP_SHAPES = [(2048, 4096, False, False, 1), (2048, 4096, False, False, 4),
                (2048, 4096, False, False, 3),
                (257, 8200, False, False, 2), (300, 2048, True, False, 4),
                (301, 2880, False, True, 5)]
-#: (rows, dim, offset, one-round) a warp a row: a Qwen3-8B 2,048-token prefill, a ragged last
-#: block of every variant, a width whose lanes hold 8 or 9 vectors (2,056), and one past a
-#: warp's registers (8,200: the block form)
-WARP_SHAPES = [(2048, 4096, False, False), (300, 2048, True, False), (301, 2880, False, True),
-               (259, 2056, False, False), (257, 8200, False, False)]
 #: the (1 + w) variants: Qwen3.5 hidden 2048 / 4096 rows in decode and prefill, odd widths
 OFFSET_SHAPES = [(1, 2048), (3, 72), (300, 2048), (2, 8200)]
 #: the one-rounding variants: gpt-oss's hidden 2880 (360 vectors) in decode and prefill, the
@@ -194,6 +184,4 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             # a ragged last block, every plain variant, in place and pitched
             + [_case(rng, rows, dim, False, offset, one_round=one_round, rows_per_block=per)
                for rows, dim, offset, one_round, per in LOOP_SHAPES]
-            + [_pitched_case(rng, 300, 6144, 8192, rows_per_block=3)]
-            + [_case(rng, rows, dim, False, offset, one_round=one_round, warp=True)
-               for rows, dim, offset, one_round in WARP_SHAPES])
+            + [_pitched_case(rng, 300, 6144, 8192, rows_per_block=3)])

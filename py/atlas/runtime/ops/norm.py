@@ -10,8 +10,7 @@ as a few large blocks per SM, each waiting out its load, reduce and store in tur
 at 43% of the H200's bandwidth); there each thread takes RMSNORM_MAX_VECS vectors instead,
 so a 4096-wide row is a 128-thread block and an SM holds 16 rows of rmsnorm at once (32
 registers a thread; a 2048-token prefill is one wave on the H200's 132 SMs) or 9 of
-add_rmsnorm (54 registers: the delta row is in flight too). With ATLAS_NORM_WARP=1 such a
-plain norm runs a warp a row instead (`rmsnorm_by_warps`: no block barrier in a row's chain).
+add_rmsnorm (54 registers: the delta row is in flight too).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
                           ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
                           ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED, RMSNORM_WARP,
-                          RMSNORM_WARP_OFFSET, RMSNORM_WARP_ONEROUND)
+                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
 from .routes import DEFAULT_NORM_ROWS_PER_BLOCK
@@ -61,19 +59,6 @@ def rmsnorm_grid(rows: int, rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK) -
     return -(-rows // rows_per_block)
 
 
-#: rmsnorm.cu kWarpVecs: a lane's 16-byte vectors of a row in the warp-a-row entries
-RMSNORM_WARP_VECS = 16
-#: their block (4 warps: 170 registers a thread, three blocks an SM) and rows a warp
-RMSNORM_WARP_THREADS, RMSNORM_ROWS_PER_WARP = 128, 2
-
-
-def rmsnorm_by_warps(kc: KernelCache, rows: int, dim: int) -> bool:
-    """Whether a plain RMSNorm of `rows` x `dim` runs a warp a row (routes.norm_warp, for
-    launches past RMSNORM_LATENCY_ROWS of rows a warp's lanes hold whole)."""
-    return (kc.routes.norm_warp and rows > RMSNORM_LATENCY_ROWS
-            and dim <= 8 * 32 * RMSNORM_WARP_VECS)
-
-
 def _check(kernel: str, dim: int, ptrs: dict[str, DevicePtr]) -> None:
     require_multiple(kernel, "dim", dim, 8)
     if dim > RMSNORM_MAX_DIM:
@@ -89,18 +74,10 @@ def rmsnorm(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr, out: De
     weights as Qwen3.5 stores them; with `one_round` w times the float32 normalized row,
     rounded once, as gpt-oss's norm)."""
     _check("rmsnorm", dim, {"x": x, "w": w, "out": out})
-    if not rows:
-        return
-    if rmsnorm_by_warps(kc, rows, dim):
-        sig = (RMSNORM_WARP_ONEROUND if one_round else RMSNORM_WARP_OFFSET if offset
-               else RMSNORM_WARP)
-        per_block = RMSNORM_WARP_THREADS // 32 * RMSNORM_ROWS_PER_WARP
-        kc.get(sig)(stream, -(-rows // per_block), RMSNORM_WARP_THREADS, 0, x, w, out, rows,
-                    dim, eps)
-        return
     sig = RMSNORM_ONEROUND if one_round else RMSNORM_OFFSET if offset else RMSNORM
-    kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
-                rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
+    if rows:
+        kc.get(sig)(stream, rmsnorm_grid(rows, kc.routes.norm_rows_per_block),
+                    rmsnorm_threads(dim, rows), 0, x, w, out, rows, dim, eps)
 
 
 def rmsnorm_pitched(kc: KernelCache, stream: Stream, x: DevicePtr, w: DevicePtr,

@@ -87,9 +87,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (a prefill's first and final norms, ops/norm.rmsnorm_grid; default
   DEFAULT_NORM_ROWS_PER_BLOCK = 3), the next row's loads in flight under the current row's
   stores (row_loop.cuh); 1 is one block a row, the grid before session 42.
-* ATLAS_NORM_WARP=1: such a launch a warp a row instead (rmsnorm_warp[_offset|_oneround]_bf16,
-  ops/norm.rmsnorm_by_warps: its sum of squares by shuffles, no block barrier; widths up to
-  4,096). Off until measured on a device (the block form: 0.90x PyTorch on the H200, gpu141).
 * ATLAS_NORM_LATE=1 / 0: the residual add + RMSNorm launches that do not trigger early
   (batch 1) let the projection after them launch only once their rows have landed
   (add_rmsnorm[_offset]_late_bf16, ops/norm.norm_triggers_late), as the attention's late
@@ -647,7 +644,6 @@ class KernelRoutes:
     quant_fp8_h2: bool | None = None
     early_trigger: frozenset[str] | None = None
     norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
-    norm_warp: bool = False
     norm_late: bool | None = None
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
@@ -791,7 +787,6 @@ class KernelRoutes:
                    norm_rows_per_block=_env_bounded(env, "ATLAS_NORM_ROWS_PER_BLOCK",
                                                     DEFAULT_NORM_ROWS_PER_BLOCK, 16,
                                                     "a block's rows of a prefill norm"),
-                   norm_warp=env_switch(env, "ATLAS_NORM_WARP", False),
                    norm_late=_env_tristate(env, "ATLAS_NORM_LATE"),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",

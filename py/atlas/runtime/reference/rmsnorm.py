@@ -18,8 +18,7 @@ from ..gpu import Dim3
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
                           ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
                           ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED, RMSNORM_WARP,
-                          RMSNORM_WARP_OFFSET, RMSNORM_WARP_ONEROUND)
+                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
 from . import HostMemory, reference
 
 
@@ -65,7 +64,6 @@ def _pitched_rows(mem: HostMemory, ptr: int, rows: int, dim: int, pitch: int) ->
 
 
 @reference(RMSNORM)
-@reference(RMSNORM_WARP)
 def rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int, rows: int,
                  dim: int, eps: float) -> None:
     xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
@@ -97,7 +95,6 @@ def add_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: int, de
 
 
 @reference(RMSNORM_OFFSET)
-@reference(RMSNORM_WARP_OFFSET)
 def rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int,
                         rows: int, dim: int, eps: float) -> None:
     xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
@@ -122,7 +119,6 @@ def add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, residual: 
 
 
 @reference(RMSNORM_ONEROUND)
-@reference(RMSNORM_WARP_ONEROUND)
 def rmsnorm_oneround_bf16(mem: HostMemory, grid: Dim3, block: Dim3, x: int, w: int, out: int,
                           rows: int, dim: int, eps: float) -> None:
     xf = bf16_bits_to_f32(_rows(mem, x, rows, dim))
