@@ -218,10 +218,17 @@ class MoeMlp:
         else:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate, norm=norm)
+                              bf.shared_gate, norm=norm,
+                              prefetch=None if self.ep is not None else self._prefetch())
         sh = self._local(kc, s, t, sh)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
                         b.delta, t, sh, bf.scratch, shared=shared, route=route)
+
+    def _prefetch(self) -> moe_ops.ExpertPrefetch:
+        """The bf16 experts' gate/up bytes ([experts, 2 inter, hidden]) the router may ask L2
+        for once it has routed (ops/moe.py ExpertPrefetch)."""
+        half = 2 * self.shape.inter * self.shape.hidden
+        return moe_ops.ExpertPrefetch(self.gate_up, 2 * half, half)
 
     def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape
                ) -> moe_ops.MoeShape:
