@@ -1,30 +1,38 @@
 #!/usr/bin/env bash
 # Session 51's A/B (any card; on an H200 after the standings, as a warm follow-up call): the
-# batch-1 cluster router asking L2 for the routed experts' gate/up weights once it has routed
-# (ATLAS_MOE_ROUTER_PREFETCH_KB=N, N KB an expert: half from its gate rows, half from its up
-# rows; moe_router.cu prefetch_experts). Expected: the gate/up's critical stretch after the
-# router (14.33 us of the 35B's, gpu179 H100) shorter by the grid completion + PDL release +
-# ids read it no longer waits for (~1-2 us a layer, the 35B step -1..-3%), the router's own
-# stretch (6.55 us) about even. Qwen3.5-35B-A3B at 1,024 (8 MB a layer) and 4,096 KB (the
-# whole 4 MiB of each expert, 33.5 MB); Qwen3-30B-A3B at 2,048 (16 MB of its 50). Both orders.
-# Then the late add + norm rule on configs it was not set from (session 50's plan).
+# batch-1 cluster router's two L2 prefetches, both in the window where DRAM idles under it.
+# * ATLAS_MOE_ROUTER_NEXT_MB=N: after its PDL wait, the first N MB of the next layer's first
+#   projection (the 30B's 21 MB qkv, the 35B's 50.6 MB GDN in_proj / 37.7 MB qkv). Expected:
+#   that GEMV after the norm (30B 6.78 us, 35B 16.57 us of the critical path, H100) shorter by
+#   what lands under the router (~5-6 us of DRAM time), if the lines outlast the MoE block's
+#   evict-first expert stream; the gate/up a little later where the prefetch is still going.
+# * ATLAS_MOE_ROUTER_PREFETCH_KB=N: once routed, N KB of each routed expert's gate/up (half
+#   gate rows, half up rows). Expected: the gate/up's stretch after the router shorter by the
+#   grid completion + PDL release + ids read it no longer waits for (~1-2 us a layer).
+# Qwen3-30B-A3B (N 16 MB; 2,048 KB an expert), Qwen3.5-35B-A3B (24 MB; 4,096 KB: whole
+# experts), both orders; then the late add + norm rule on configs it was not set from.
 # batch 1 x 512, GPU replay / async wall ms a step.
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 TAILN=3 t 150 chk python3 tools/gpu/check_kernels.py -m moe_router -k cluster
-Q35=$G/qwen3_5-35b-a3b; P1=ATLAS_MOE_ROUTER_PREFETCH_KB=1024; P4=ATLAS_MOE_ROUTER_PREFETCH_KB=4096
-PL=80 b1 q35_off X=1 $Q35; PL=80 b1 q35_p1 $P1 $Q35; PL=80 b1 q35_p4 $P4 $Q35
-PL=80 b1 q35_p4b $P4 $Q35; PL=80 b1 q35_p1b $P1 $Q35; PL=80 b1 q35_offb X=1 $Q35
-echo "== 35B off $(aw q35_off)| 1024 $(aw q35_p1)| 4096 $(aw q35_p4)| 4096 $(aw q35_p4b)|" \
-  "1024 $(aw q35_p1b)| off $(aw q35_offb)"
-for v in off p1 p4; do grep -E "^moe_gate_up|^moe_add_rmsnorm_gate|^moe_down" $L/q35_$v.log \
-  | cut -c1-100 | sed "s/^/q35 $v /"; done
-Q30=$G/qwen3-30b-a3b; P2=ATLAS_MOE_ROUTER_PREFETCH_KB=2048
-PL=80 b1 q30_off X=1 $Q30; PL=80 b1 q30_p2 $P2 $Q30; PL=80 b1 q30_p2b $P2 $Q30
-PL=80 b1 q30_offb X=1 $Q30
-echo "== 30B off $(aw q30_off)| 2048 $(aw q30_p2)| 2048 $(aw q30_p2b)| off $(aw q30_offb)"
-for v in off p2; do grep -E "^moe_gate_up|^moe_add_rmsnorm_gate" $L/q30_$v.log \
-  | cut -c1-100 | sed "s/^/q30 $v /"; done
+crit() {  # the MoE block's and the next GEMV's critical-path rows of run $1
+  sed -n '/^critical path/,/^between/p' $L/$1.log | grep -E "^moe_|^gemv_bf16_(lean_)?single +add_rms" \
+    | cut -c1-100 | sed "s/^/$1 /"
+}
+Q30=$G/qwen3-30b-a3b; N16=ATLAS_MOE_ROUTER_NEXT_MB=16; P2=ATLAS_MOE_ROUTER_PREFETCH_KB=2048
+PL=60 b1 q30_off X=1 $Q30; PL=60 b1 q30_n $N16 $Q30; PL=60 b1 q30_p $P2 $Q30
+PL=60 b1 q30_pb $P2 $Q30; PL=60 b1 q30_nb $N16 $Q30; PL=60 b1 q30_offb X=1 $Q30
+echo "== 30B off $(aw q30_off)| next16 $(aw q30_n)| exp2048 $(aw q30_p)| exp2048 $(aw q30_pb)|" \
+  "next16 $(aw q30_nb)| off $(aw q30_offb)"
+for v in off n p; do crit q30_$v; done
+Q35=$G/qwen3_5-35b-a3b; N24=ATLAS_MOE_ROUTER_NEXT_MB=24; P4=ATLAS_MOE_ROUTER_PREFETCH_KB=4096
+PL=80 b1 q35_off X=1 $Q35; PL=80 b1 q35_n $N24 $Q35; PL=80 b1 q35_p $P4 $Q35
+PL=80 b1 q35_pb $P4 $Q35; PL=80 b1 q35_nb $N24 $Q35; PL=80 b1 q35_offb X=1 $Q35
+echo "== 35B off $(aw q35_off)| next24 $(aw q35_n)| exp4096 $(aw q35_p)| exp4096 $(aw q35_pb)|" \
+  "next24 $(aw q35_nb)| off $(aw q35_offb)"
+for v in off n p; do crit q35_$v; done
+PL=60 b1 q30_n8 ATLAS_MOE_ROUTER_NEXT_MB=8 $Q30; PL=80 b1 q35_n48 ATLAS_MOE_ROUTER_NEXT_MB=48 $Q35
+echo "== 30B next8 $(aw q30_n8)| 35B next48 $(aw q35_n48)"
 OFF=ATLAS_NORM_LATE=0
 for m in llama-3.2-3b llama-3.1-8b q-fp8-block-head/qwen3-8b qwen2.5-1.5b; do
   n=${m//\//_}

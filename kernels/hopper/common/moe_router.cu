@@ -290,7 +290,30 @@ struct GateArgs {
   // of L2, ranks 1.. a share each (prefetch_experts).
   const char* prefetch = nullptr;
   uint32_t prefetch_stride = 0, prefetch_half = 0, prefetch_bytes = 0;
+  // The cluster router's L2 prefetch of the next layer's first projection (ops/moe.py
+  // gate_topk next_weights; null: none): its first next_bytes, asked for after the PDL wait
+  // (prefetch_next).
+  const char* next = nullptr;
+  uint32_t next_bytes = 0;
 };
+
+// The prefetching cluster router's thread 0 of each block, right after the PDL wait: the
+// block's 1/gridDim.x of [next, next + next_bytes) asked of L2 in 64 KiB pieces. Why: from
+// the wait (the projection before it has ended) to the gate/up launch's first expert loads,
+// DRAM has nothing to read but the router's own rows (L2 hits) and a shared expert's first
+// tiles; the next layer's first projection is a weight no kernel writes, and a norm and
+// the whole MoE block stand between it and its own GEMV's loads. Its lines must outlast the
+// expert stream, which is read evict-first (atlas::l2_stream_policy).
+__device__ __forceinline__ void prefetch_next(const GateArgs& a) {
+  constexpr uint32_t kPiece = 64u << 10;
+  const uint32_t per = ((a.next_bytes + gridDim.x - 1) / gridDim.x + 15u) & ~15u;
+  const uint64_t begin = static_cast<uint64_t>(blockIdx.x) * per;
+  if (begin >= a.next_bytes) return;
+  const uint64_t stop = begin + per;
+  const uint32_t end = stop < a.next_bytes ? static_cast<uint32_t>(stop) : a.next_bytes;
+  for (uint32_t at = static_cast<uint32_t>(begin); at < end; at += kPiece)
+    atlas::prefetch_l2_bulk(a.next + at, min(kPiece, end - at));
+}
 
 // The prefetching cluster router's rank r >= 1, warp 0, once it has routed (`ids`, its
 // own copy): lane l < 2 top_k asks L2 for share r - 1 of the first prefetch_bytes of half
@@ -351,6 +374,9 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
     }
   }
   atlas::pdl_enter();
+  if constexpr (kCluster) {
+    if (a.next != nullptr && threadIdx.x == 0) prefetch_next(a);
+  }
   // [tokens][hidden / 8] x, then (kNorm) [tokens][hidden / 8] r (ops/moe.py gate_topk_smem)
   extern __shared__ uint4 xs[];
   __shared__ float scratch[32];
@@ -549,12 +575,12 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
         uint32_t shared_slots, uint32_t renormalize, float scale, uint32_t unrounded, float eps,
         uint32_t offset, const char* prefetch, uint32_t prefetch_stride, uint32_t prefetch_half,
-        uint32_t prefetch_bytes) {
+        uint32_t prefetch_bytes, const char* next, uint32_t next_bytes) {
   gate_route<false, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
                renormalize, scale, unrounded, prefetch, prefetch_stride, prefetch_half,
-               prefetch_bytes},
+               prefetch_bytes, next, next_bytes},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -566,12 +592,13 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         float* topk_weights, uint32_t tokens, uint32_t experts, uint32_t hidden,
         uint32_t top_k, uint32_t shared_slots, uint32_t renormalize, float scale,
         uint32_t unrounded, float eps, uint32_t offset, const char* prefetch,
-        uint32_t prefetch_stride, uint32_t prefetch_half, uint32_t prefetch_bytes) {
+        uint32_t prefetch_stride, uint32_t prefetch_half, uint32_t prefetch_bytes,
+        const char* next, uint32_t next_bytes) {
   gate_route<true, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
                renormalize, scale, unrounded, prefetch, prefetch_stride, prefetch_half,
-               prefetch_bytes},
+               prefetch_bytes, next, next_bytes},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 

@@ -364,6 +364,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   from its gate rows, N / 2 from its up rows; ops/moe.py prefetch_share), so their DRAM
   reads start before the grid's completion, the PDL release and the gate/up launch's read of
   the ids (bf16 experts, no expert parallelism: model/moe.py). For A/B runs; not measured.
+* ATLAS_MOE_ROUTER_NEXT_MB=N (session 51; 0, the default: none): the batch-1 cluster
+  router's blocks ask L2, right after their PDL wait, for the first N MB of the next layer's
+  first projection (its bf16 qkv or Gated-DeltaNet in_proj; the LM head after the last
+  layer: model/model.py next_weights), so those bytes come while DRAM idles under the router
+  and are L2 hits for that GEMV after the norm, if they outlast the MoE block's evict-first
+  expert stream. For A/B runs; not measured.
 * ATLAS_MOE_ROUTE_IN_EXPERTS=1 (with ATLAS_MOE_GATE_UP_TILED=1): a batch-1 decode MoE block's
   router launch writes only the logits (moe_gate_logits_bf16) and the tiled gate/up (after
   its wait) and the GEMV-shaped down (before its wait) each compute the top-k from them with
@@ -627,6 +633,7 @@ class KernelRoutes:
     moe_router_norm: bool = True
     moe_router_cluster: bool = True
     moe_router_prefetch_kb: int = 0
+    moe_router_next_mb: int = 0
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -769,6 +776,7 @@ class KernelRoutes:
                    moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
                    moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", True),
                    moe_router_prefetch_kb=_env_count(env, "ATLAS_MOE_ROUTER_PREFETCH_KB", 0),
+                   moe_router_next_mb=_env_count(env, "ATLAS_MOE_ROUTER_NEXT_MB", 0),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),
