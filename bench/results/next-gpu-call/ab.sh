@@ -19,18 +19,18 @@ crit() {  # the MoE block's and the next GEMV's critical-path rows of run $1
   sed -n '/^critical path/,/^between/p' $L/$1.log | grep -E "^moe_|^gemv_bf16_(lean_)?single +add_rms" \
     | cut -c1-100 | sed "s/^/$1 /"
 }
-Q30=$G/qwen3-30b-a3b; N16=ATLAS_MOE_ROUTER_NEXT_MB=16; P2=ATLAS_MOE_ROUTER_PREFETCH_KB=2048
-PL=60 b1 q30_off X=1 $Q30; PL=60 b1 q30_n $N16 $Q30; PL=60 b1 q30_p $P2 $Q30
-PL=60 b1 q30_pb $P2 $Q30; PL=60 b1 q30_nb $N16 $Q30; PL=60 b1 q30_offb X=1 $Q30
-echo "== 30B off $(aw q30_off)| next16 $(aw q30_n)| exp2048 $(aw q30_p)| exp2048 $(aw q30_pb)|" \
-  "next16 $(aw q30_nb)| off $(aw q30_offb)"
-for v in off n p; do crit q30_$v; done
-Q35=$G/qwen3_5-35b-a3b; N24=ATLAS_MOE_ROUTER_NEXT_MB=24; P4=ATLAS_MOE_ROUTER_PREFETCH_KB=4096
-PL=80 b1 q35_off X=1 $Q35; PL=80 b1 q35_n $N24 $Q35; PL=80 b1 q35_p $P4 $Q35
-PL=80 b1 q35_pb $P4 $Q35; PL=80 b1 q35_nb $N24 $Q35; PL=80 b1 q35_offb X=1 $Q35
-echo "== 35B off $(aw q35_off)| next24 $(aw q35_n)| exp4096 $(aw q35_p)| exp4096 $(aw q35_pb)|" \
-  "next24 $(aw q35_nb)| off $(aw q35_offb)"
-for v in off n p; do crit q35_$v; done
+# ab NAME DIR NEXT_MB PREFETCH_KB: off, next, experts, experts, next, off; then their rows
+ab() {
+  local n=$1 d=$2 nx=ATLAS_MOE_ROUTER_NEXT_MB=$3 px=ATLAS_MOE_ROUTER_PREFETCH_KB=$4
+  b1 ${n}_off X=1 $d; b1 ${n}_n $nx $d; b1 ${n}_p $px $d; b1 ${n}_pb $px $d; b1 ${n}_nb $nx $d
+  b1 ${n}_offb X=1 $d
+  echo "== $n off $(aw ${n}_off)| next$3 $(aw ${n}_n)| exp$4 $(aw ${n}_p)| exp$4 $(aw ${n}_pb)|" \
+    "next$3 $(aw ${n}_nb)| off $(aw ${n}_offb)"
+  for v in off n p; do crit ${n}_$v; done
+}
+Q30=$G/qwen3-30b-a3b; Q35=$G/qwen3_5-35b-a3b
+PL=60 ab q30 $Q30 16 2048
+PL=80 ab q35 $Q35 24 4096
 PL=60 b1 q30_n8 ATLAS_MOE_ROUTER_NEXT_MB=8 $Q30; PL=80 b1 q35_n48 ATLAS_MOE_ROUTER_NEXT_MB=48 $Q35
 echo "== 30B next8 $(aw q30_n8)| 35B next48 $(aw q35_n48)"
 OFF=ATLAS_NORM_LATE=0
