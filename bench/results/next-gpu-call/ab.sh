@@ -9,8 +9,8 @@
 # * ATLAS_MOE_ROUTER_PREFETCH_KB=N: once routed, N KB of each routed expert's gate/up (half
 #   gate rows, half up rows). Expected: the gate/up's stretch after the router shorter by the
 #   grid completion + PDL release + ids read it no longer waits for (~1-2 us a layer).
-# Qwen3-30B-A3B (N 16 MB; 2,048 KB an expert), Qwen3.5-35B-A3B (24 MB; 4,096 KB: whole
-# experts), both orders; then the late add + norm rule on configs it was not set from.
+# Qwen3.5-35B-A3B (N 24 MB; 4,096 KB: whole experts), Qwen3-30B-A3B (16 MB; 2,048 KB an
+# expert), both orders; then the late add + norm rule on configs it was not set from.
 # batch 1 x 512, GPU replay / async wall ms a step.
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -29,8 +29,8 @@ ab() {
   for v in off n p; do crit ${n}_$v; done
 }
 Q30=$G/qwen3-30b-a3b; Q35=$G/qwen3_5-35b-a3b
-PL=60 ab q30 $Q30 16 2048
 PL=80 ab q35 $Q35 24 4096
+PL=60 ab q30 $Q30 16 2048
 PL=60 b1 q30_n8 ATLAS_MOE_ROUTER_NEXT_MB=8 $Q30; PL=80 b1 q35_n48 ATLAS_MOE_ROUTER_NEXT_MB=48 $Q35
 echo "== 30B next8 $(aw q30_n8)| 35B next48 $(aw q35_n48)"
 OFF=ATLAS_NORM_LATE=0
