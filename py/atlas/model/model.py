@@ -489,7 +489,8 @@ class DenseDecoderModel:
                     res.pending = False
                 else:
                     self._norm(s, b, res, lw.post_norm, t)
-                lw.mlp.forward(kc, s, b, t, norm=router_norm, next_weights=self._next_weights(i))
+                nxt = self._next_weights(i) if kc.routes.moe_router_next_mb else None
+                lw.mlp.forward(kc, s, b, t, norm=router_norm, next_weights=nxt)
                 res.pending = True
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)

@@ -224,7 +224,8 @@ class MoeMlp:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
                               bf.shared_gate, norm=norm,
-                              prefetch=None if self.ep is not None else self._prefetch(),
+                              prefetch=self._prefetch() if (
+                                  self.ep is None and kc.routes.moe_router_prefetch_kb) else None,
                               next_weights=next_weights)
         sh = self._local(kc, s, t, sh)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
