@@ -60,10 +60,8 @@ def capture(model: Path, backend: str, tokens: int) -> dict[str, np.ndarray]:
     original_moe = moe_model.MoeMlp.forward
     routers: list[np.ndarray] = []
 
-    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, norm: Any = None,
-                   next_weights: Any = None) -> None:
-        # the residual add after it goes through
-        original_moe(self, kc, s, b, t, norm=norm, next_weights=next_weights)
+    def hooked_moe(self: Any, kc: Any, s: Any, b: Any, t: int, norm: Any = None) -> None:
+        original_moe(self, kc, s, b, t, norm=norm)  # the residual add after it goes through
         # `hooked` (the router's own add before it, ATLAS_MOE_ROUTER_NORM=1, does not)
         kc.backend.synchronize(s)
         routers.append(kc.backend.download(self.bufs.logits, np.float32,

@@ -229,10 +229,7 @@ __device__ __forceinline__ void norm_row_to_shared(const NormIn& n, int t, int k
 // expert's gate row (one more row than 16 blocks of 16 warps hold at 256 experts) is rank 0's
 // warp 1's second row: requested into L2 before the PDL wait, computed after that warp's
 // arrival at the cluster barrier, so it overlaps the barrier and the top-k, and handed to
-// warp 0 by a named barrier for the shared slots' weights. With GateArgs::prefetch (opt-in,
-// ATLAS_MOE_ROUTER_PREFETCH_KB) every logit goes to every rank's shared memory, and ranks 1..
-// route too, each then asking L2 for its share of the routed experts' gate/up weights
-// (prefetch_experts); rank 0's work is unchanged.
+// warp 0 by a named barrier for the shared slots' weights.
 constexpr int kClusterBlocks = 16;     // ops/moe.py ROUTER_CLUSTER_BLOCKS
 constexpr int kClusterMaxWarps = 16;   // ops/moe.py ROUTER_CLUSTER_MAX_WARPS (128 registers)
 constexpr int kClusterRouteTier = 8;   // route_row's per-lane tier: 256 experts at most
@@ -247,20 +244,12 @@ __device__ __forceinline__ float* cluster_logits() {
 
 // The cluster router's logit store: the global logit (the launch's logits output, as the
 // ticket routers write it) and rank 0's shared copy.
-// every (the prefetching router, GateArgs::prefetch): this block's address of the expert's
-// slot, stored in every rank's copy instead of rank 0's alone, so every rank can route.
 struct ClusterStore {
   float* out;
   float* local;
-  float* every;
   __device__ __forceinline__ void operator()(int, float v) const {
     *out = v;
-    if (every == nullptr) {
-      *local = v;
-      return;
-    }
-#pragma unroll
-    for (int r = 0; r < kClusterBlocks; ++r) *coop::this_cluster().map_shared_rank(every, r) = v;
+    *local = v;
   }
 };
 
@@ -284,54 +273,7 @@ struct GateArgs {
   uint32_t tokens, experts, hidden, top_k, shared_slots, renormalize;
   float scale;
   uint32_t unrounded;                 // the experts' logits as float32 sums (not bf16)
-  // The cluster router's L2 prefetch of the routed experts' gate/up weights (ops/moe.py
-  // ExpertPrefetch; null: none): expert e's gate rows start at prefetch + e * prefetch_stride,
-  // its up rows prefetch_half bytes further; the first prefetch_bytes of each half are asked
-  // of L2, ranks 1.. a share each (prefetch_experts).
-  const char* prefetch = nullptr;
-  uint32_t prefetch_stride = 0, prefetch_half = 0, prefetch_bytes = 0;
-  // The cluster router's L2 prefetch of the next layer's first projection (ops/moe.py
-  // gate_topk next_weights; null: none): its first next_bytes, asked for after the PDL wait
-  // (prefetch_next).
-  const char* next = nullptr;
-  uint32_t next_bytes = 0;
 };
-
-// The prefetching cluster router's thread 0 of each block, right after the PDL wait: the
-// block's 1/gridDim.x of [next, next + next_bytes) asked of L2 in 64 KiB pieces. Why: from
-// the wait (the projection before it has ended) to the gate/up launch's first expert loads,
-// DRAM has nothing to read but the router's own rows (L2 hits) and a shared expert's first
-// tiles; the next layer's first projection is a weight no kernel writes, and a norm and
-// the whole MoE block stand between it and its own GEMV's loads. Its lines must outlast the
-// expert stream, which is read evict-first (atlas::l2_stream_policy).
-__device__ __forceinline__ void prefetch_next(const GateArgs& a) {
-  constexpr uint32_t kPiece = 64u << 10;
-  const uint32_t per = ((a.next_bytes + gridDim.x - 1) / gridDim.x + 15u) & ~15u;
-  const uint64_t begin = static_cast<uint64_t>(blockIdx.x) * per;
-  if (begin >= a.next_bytes) return;
-  const uint64_t stop = begin + per;
-  const uint32_t end = stop < a.next_bytes ? static_cast<uint32_t>(stop) : a.next_bytes;
-  for (uint32_t at = static_cast<uint32_t>(begin); at < end; at += kPiece)
-    atlas::prefetch_l2_bulk(a.next + at, min(kPiece, end - at));
-}
-
-// The prefetching cluster router's rank r >= 1, warp 0, once it has routed (`ids`, its
-// own copy): lane l < 2 top_k asks L2 for share r - 1 of the first prefetch_bytes of half
-// l & 1 (gate rows, up rows) of slot l >> 1's expert. Between the router's last block and
-// the gate/up launch's first loads lie the grid's completion, the PDL wait's release and
-// that launch's read of the ids: DRAM is idle there, and the expert's bytes can start to
-// come. Rank 0 keeps its routing and stores as they are (it ends the launch).
-__device__ __forceinline__ void prefetch_experts(const GateArgs& a, const int32_t* ids) {
-  const int lane = threadIdx.x & 31;
-  if (lane >= 2 * static_cast<int>(a.top_k)) return;
-  const int e = ids[lane >> 1];
-  if (e < 0 || e >= static_cast<int>(a.experts)) return;
-  const uint32_t share = a.prefetch_bytes / (kClusterBlocks - 1);
-  atlas::prefetch_l2_bulk(a.prefetch + static_cast<size_t>(e) * a.prefetch_stride +
-                              (lane & 1) * static_cast<size_t>(a.prefetch_half) +
-                              static_cast<size_t>(blockIdx.x - 1) * share,
-                          share);
-}
 
 // Grid ceil((experts + 1 with a shared gate) / kGateWarps) blocks of kGateWarps warps; warp w
 // of block b computes the logits of row kGateWarps b + w (row `experts`: the shared expert's
@@ -374,9 +316,6 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
     }
   }
   atlas::pdl_enter();
-  if constexpr (kCluster) {
-    if (a.next != nullptr && threadIdx.x == 0) prefetch_next(a);
-  }
   // [tokens][hidden / 8] x, then (kNorm) [tokens][hidden / 8] r (ops/moe.py gate_topk_smem)
   extern __shared__ uint4 xs[];
   __shared__ float scratch[32];
@@ -395,9 +334,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
     const bool unrounded = a.unrounded != 0 && !shared_row;
     if constexpr (kCluster) {
       float* lg0 = coop::this_cluster().map_shared_rank(cluster_logits(), 0);
-      float* every = a.prefetch != nullptr ? cluster_logits() + e : nullptr;
-      gate_row_any<1>(xs, wr, wv, ClusterStore{out, lg0 + e, every}, tokens, hidden,
-                      unrounded);
+      gate_row_any<1>(xs, wr, wv, ClusterStore{out, lg0 + e}, tokens, hidden, unrounded);
     } else {
       gate_row_any<kGateMaxTokens>(xs, wr, wv, GlobalStore{out, stride}, tokens, hidden,
                                    unrounded);
@@ -427,16 +364,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
         out[i] = xs[i];
       }
     }
-    if (threadIdx.x >= 32) return;
-    if (blockIdx.x != 0) {  // the grid is one cluster: rank 0 routes
-      if (a.prefetch == nullptr) return;
-      __shared__ int32_t ids[32];  // the same selection from this rank's copy of the logits
-      atlas::moe::route_ids<false, kClusterRouteTier>(lg, a.bias, ids, a.experts, a.top_k,
-                                                      kSigmoid);
-      __syncwarp();
-      prefetch_experts(a, ids);
-      return;
-    }
+    if (blockIdx.x != 0 || threadIdx.x >= 32) return;  // the grid is one cluster: rank 0 routes
     if (kSigmoid)
       route_row<true, false, kClusterRouteTier>(lg, a.bias, a.topk_ids, a.topk_weights,
                                                 a.experts, a.top_k, a.renormalize, a.scale);
@@ -574,13 +502,11 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         float* logits, float* shared_logits, int32_t* topk_ids, float* topk_weights,
         uint32_t tokens, uint32_t experts, uint32_t hidden, uint32_t top_k,
         uint32_t shared_slots, uint32_t renormalize, float scale, uint32_t unrounded, float eps,
-        uint32_t offset, const char* prefetch, uint32_t prefetch_stride, uint32_t prefetch_half,
-        uint32_t prefetch_bytes, const char* next, uint32_t next_bytes) {
+        uint32_t offset) {
   gate_route<false, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, nullptr, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale, unrounded, prefetch, prefetch_stride, prefetch_half,
-               prefetch_bytes, next, next_bytes},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 
@@ -591,14 +517,11 @@ extern "C" __global__ void __cluster_dims__(kClusterBlocks, 1, 1)
         const float* bias, float* logits, float* shared_logits, int32_t* topk_ids,
         float* topk_weights, uint32_t tokens, uint32_t experts, uint32_t hidden,
         uint32_t top_k, uint32_t shared_slots, uint32_t renormalize, float scale,
-        uint32_t unrounded, float eps, uint32_t offset, const char* prefetch,
-        uint32_t prefetch_stride, uint32_t prefetch_half, uint32_t prefetch_bytes,
-        const char* next, uint32_t next_bytes) {
+        uint32_t unrounded, float eps, uint32_t offset) {
   gate_route<true, true, true, true>(
       GateArgs{nullptr, w_gate, shared_gate, bias, logits, shared_logits, topk_ids,
                topk_weights, nullptr, tokens, experts, hidden, top_k, shared_slots,
-               renormalize, scale, unrounded, prefetch, prefetch_stride, prefetch_half,
-               prefetch_bytes, next, next_bytes},
+               renormalize, scale, unrounded},
       NormIn{residual, delta, norm_w, normed, eps, offset});
 }
 

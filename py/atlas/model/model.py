@@ -461,7 +461,7 @@ class DenseDecoderModel:
                 self.cos_sin, b.positions, b.slots, b.block_tables, b.kv_lens, d.hidden,
                 d.heads, d.kv_heads, d.head_dim, d.inter, self.block_size, plan.num_splits,
                 self.scale, d.eps)
-        for i, lw in enumerate(self.layers if persistent is None else ()):
+        for lw in self.layers if persistent is None else ():
             if lw.linear is not None:
                 assert d.linear is not None
                 self._norm(s, b, res, lw.in_norm, t)
@@ -489,8 +489,7 @@ class DenseDecoderModel:
                     res.pending = False
                 else:
                     self._norm(s, b, res, lw.post_norm, t)
-                nxt = self._next_weights(i) if kc.routes.moe_router_next_mb else None
-                lw.mlp.forward(kc, s, b, t, norm=router_norm, next_weights=nxt)
+                lw.mlp.forward(kc, s, b, t, norm=router_norm)
                 res.pending = True
             if self.tp is not None:  # row-parallel down: sum the ranks' partials
                 self.tp.reduce_delta(s, b.delta, t, d.hidden)
@@ -506,22 +505,6 @@ class DenseDecoderModel:
         self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
                             out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
-
-    def _next_weights(self, i: int) -> moe_ops.NextWeights | None:
-        """The weight the first GEMV after layer i's MLP reads (after the norm between): layer
-        i + 1's qkv or Gated-DeltaNet input projection, or the LM head; where it is bf16
-        (its bytes one buffer) and the model is not tensor-parallel (a batch-1 MoE router
-        may ask L2 for it: ATLAS_MOE_ROUTER_NEXT_MB)."""
-        if self.tp is not None:
-            return None
-        if i + 1 == len(self.layers):
-            proj: LinearWeight | None = self.lm_head
-        else:
-            nxt = self.layers[i + 1]
-            proj = nxt.linear.in_proj if nxt.linear is not None else nxt.qkv
-        if not isinstance(proj, Bf16Linear):
-            return None
-        return moe_ops.NextWeights(proj.ptr, proj.nbytes)
 
     def _persistent_step(self, t: int, plan: AttentionPlan, n_sample: int
                          ) -> PersistentTables | None:

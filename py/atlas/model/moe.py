@@ -167,23 +167,19 @@ class MoeMlp:
                 and moe_ops.router_takes_norm(kc, t, self.shape))
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                norm: moe_ops.RouterNorm | None = None,
-                next_weights: moe_ops.NextWeights | None = None) -> None:
+                norm: moe_ops.RouterNorm | None = None) -> None:
         """The block over b.normed into b.delta; `norm` (where `router_takes_norm`):
-        b.normed is first formed by the router launch from norm's residual and delta;
-        `next_weights`: the GEMV after the block's first weight, which a batch-1 router may
-        ask L2 for (ops.moe.gate_topk)."""
+        b.normed is first formed by the router launch from norm's residual and delta."""
         if self.ep is not None:  # the output is a partial sum until `combine`
             self._forward(kc, s, b, t)
             self.ep.combine(s, b.delta, t, self.shape.hidden)
             return
-        self._forward(kc, s, b, t, norm, next_weights)
+        self._forward(kc, s, b, t, norm)
 
     def _forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                 norm: moe_ops.RouterNorm | None = None,
-                 next_weights: moe_ops.NextWeights | None = None) -> None:
+                 norm: moe_ops.RouterNorm | None = None) -> None:
         if self._fused_decode(kc, t):
-            self._decode(kc, s, b, t, norm, next_weights)
+            self._decode(kc, s, b, t, norm)
             return
         if norm is not None:
             raise ValueError("MoE block: the router takes the norm on the fused decode path "
@@ -201,8 +197,7 @@ class MoeMlp:
             add_shared(kc, s, b, bf, t, sh.hidden, se.gate)
 
     def _decode(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                norm: moe_ops.RouterNorm | None = None,
-                next_weights: moe_ops.NextWeights | None = None) -> None:
+                norm: moe_ops.RouterNorm | None = None) -> None:
         """Three launches: the router (gate GEMV + top-k, the shared expert's gate as one
         more row), gate/up and down over the routed slots and the shared expert's slots,
         into delta (the model's add_rmsnorm adds it and normalizes). Where
@@ -223,19 +218,10 @@ class MoeMlp:
         else:
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate, norm=norm,
-                              prefetch=self._prefetch() if (
-                                  self.ep is None and kc.routes.moe_router_prefetch_kb) else None,
-                              next_weights=next_weights)
+                              bf.shared_gate, norm=norm)
         sh = self._local(kc, s, t, sh)
         moe_ops.experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids, bf.topk_weights,
                         b.delta, t, sh, bf.scratch, shared=shared, route=route)
-
-    def _prefetch(self) -> moe_ops.ExpertPrefetch:
-        """The bf16 experts' gate/up bytes ([experts, 2 inter, hidden]) the router may ask L2
-        for once it has routed (ops/moe.py ExpertPrefetch)."""
-        half = 2 * self.shape.inter * self.shape.hidden
-        return moe_ops.ExpertPrefetch(self.gate_up, 2 * half, half)
 
     def _local(self, kc: KernelCache, s: Stream, t: int, sh: moe_ops.MoeShape
                ) -> moe_ops.MoeShape:

@@ -73,8 +73,7 @@ class QuantMoeMlp:
         return moe_ops.uses_decode_kernels(t) and moe_ops.router_takes_norm(kc, t, self.shape)
 
     def forward(self, kc: KernelCache, s: Stream, b: StepBuffers, t: int,
-                norm: moe_ops.RouterNorm | None = None,
-                next_weights: moe_ops.NextWeights | None = None) -> None:
+                norm: moe_ops.RouterNorm | None = None) -> None:
         sh, bf = self.shape, self.bufs
         folded = folds_shared(sh)
         if norm is not None and not moe_ops.uses_decode_kernels(t):
@@ -85,7 +84,7 @@ class QuantMoeMlp:
                                                   self.shared_gate) if folded else None)
             moe_ops.gate_topk(kc, s, b.normed, self.router, bf.logits, bf.topk_ids,
                               bf.topk_weights, bf.router_counter, t, sh, self.routing, shared,
-                              bf.shared_gate, norm=norm, next_weights=next_weights)
+                              bf.shared_gate, norm=norm)
             decode_experts(kc, s, b.normed, self.gate_up, self.down, bf.topk_ids,
                            bf.topk_weights, bf.scratch.act, b.delta, t, sh)
         else:

@@ -854,9 +854,7 @@ MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID = S("moe_router", "moe_add_rmsnorm_gate_topk_s
 # ops.moe.router_uses_cluster): the logits meet in rank 0's shared memory, no counter
 _CLUSTER_ROUTER_TAIL = ("logits:ptr shared_logits:ptr topk_ids:ptr topk_weights:ptr "
                         "tokens:u32 experts:u32 hidden:u32 top_k:u32 shared_slots:u32 "
-                        "renormalize:u32 scale:f32 unrounded:u32 eps:f32 offset:u32 "
-                        "prefetch:ptr prefetch_stride:u32 prefetch_half:u32 "
-                        "prefetch_bytes:u32 next:ptr next_bytes:u32")
+                        "renormalize:u32 scale:f32 unrounded:u32 eps:f32 offset:u32")
 MOE_ADD_RMSNORM_GATE_TOPK_CLUSTER_SOFTMAX = S(
     "moe_router", "moe_add_rmsnorm_gate_topk_cluster_softmax_bf16",
     _NORM_ROUTER + _CLUSTER_ROUTER_TAIL)

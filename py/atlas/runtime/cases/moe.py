@@ -375,8 +375,7 @@ def gate_case(name: str, x: np.ndarray, w_gate: np.ndarray, top_k: int, sigmoid:
 
 def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: int,
                    hidden: int, top_k: int, offset: bool = False, cluster: bool = False,
-                   gate_grid: tuple[float, int] = (1 / 64, 1), prefetch_kb: int = 0,
-                   next_mb: int = 0, **kw: Any) -> KernelCase:
+                   gate_grid: tuple[float, int] = (1 / 64, 1), **kw: Any) -> KernelCase:
     """gate_case with the residual add + RMSNorm before the router done by its launch
     (moe_add_rmsnorm_gate_topk_*, ops.moe.RouterNorm), on inputs whose norm is exact in any
     arithmetic: residual + delta = +-1 (0.75 + 0.25 of one sign), so mean(r^2) = 1, r x
@@ -384,14 +383,9 @@ def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: in
     exact grid; the residual and normed rows are outputs too. kw: gate_case's (routing,
     shared gate, routes); `cluster`: the launch must take the cluster router
     (ops.moe.router_uses_cluster; its routes switched on); `gate_grid`: w_gate's (step,
-    span) on _exact_gate's grid; `prefetch_kb`: the cluster router also asks L2 for that
-    much of each routed expert's gate/up weights (ATLAS_MOE_ROUTER_PREFETCH_KB, a buffer of
-    random experts of intermediate 16 here), and `next_mb`: the first MB of a 3 MB "next
-    layer's" weight (ATLAS_MOE_ROUTER_NEXT_MB); either must leave every output as it is."""
+    span) on _exact_gate's grid."""
     if cluster:
-        kw["routes"] = KernelRoutes(moe_router_cluster=True, moe_router_prefetch_kb=prefetch_kb,
-                                    moe_router_next_mb=next_mb)
-    half = 2 * 16 * hidden  # the prefetched experts' gate (or up) rows, bytes
+        kw["routes"] = KernelRoutes(moe_router_cluster=True)
     sign = np.where(rng.integers(0, 2, (tokens, hidden)) == 1, 1.0, -1.0).astype(np.float32)
     w = rng.integers(-1, 2 if not offset else 1, hidden).astype(np.float32)
     x = sign * ((1 + w) if offset else w)
@@ -401,10 +395,6 @@ def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: in
     # each launch its own residual row (updated in place), one counter for both
     inputs |= {"residual": f32_to_bf16_bits(0.75 * sign), "residual2": f32_to_bf16_bits(
         0.75 * sign), "delta": f32_to_bf16_bits(0.25 * sign), "norm_w": f32_to_bf16_bits(w)}
-    if prefetch_kb:
-        inputs["w_gate_up"] = rng.integers(0, 1 << 16, experts * half, dtype=np.uint16)
-    if next_mb:
-        inputs["next_w"] = rng.integers(0, 1 << 16, 3 << 19, dtype=np.uint16)
     outputs = dict(base.outputs) | {
         "residual": OutputSpec(DType.BF16, (tokens, hidden)),
         "residual2": OutputSpec(DType.BF16, (tokens, hidden)),
@@ -417,14 +407,11 @@ def gate_norm_case(rng: np.random.Generator, name: str, tokens: int, experts: in
         kc = KernelCache(backend, kw.get("routes"))
         if cluster and not moe.router_uses_cluster(kc, tokens, shape, routing):
             raise RuntimeError(f"{name}: the cluster router does not run here")
-        prefetch = moe.ExpertPrefetch(p["w_gate_up"], 2 * half, half) if prefetch_kb else None
-        nxt = moe.NextWeights(p["next_w"], 3 << 20) if next_mb else None
         for sfx in ("", "2"):
             norm = moe.RouterNorm(p["residual" + sfx], p["delta"], p["norm_w"], 1e-6, offset)
             moe.gate_topk(kc, stream, p["x"], p["w_gate"], p["logits" + sfx],
                           p["topk_ids" + sfx], p["topk_weights" + sfx], p["counter"], tokens,
-                          shape, routing, shared, p.get("shared_logits", 0), norm=norm,
-                          prefetch=prefetch, next_weights=nxt)
+                          shape, routing, shared, p.get("shared_logits", 0), norm=norm)
 
     def oracle(inp: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return base.oracle({**inp, "x": f32_to_bf16_bits(x)}) | {
@@ -497,26 +484,7 @@ def _gate_cases(rng: np.random.Generator) -> list[KernelCase]:
             gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster shared x2 t1 e200 h512 k8",
                            1, 200, 512, 8, cluster=True,
                            shared_gate=_exact_gate(rng, 1, 1, 512, 1 / 64, 1)[1][0],
-                           shared_slots=2)] + _unrounded_gate_cases(rng) + _prefetch_gate_cases()
-
-
-def _prefetch_gate_cases() -> list[KernelCase]:
-    """The cluster router that also asks L2 for the routed experts' weights
-    (ATLAS_MOE_ROUTER_PREFETCH_KB: every rank routes from its own copy of the logits) or the
-    next layer's (ATLAS_MOE_ROUTER_NEXT_MB), and the outputs are the plain router's.
-    Qwen3.5-35B-A3B's shape with its shared gate (the whole of each half asked for, and the
-    next weight), sigmoid with a bias at 6 of 64 (part of each half), the next weight alone."""
-    rng = np.random.default_rng(51)
-    return [gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster prefetch next offset shared t1 "
-                           "e256 h2048 k8", 1, 256, 2048, 8, offset=True, cluster=True,
-                           shared_gate=_exact_gate(rng, 1, 1, 2048, 1 / 64, 1)[1][0],
-                           prefetch_kb=4096, next_mb=1),
-            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster prefetch sigmoid bias t1 "
-                           "e64 h1024 k6", 1, 64, 1024, 6, cluster=True, sigmoid=True,
-                           bias=bf16_bits_to_f32(random_bf16(rng, (64,), 0.5)),
-                           prefetch_kb=40),
-            gate_norm_case(rng, "moe_add_rmsnorm_gate_topk cluster next t1 e128 h2048 k8", 1,
-                           128, 2048, 8, cluster=True, next_mb=2)]
+                           shared_slots=2)] + _unrounded_gate_cases(rng)
 
 
 #: (step, span) of a gate whose products with x on _exact_gate's grid have float32 sums that

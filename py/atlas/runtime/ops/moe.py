@@ -396,39 +396,6 @@ class RouterNorm:
     offset: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ExpertPrefetch:
-    """The routed experts' gate/up weights the batch-1 cluster router asks L2 for once it
-    has routed (moe_router.cu prefetch_experts; ATLAS_MOE_ROUTER_PREFETCH_KB, `prefetch_share`):
-    expert e's gate rows at weights + e * expert_bytes, its up rows half_bytes further."""
-
-    weights: DevicePtr
-    expert_bytes: int
-    half_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class NextWeights:
-    """The weight the GEMV after a MoE block (and the norm between) reads first: the next
-    layer's qkv or input projection, or the LM head (model/model.py next_weights)."""
-
-    ptr: DevicePtr
-    nbytes: int
-
-
-#: the cluster ranks that prefetch (rank 0 routes and stores as without it)
-ROUTER_PREFETCH_RANKS = ROUTER_CLUSTER_BLOCKS - 1
-
-
-def prefetch_share(kb: int, half_bytes: int) -> int:
-    """Bytes of each half of a routed expert the cluster router asks L2 for at
-    ATLAS_MOE_ROUTER_PREFETCH_KB=kb (kb per expert, half from its gate rows and half from its
-    up rows): at most the half, in whole 16-byte pieces for each of the ranks that issue it
-    (ROUTER_PREFETCH_RANKS); 0: none."""
-    unit = 16 * ROUTER_PREFETCH_RANKS
-    return min(kb * 512, half_bytes) // unit * unit
-
-
 def router_takes_norm(kc: KernelCache, tokens: int, shape: MoeShape) -> bool:
     """Whether a decode MoE block's router launch may also do the residual add + RMSNorm
     before it (`RouterNorm`; ATLAS_MOE_ROUTER_NORM=0: never): the fused router runs (not
@@ -468,8 +435,7 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
               logits: DevicePtr, topk_ids: DevicePtr, topk_weights: DevicePtr,
               counter: DevicePtr, tokens: int, shape: MoeShape, routing: Routing = Routing(),
               shared: SharedExpertWeights | None = None, shared_logits: DevicePtr = 0,
-              norm: RouterNorm | None = None, prefetch: ExpertPrefetch | None = None,
-              next_weights: NextWeights | None = None) -> None:
+              norm: RouterNorm | None = None) -> None:
     """The decode router in one launch: logits f32 [tokens, experts] = bf16(x . w_gate)
     (what the f32-output linear writes; routing.unrounded: x . w_gate, what
     matmul.linear_f32_unrounded writes), then `topk` of them into rows of shape.slots;
@@ -477,11 +443,7 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     weight bf16(sigmoid(logit)), or 1 where shared.gate is 0 (ungated: no logit). counter:
     one u32, zero. `norm`: x is first formed (and written) as add_rmsnorm of norm.residual
     and norm.delta (`router_takes_norm`). No router logit bias (`Routing.logit_bias`: the
-    separate router_logits + `topk` launches take it). `prefetch`: the routed experts'
-    gate/up weights, which the cluster router asks L2 for where
-    ATLAS_MOE_ROUTER_PREFETCH_KB is set (`prefetch_share`; other launches ignore it);
-    `next_weights`: the next layer's first projection, the first ATLAS_MOE_ROUTER_NEXT_MB MB
-    of which it asks L2 for (`next_share`)."""
+    separate router_logits + `topk` launches take it)."""
     shape.validate()
     if routing.logit_bias:
         raise ValueError("moe_gate_topk: the fused router takes no logit bias (gpt-oss's "
@@ -518,40 +480,11 @@ def gate_topk(kc: KernelCache, stream: Stream, x: DevicePtr, w_gate: DevicePtr,
     if router_uses_cluster(kc, tokens, shape, routing):
         kc.get_large_cluster(_cluster_sig(routing), smem)(
             stream, ROUTER_CLUSTER_BLOCKS, 32 * router_cluster_warps(shape.experts), smem,
-            *norm_args, *tail[:4], *tail[5:], float(norm.eps), int(norm.offset),  # no counter
-            *_prefetch_args(kc, shape, prefetch), *_next_args(kc, next_weights))
+            *norm_args, *tail[:4], *tail[5:], float(norm.eps), int(norm.offset))  # no counter
         return
     sig = MOE_ADD_RMSNORM_GATE_TOPK_SOFTMAX if softmax else MOE_ADD_RMSNORM_GATE_TOPK_SIGMOID
     kc.get_with_shared(sig, smem)(stream, grid, ROUTER_GATE_THREADS, smem, *norm_args, *tail,
                                   float(norm.eps), int(norm.offset))
-
-
-def _prefetch_args(kc: KernelCache, shape: MoeShape, prefetch: ExpertPrefetch | None
-                   ) -> tuple[DevicePtr, int, int, int]:
-    """The cluster router's prefetch arguments (weights, expert stride, half, bytes of each
-    half), zeros where it prefetches nothing: no `prefetch`, the knob at 0, more than 16
-    routed slots (a lane a half) or experts too large for its 32-bit offsets."""
-    share = prefetch_share(kc.routes.moe_router_prefetch_kb, prefetch.half_bytes) if (
-        prefetch is not None) else 0
-    if (not share or shape.top_k > 16 or prefetch.expert_bytes >= 1 << 32
-            or prefetch.half_bytes % 16 or prefetch.weights % 16):
-        return 0, 0, 0, 0
-    return prefetch.weights, prefetch.expert_bytes, prefetch.half_bytes, share
-
-
-def next_share(mb: int, nbytes: int) -> int:
-    """Bytes of the next layer's first projection (`nbytes`) the cluster router asks L2 for
-    at ATLAS_MOE_ROUTER_NEXT_MB=mb: at most all of it, whole 16-byte pieces, under 4 GiB."""
-    return min(mb << 20, nbytes, (1 << 32) - 16) // 16 * 16
-
-
-def _next_args(kc: KernelCache, weights: NextWeights | None) -> tuple[DevicePtr, int]:
-    """The cluster router's (next, next_bytes): zeros with no weights, the knob at 0 or an
-    unaligned buffer."""
-    share = next_share(kc.routes.moe_router_next_mb, weights.nbytes) if weights else 0
-    if not share or weights.ptr % 16:
-        return 0, 0
-    return weights.ptr, share
 
 
 def gate_topk_smem(tokens: int, hidden: int) -> int:

@@ -358,18 +358,6 @@ what it asked for each time, and importing Atlas never depends on the environmen
   where the device holds such a cluster). Measured (gpu86, 2026-12-04, batch 1 x 512, PDL
   on, GPU ms a step, ticket / cluster, both orders): Qwen3.5-35B-A3B 2.414 / 2.414 vs
   2.343 / 2.344, Qwen3-30B-A3B 2.769 / 2.769 vs 2.710 / 2.711.
-* ATLAS_MOE_ROUTER_PREFETCH_KB=N (session 51; 0, the default: none): the batch-1 cluster
-  router's ranks 1.. also route (the logits stored into every rank's shared memory, not rank
-  0's alone) and ask L2 for the first N KB of each routed expert's gate/up weights (N / 2
-  from its gate rows, N / 2 from its up rows; ops/moe.py prefetch_share), so their DRAM
-  reads start before the grid's completion, the PDL release and the gate/up launch's read of
-  the ids (bf16 experts, no expert parallelism: model/moe.py). For A/B runs; not measured.
-* ATLAS_MOE_ROUTER_NEXT_MB=N (session 51; 0, the default: none): the batch-1 cluster
-  router's blocks ask L2, right after their PDL wait, for the first N MB of the next layer's
-  first projection (its bf16 qkv or Gated-DeltaNet in_proj; the LM head after the last
-  layer: model/model.py next_weights), so those bytes come while DRAM idles under the router
-  and are L2 hits for that GEMV after the norm, if they outlast the MoE block's evict-first
-  expert stream. For A/B runs; not measured.
 * ATLAS_MOE_ROUTE_IN_EXPERTS=1 (with ATLAS_MOE_GATE_UP_TILED=1): a batch-1 decode MoE block's
   router launch writes only the logits (moe_gate_logits_bf16) and the tiled gate/up (after
   its wait) and the GEMV-shaped down (before its wait) each compute the top-k from them with
@@ -632,8 +620,6 @@ class KernelRoutes:
     moe_route_in_experts: bool = False
     moe_router_norm: bool = True
     moe_router_cluster: bool = True
-    moe_router_prefetch_kb: int = 0
-    moe_router_next_mb: int = 0
     moe_down_wave: bool = True
     moe_down_gemv: bool = True
     moe_down_gemv_max_m: int = 1
@@ -775,8 +761,6 @@ class KernelRoutes:
                    moe_route_in_experts=env_switch(env, "ATLAS_MOE_ROUTE_IN_EXPERTS", False),
                    moe_router_norm=env_switch(env, "ATLAS_MOE_ROUTER_NORM", True),
                    moe_router_cluster=env_switch(env, "ATLAS_MOE_ROUTER_CLUSTER", True),
-                   moe_router_prefetch_kb=_env_count(env, "ATLAS_MOE_ROUTER_PREFETCH_KB", 0),
-                   moe_router_next_mb=_env_count(env, "ATLAS_MOE_ROUTER_NEXT_MB", 0),
                    moe_down_wave=env_switch(env, "ATLAS_MOE_DOWN_WAVE", True),
                    moe_down_gemv=env_switch(env, "ATLAS_MOE_DOWN_GEMV", True),
                    moe_down_gemv_max_m=_env_count(env, "ATLAS_MOE_DOWN_GEMV_MAX_M", 1),

@@ -265,11 +265,8 @@ def moe_add_rmsnorm_gate_topk_cluster_softmax_bf16(
         normed: int, w_gate: int, shared_gate: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
         shared_slots: int, renormalize: int, scale: float, unrounded: int, eps: float,
-        offset: int, prefetch: int, prefetch_stride: int, prefetch_half: int,
-        prefetch_bytes: int, next: int, next_bytes: int) -> None:
-    """The ticket router's values (the cluster only changes how the logits meet; its L2
-    prefetches of the routed experts' and the next layer's weights are hints with no value
-    of their own)."""
+        offset: int) -> None:
+    """The ticket router's values (the cluster only changes how the logits meet)."""
     moe_add_rmsnorm_gate_topk_softmax_bf16(
         mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, logits,
         shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
@@ -282,8 +279,7 @@ def moe_add_rmsnorm_gate_topk_cluster_sigmoid_bf16(
         normed: int, w_gate: int, shared_gate: int, bias: int, logits: int, shared_logits: int,
         topk_ids: int, topk_weights: int, tokens: int, experts: int, hidden: int, top_k: int,
         shared_slots: int, renormalize: int, scale: float, unrounded: int, eps: float,
-        offset: int, prefetch: int, prefetch_stride: int, prefetch_half: int,
-        prefetch_bytes: int, next: int, next_bytes: int) -> None:
+        offset: int) -> None:
     moe_add_rmsnorm_gate_topk_sigmoid_bf16(
         mem, grid, block, residual, delta, norm_w, normed, w_gate, shared_gate, bias, logits,
         shared_logits, topk_ids, topk_weights, 0, tokens, experts, hidden, top_k, shared_slots,
