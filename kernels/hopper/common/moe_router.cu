@@ -236,6 +236,16 @@ constexpr int kClusterRouteTier = 8;   // route_row's per-lane tier: 256 experts
 constexpr int kClusterSharedWarp = 1;  // rank 0's warp that computes the shared gate row
 constexpr int kClusterLogits = kClusterBlocks * kClusterMaxWarps;
 
+// Where the cluster router lets the next kernel (the MoE gate/up, whose shared-expert blocks
+// request their weights before their wait) launch: a compile-time A/B (session 52,
+// -D ATLAS_MOE_ROUTER_LATE=N): 0 with its wait, 1 once the residual and delta rows are in
+// shared memory (as rmsnorm.cu's late entries), 2 once its logits are stored. Later keeps
+// those weight requests from queueing ahead of the router's own L2 reads.
+#ifndef ATLAS_MOE_ROUTER_LATE
+#define ATLAS_MOE_ROUTER_LATE 0
+#endif
+constexpr int kClusterTrigger = ATLAS_MOE_ROUTER_LATE;
+
 // Rank 0's logits: [experts], then the shared expert's at kClusterLogits.
 __device__ __forceinline__ float* cluster_logits() {
   __shared__ float lg[kClusterLogits + 1];
@@ -315,7 +325,10 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
       if (i < hidden / 8) nw[j] = atlas::ld_prefetch(reinterpret_cast<const uint4*>(norm.w) + i);
     }
   }
-  atlas::pdl_enter();
+  if constexpr (kCluster && kClusterTrigger > 0)
+    atlas::pdl_wait();
+  else
+    atlas::pdl_enter();
   // [tokens][hidden / 8] x, then (kNorm) [tokens][hidden / 8] r (ops/moe.py gate_topk_smem)
   extern __shared__ uint4 xs[];
   __shared__ float scratch[32];
@@ -327,6 +340,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
     atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   }
   __syncthreads();
+  if constexpr (kCluster && kClusterTrigger == 1) atlas::pdl_launch_dependents();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
@@ -340,6 +354,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
                                    unrounded);
     }
   }
+  if constexpr (kCluster && kClusterTrigger == 2) atlas::pdl_launch_dependents();
   if constexpr (!kRoute) return;
   if constexpr (kCluster) {
     float* lg = cluster_logits();
