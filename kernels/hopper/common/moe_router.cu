@@ -236,16 +236,6 @@ constexpr int kClusterRouteTier = 8;   // route_row's per-lane tier: 256 experts
 constexpr int kClusterSharedWarp = 1;  // rank 0's warp that computes the shared gate row
 constexpr int kClusterLogits = kClusterBlocks * kClusterMaxWarps;
 
-// Where the cluster router lets the next kernel (the MoE gate/up, whose shared-expert blocks
-// request their weights before their wait) launch: a compile-time A/B (session 52,
-// -D ATLAS_MOE_ROUTER_LATE=N): 0 with its wait, 1 once the residual and delta rows are in
-// shared memory (as rmsnorm.cu's late entries), 2 once its logits are stored. Later keeps
-// those weight requests from queueing ahead of the router's own L2 reads.
-#ifndef ATLAS_MOE_ROUTER_LATE
-#define ATLAS_MOE_ROUTER_LATE 0
-#endif
-constexpr int kClusterTrigger = ATLAS_MOE_ROUTER_LATE;
-
 // Rank 0's logits: [experts], then the shared expert's at kClusterLogits.
 __device__ __forceinline__ float* cluster_logits() {
   __shared__ float lg[kClusterLogits + 1];
@@ -325,7 +315,12 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
       if (i < hidden / 8) nw[j] = atlas::ld_prefetch(reinterpret_cast<const uint4*>(norm.w) + i);
     }
   }
-  if constexpr (kCluster && kClusterTrigger > 0)
+  // The cluster router lets the next kernel (the MoE gate/up, whose shared-expert blocks
+  // request their weights before their wait) launch only once the residual and delta rows
+  // are in shared memory, so those requests never queue ahead of the rows (as rmsnorm.cu's
+  // late entries; gpu182, H200: Qwen3.5-35B-A3B -0.2%, Qwen3-30B-A3B -0.1% a step, both
+  // orders, against the trigger with the wait; after the logit stores instead: level / +0.2%)
+  if constexpr (kCluster)
     atlas::pdl_wait();
   else
     atlas::pdl_enter();
@@ -340,7 +335,7 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
     atlas::stage_to_shared<8>(xs, reinterpret_cast<const uint4*>(a.x), tokens * (hidden / 8));
   }
   __syncthreads();
-  if constexpr (kCluster && kClusterTrigger == 1) atlas::pdl_launch_dependents();
+  if constexpr (kCluster) atlas::pdl_launch_dependents();
   if (has_row) {
     float* out = shared_row ? a.shared_logits : a.logits + e;
     const int stride = shared_row ? 1 : static_cast<int>(a.experts);
@@ -354,7 +349,6 @@ __device__ __forceinline__ void gate_route(const GateArgs& a, const NormIn& norm
                                    unrounded);
     }
   }
-  if constexpr (kCluster && kClusterTrigger == 2) atlas::pdl_launch_dependents();
   if constexpr (!kRoute) return;
   if constexpr (kCluster) {
     float* lg = cluster_logits();
