@@ -5,7 +5,8 @@
 #                            (ATLAS_PREP_SETS="GLOB": only those, to keep a call under 64 MiB)
 #   .device/sass.tar.xz      their cubins (tools/build_sass.py): no cold JIT on the GPU, audited
 #                            for loads ptxas hoisted above a PDL wait (tools/gpu/pdl_audit.py;
-#                            needs cuobjdump on PATH or CUOBJDUMP, else skipped with a note)
+#                            cuobjdump from CUOBJDUMP or PATH, else NVIDIA's wheels fetched
+#                            into build/nvtools; skipped with a note where none can be had)
 #   .device/tok.tar.xz       qwen3-tok/: the Qwen3 tokenizer files (served checkpoints)
 #   .device/commit           the tree's short hash (ATLAS_COMMIT in every result)
 #   .whl/                    wheels the GPU image lacks (orjson, structlog)
@@ -35,6 +36,19 @@ ATLAS_TARGET_HW=hopper python3 -m atlas_cli.main kernels build -j "$jobs" | tail
 echo "== cubins (build/sass)"
 python3 tools/build_sass.py --kernels build/kernels --out build/sass -j "$jobs" | tail -n 1
 echo "== PDL audit (tools/gpu/pdl_audit.py: CUOBJDUMP or cuobjdump on PATH)"
+# The CPU machine's CUDA has no cuobjdump or nvdisasm: take them from NVIDIA's PyPI wheels
+# once (build/nvtools), so every prepared call is audited
+if [ -z "${CUOBJDUMP:-}" ] && ! command -v cuobjdump > /dev/null; then
+  tools=build/nvtools/nvidia/cu13/bin
+  if [ ! -x "$tools/nvdisasm" ]; then
+    rm -rf build/nvtools && mkdir -p build/nvtools/wheels
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d build/nvtools/wheels \
+      nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm \
+      && (cd build/nvtools && for w in wheels/*.whl; do python3 -m zipfile -e "$w" .; done) \
+      && chmod +x "$tools"/* || echo "prep: no cuobjdump wheels: the audit is skipped"
+  fi
+  [ -x "$tools/nvdisasm" ] && export CUOBJDUMP="$PWD/$tools/cuobjdump" PATH="$PWD/$tools:$PATH"
+fi
 python3 tools/gpu/pdl_audit.py --kernels build/kernels --sass build/sass
 # the sets to carry: every hopper one (build/kernels may hold other hardware's too), or those
 # ATLAS_PREP_SETS names (a glob, e.g. "hopper__common__*" when the call needs no model leaf:

@@ -4,7 +4,7 @@
 # flagships, a c64 step, the four gate records — open since sessions 49-52's kernel commits —
 # the other levels and the FP8 / NVFP4 ratios; ~575 s). On any other card: nothing to record
 # (BENCH.toml's thresholds are the H200's); ask for an H200.
-# Prepare: CUOBJDUMP=.. bash tools/gpu/prep_device.sh; git archive HEAD py tools kernels | gzip
+# Prepare: bash tools/gpu/prep_device.sh; git archive HEAD py tools kernels | gzip
 #   -9 > .device/head_src.tgz; git rev-parse --short HEAD > .device/commit;
 #   bash tools/gpu/prep_git.sh. Carry .device, .whl (move tests/fixtures aside: 64 MiB).
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
