@@ -136,7 +136,8 @@ def test_the_late_check_cases_match_float64() -> None:
     """The late entries (plain and offset weights, a width past one vector a thread) in the
     rmsnorm check cases match float64 on the host backend, which runs an entry only through
     a reference registered for it."""
-    cases = [c for c in rmsnorm_cases(np.random.default_rng(6)) if "_late_" in c.name]
+    cases = [c for c in rmsnorm_cases(np.random.default_rng(6))
+             if "_late_" in c.name and c.name.startswith("add_")]
     assert len(cases) == 3 and any("offset" in c.name for c in cases)
     for c in cases:
         result = check(HostBackend(), c)

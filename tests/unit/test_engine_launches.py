@@ -45,12 +45,12 @@ def _replay_decode_step(runner) -> list[str]:
 def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     names = _replay_decode_step(runner)
     layers, n = runner.cfg.num_hidden_layers, len(DEFAULT_LAYER)
-    assert names[:1] == ["embedding_bf16"]
-    assert names[1:1 + n * layers] == ["rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
+    # the first norm looks the token's embedding up (embed_rmsnorm: no embedding launch)
+    assert names[:n * layers] == ["embed_rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
         layers - 1)
     # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
-    assert names[1 + n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
-                                      "gemv_bf16_f32_single", *GRAPH_SAMPLER]
+    assert names[n * layers:] == ["add_rmsnorm_bf16", "embedding_bf16",
+                                  "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
 SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32",
@@ -83,7 +83,7 @@ def test_a_masked_decode_step_fills_masks_while_the_forward_graph_runs(runner):
 
 def test_the_decode_graph_keeps_the_residual_stream_in_one_buffer(runner):
     """Every add + RMSNorm of a batch-1 decode step adds delta into b.resid in place and
-    normalizes into b.normed; the first layer's norm and the final norm read b.resid."""
+    normalizes into b.normed; the first layer's norm writes b.resid from the embeddings."""
     dev = runner.backend
     dev.drain_launches()
     dev.graph_launches.clear()
@@ -94,8 +94,9 @@ def test_the_decode_graph_keeps_the_residual_stream_in_one_buffer(runner):
     assert len(adds) == 2 * runner.cfg.num_hidden_layers
     for a in adds:
         assert (a["residual"], a["delta"], a["out"]) == (bufs.resid, bufs.delta, bufs.normed)
-    (first,) = [r.args for r in replay.graph if r.func == "rmsnorm_bf16"]
-    assert first["x"] == bufs.resid
+    (first,) = [r.args for r in replay.graph if r.func == "embed_rmsnorm_bf16"]
+    assert (first["ids"], first["residual"], first["out"]) == (bufs.ids, bufs.resid,
+                                                               bufs.normed)
     runner.release(8)
 
 

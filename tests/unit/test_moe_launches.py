@@ -27,7 +27,8 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     prefill steps (no norm taken by a router launch)."""
     out, cur = [], None
     for n in names:
-        if n in ("add_rmsnorm_bf16", "add_rmsnorm_early_bf16", "rmsnorm_bf16"):
+        if n in ("add_rmsnorm_bf16", "add_rmsnorm_early_bf16", "rmsnorm_bf16",
+                 "embed_rmsnorm_bf16"):
             if cur is not None:
                 out.append(cur)
             cur = []
@@ -36,7 +37,7 @@ def _mlp_launches(names: list[str]) -> list[list[str]]:
     return out[1::2]  # every other segment: [attention, mlp, attention, mlp, ...]
 
 
-#: a batch-1 decode step's attention after its norm (rmsnorm for the first layer,
+#: a batch-1 decode step's attention after its norm (embed_rmsnorm for the first layer,
 #: add_rmsnorm after): the qkv GEMV, the attention, o_proj
 QKV = "gemv_bf16_single"
 ATTENTION = ["decode_attn_rope_bf16", "gemv_bf16_single"]
@@ -52,9 +53,9 @@ DENSE = ["add_rmsnorm_bf16", "gemv_swiglu_bf16_single", "gemv_bf16_single"]
 
 @pytest.mark.parametrize("name, layers", [
     # the next layer (and the final norm) adds the MoE block's delta in its add_rmsnorm
-    ("tiny-qwen3-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *SPARSE],
+    ("tiny-qwen3-moe", [["embed_rmsnorm_bf16", QKV, *ATTENTION, *SPARSE],
                         ["add_rmsnorm_bf16", QKV, *ATTENTION, *DENSE], ["add_rmsnorm_bf16"]]),
-    ("tiny-qwen2-moe", [["rmsnorm_bf16", QKV, *ATTENTION, *DENSE],
+    ("tiny-qwen2-moe", [["embed_rmsnorm_bf16", QKV, *ATTENTION, *DENSE],
                         ["add_rmsnorm_bf16", QKV, *ATTENTION, *SPARSE], ["add_rmsnorm_bf16"]]),
 ])
 def test_decode_graph_routes_on_the_device(name, layers):
@@ -67,8 +68,8 @@ def test_decode_graph_routes_on_the_device(name, layers):
     (replay,) = dev.graph_launches
     names = [r.func for r in replay.graph]
     body = [n for layer in layers for n in layer]
-    assert names[:1 + len(body)] == ["embedding_bf16", *body]
-    assert names[1 + len(body)] == "embedding_bf16"  # the sampled rows' gather
+    assert names[:len(body)] == body  # the first norm looks the embeddings up
+    assert names[len(body)] == "embedding_bf16"  # the sampled rows' gather
     assert "moe_shared_add_bf16" not in names  # tiny-qwen2-moe's shared expert: in the slots
 
 

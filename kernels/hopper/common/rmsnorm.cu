@@ -268,6 +268,109 @@ add_rmsnorm_offset_late_bf16(__nv_bfloat16* __restrict__ residual,
   add_rmsnorm_entry<true, false, false, true>(residual, delta, w, out, rows, dim, eps);
 }
 
+// The step's first norm with its embedding lookup, one row a block: r = table[ids[row]]
+// (times `scale` rounded to bf16 once where scale != 1, Gemma's embed_scale; a zero row for
+// an id outside [0, vocab)), residual[row] = r, out[row] = RMSNorm(r) * w: embedding_bf16
+// (embedding_scaled_bf16) then the plain entry, bit for bit, in one launch, so a decode
+// step's first projection waits on one kernel after the staged inputs instead of two.
+// kLate as add_rmsnorm's: the trigger follows the row's loads (ops/norm.norm_triggers_late).
+// The id is the staging kernel's output: read through L2 (a plain __restrict__ load may be
+// scheduled above the wait, tools/gpu/pdl_audit.py).
+template <bool kOffset, bool kOneRound, bool kLate>
+__device__ __forceinline__ void embed_rmsnorm_entry(const int32_t* ids,
+                                                    const __nv_bfloat16* __restrict__ table,
+                                                    __nv_bfloat16* residual,
+                                                    const __nv_bfloat16* w, __nv_bfloat16* out,
+                                                    uint32_t rows, uint32_t dim, uint32_t vocab,
+                                                    float scale, float eps) {
+  if (blockIdx.x >= rows) return;
+  prefetch_weight(w, dim);
+  if constexpr (kLate)
+    atlas::pdl_wait();
+  else
+    atlas::pdl_enter();
+  __shared__ float scratch[32];
+  const int32_t id = __ldcg(ids + blockIdx.x);
+  const bool valid = id >= 0 && static_cast<uint32_t>(id) < vocab;
+  const int nvec = static_cast<int>(dim / atlas::kBf16PerVec);
+  const uint4* src = reinterpret_cast<const uint4*>(table + (valid ? static_cast<size_t>(id)
+                                                                   : size_t{0}) * dim);
+  uint4 packed[kMaxVecs];
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    packed[j] = valid && i < nvec ? src[i] : make_uint4(0u, 0u, 0u, 0u);
+  }
+  const size_t base = static_cast<size_t>(blockIdx.x) * dim;
+  uint4* rv = reinterpret_cast<uint4*>(residual + base);
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * blockDim.x;
+    if (i >= nvec) continue;
+    if (scale != 1.f) {
+      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&packed[j]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __bfloat1622float2(h[e]);
+        h[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+      }
+    }
+    rv[i] = packed[j];
+  }
+  if constexpr (kLate) atlas::pdl_launch_dependents();
+  store_normed<kOffset, kOneRound>(packed, nvec, w, out + base, dim, eps, scratch);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embed_rmsnorm_bf16(
+    const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+    __nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ w,
+    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, uint32_t vocab, float scale,
+    float eps) {
+  embed_rmsnorm_entry<false, false, false>(ids, table, residual, w, out, rows, dim, vocab,
+                                           scale, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embed_rmsnorm_offset_bf16(
+    const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+    __nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ w,
+    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, uint32_t vocab, float scale,
+    float eps) {
+  embed_rmsnorm_entry<true, false, false>(ids, table, residual, w, out, rows, dim, vocab,
+                                          scale, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embed_rmsnorm_oneround_bf16(
+    const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+    __nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ w,
+    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, uint32_t vocab, float scale,
+    float eps) {
+  embed_rmsnorm_entry<false, true, false>(ids, table, residual, w, out, rows, dim, vocab,
+                                          scale, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embed_rmsnorm_late_bf16(
+    const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+    __nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ w,
+    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, uint32_t vocab, float scale,
+    float eps) {
+  embed_rmsnorm_entry<false, false, true>(ids, table, residual, w, out, rows, dim, vocab,
+                                          scale, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+embed_rmsnorm_offset_late_bf16(
+    const int32_t* __restrict__ ids, const __nv_bfloat16* __restrict__ table,
+    __nv_bfloat16* __restrict__ residual, const __nv_bfloat16* __restrict__ w,
+    __nv_bfloat16* __restrict__ out, uint32_t rows, uint32_t dim, uint32_t vocab, float scale,
+    float eps) {
+  embed_rmsnorm_entry<true, false, true>(ids, table, residual, w, out, rows, dim, vocab,
+                                         scale, eps);
+}
+
 extern "C" __global__ void __launch_bounds__(1024)
 add_rmsnorm_oneround_bf16(__nv_bfloat16* __restrict__ residual,
                           const __nv_bfloat16* __restrict__ delta,

@@ -290,6 +290,9 @@ class Residual:
     pending: bool = False
     #: the RMSNorm weight the pending delta takes before it is added (0: none; Gemma 3)
     out_norm: DevicePtr = 0
+    #: b.resid is not written yet: the first norm looks the step's token embeddings up in
+    #: its own launch (ops/norm.embed_norm_fuses)
+    embed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,10 +454,11 @@ class DenseDecoderModel:
                 n_sample: int) -> None:
         """Compute f32 logits [n_sample, vocab] into b.logits for the rows in sample_rows."""
         d, kc, t = self.dims, self.kc, n_tokens
-        embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab,
-                            d.embed_scale)
-        res = Residual()
         persistent = self._persistent_step(t, plan, n_sample)
+        res = Residual(embed=persistent is None and norm.embed_norm_fuses(kc, t))
+        if not res.embed:
+            embedding.embedding(kc, s, b.ids, self.embed, b.resid, t, d.hidden, d.vocab,
+                                d.embed_scale)
         if persistent is not None:
             decode_persistent.decode_persistent(
                 kc, s, persistent, b.resid, b.qkv, b.attn, b.act, b.part_o, b.part_ml,
@@ -517,9 +521,16 @@ class DenseDecoderModel:
 
     def _norm(self, s: Stream, b: StepBuffers, res: Residual, w: DevicePtr, t: int) -> None:
         """normed = RMSNorm(resid (+= delta when one is pending)) * w; a pending delta with
-        an output norm (Gemma 3) is normalized first, in the same launch."""
+        an output norm (Gemma 3) is normalized first, in the same launch; the step's first
+        norm under `res.embed` writes resid from the token embeddings first."""
         d = self.dims
-        if res.pending and res.out_norm:
+        if res.embed:  # the step's first norm: the embedding lookup in its launch
+            assert not res.pending
+            norm.embed_rmsnorm(self.kc, s, b.ids, self.embed, b.resid, w, b.normed, t,
+                               d.hidden, d.vocab, d.eps, d.embed_scale, d.norm_offset,
+                               d.norm_one_round)
+            res.embed = False
+        elif res.pending and res.out_norm:
             assert d.norm_offset  # Gemma 3's zero-centred weights: the fused entry's
             norm.norm_add_rmsnorm(self.kc, s, b.resid, b.delta, res.out_norm, w, b.normed, t,
                                   d.hidden, d.eps)

@@ -69,6 +69,17 @@ ADD_RMSNORM_ONEROUND = S("rmsnorm", "add_rmsnorm_oneround_bf16",
                          "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
 ADD_RMSNORM_ONEROUND_EARLY = S("rmsnorm", "add_rmsnorm_oneround_early_bf16",
                                "residual:ptr delta:ptr w:ptr out:ptr rows:u32 dim:u32 eps:f32")
+# the step's first norm with its embedding lookup (rmsnorm.cu embed_rmsnorm_*): residual[i] =
+# bf16(table[ids[i]] * scale) (a zero row for an id outside [0, vocab)), out[i] = the plain /
+# offset / one-rounding norm of it: EMBEDDING(_SCALED) then RMSNORM(_OFFSET, _ONEROUND); the
+# *_late_* twins trigger once the row has landed (ops/norm.py norm_triggers_late)
+_EMBED_RMSNORM_ARGS = ("ids:ptr table:ptr residual:ptr w:ptr out:ptr rows:u32 dim:u32 "
+                       "vocab:u32 scale:f32 eps:f32")
+EMBED_RMSNORM = S("rmsnorm", "embed_rmsnorm_bf16", _EMBED_RMSNORM_ARGS)
+EMBED_RMSNORM_OFFSET = S("rmsnorm", "embed_rmsnorm_offset_bf16", _EMBED_RMSNORM_ARGS)
+EMBED_RMSNORM_ONEROUND = S("rmsnorm", "embed_rmsnorm_oneround_bf16", _EMBED_RMSNORM_ARGS)
+EMBED_RMSNORM_LATE = S("rmsnorm", "embed_rmsnorm_late_bf16", _EMBED_RMSNORM_ARGS)
+EMBED_RMSNORM_OFFSET_LATE = S("rmsnorm", "embed_rmsnorm_offset_late_bf16", _EMBED_RMSNORM_ARGS)
 # Gated-DeltaNet output norm (gated_rmsnorm.cu): per (token, head) row of `dim`,
 # out = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(f32 z)); x and out are
 # [tokens, heads * dim], z's (t, h) row starts at z + t * z_pitch + h * dim (elements).

@@ -1,5 +1,6 @@
 """Check cases for rmsnorm_bf16 / add_rmsnorm_bf16 (and Gemma 3's norm_add_rmsnorm_offset,
-gpt-oss's one-rounding entries): model widths, odd widths, one vector."""
+gpt-oss's one-rounding entries, the embedding lookup fused into the first norm,
+embed_rmsnorm_*): model widths, odd widths, one vector."""
 
 from __future__ import annotations
 
@@ -144,6 +145,49 @@ def _pitched_case(rng: np.random.Generator, rows: int, dim: int, pitch: int,
                       {"x": OutputSpec(DType.BF16, (rows, pitch))}, run, oracle)
 
 
+def _embed_case(rng: np.random.Generator, rows: int, vocab: int, dim: int, offset: bool = False,
+                one_round: bool = False, late: bool = False, scale: float = 1.0) -> KernelCase:
+    """embed_rmsnorm: residual = the embedding rows of ids (times `scale`, rounded once; ids
+    below 0, at vocab and repeated among them), out = the norm of each (a zero row's is 0)."""
+    ids = rng.integers(0, vocab, rows).astype(np.int32)
+    if rows > 3:
+        ids[1], ids[2], ids[3] = -1, vocab, ids[0]  # below, above, repeated
+    w = rng.normal(0.0, 0.1, dim) if offset else rng.uniform(0.5, 1.5, dim)
+    inputs = {"ids": ids, "table": random_bf16(rng, (vocab, dim), 2.0),
+              "w": f32_to_bf16_bits(w.astype(np.float32))}
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        kc = KernelCache(backend, _routes(None, None, late))
+        norm.embed_rmsnorm(kc, stream, p["ids"], p["table"], p["residual"], p["w"], p["out"],
+                           rows, dim, vocab, EPS, scale, offset, one_round)
+
+    normed = one_round_normed_f64 if one_round else offset_normed_f64 if offset else normed_f64
+
+    def oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        table = bf16_bits_to_f32(inputs["table"])
+        r = np.stack([table[i] if 0 <= i < vocab else np.zeros(dim, np.float32)
+                      for i in inputs["ids"].tolist()])
+        r = round_bf16((r * np.float32(scale)).astype(np.float32)).astype(np.float64)
+        w64 = bf16_bits_to_f32(inputs["w"]).astype(np.float64)
+        return {"residual": r, "out": normed(r, w64, EPS)}
+
+    kind = ("embed_rmsnorm" + ("_offset" if offset else "") + ("_oneround" if one_round else "")
+            + ("_late" if late else "") + ("_scaled" if scale != 1.0 else ""))
+    return KernelCase(f"{kind}_{rows}x{vocab}x{dim}", "rmsnorm", inputs,
+                      {"residual": OutputSpec(DType.BF16, (rows, dim), tol=(0.0, 0.0)),
+                       "out": OutputSpec(DType.BF16, (rows, dim))}, run, oracle)
+
+
+#: (rows, vocab, dim, offset, one-round, late, scale) of embed_rmsnorm: batch 1 at Qwen3-8B's
+#: and Qwen3.5's widths (plain and late, (1 + w) and late), a decode batch with out-of-range
+#: and repeated ids at an odd width, gpt-oss's one rounding, Gemma 3's bf16 sqrt(1152) = 34,
+#: and 256 rows (the most a launch takes)
+EMBED_SHAPES = [(1, 50, 4096, False, False, False, 1.0), (1, 50, 4096, False, False, True, 1.0),
+                (1, 40, 2048, True, False, False, 1.0), (1, 40, 2048, True, False, True, 1.0),
+                (9, 30, 8200, False, False, False, 1.0), (5, 30, 2880, False, True, False, 1.0),
+                (4, 30, 1152, True, False, False, 34.0), (256, 300, 1024, False, False, True, 1.0)]
+
+
 #: (rows, dim, pitch): MiniMax-M2's q (48 x 128) and k (8 x 128) parts of its qkv row in
 #: decode and prefill, and a width with a ragged last thread
 PITCHED_SHAPES = [(1, 6144, 8192), (4, 1024, 8192), (300, 6144, 8192), (3, 200, 264)]
@@ -184,4 +228,5 @@ def rmsnorm_cases(rng: np.random.Generator) -> list[KernelCase]:
             # a ragged last block, every plain variant, in place and pitched
             + [_case(rng, rows, dim, False, offset, one_round=one_round, rows_per_block=per)
                for rows, dim, offset, one_round, per in LOOP_SHAPES]
-            + [_pitched_case(rng, 300, 6144, 8192, rows_per_block=3)])
+            + [_pitched_case(rng, 300, 6144, 8192, rows_per_block=3)]
+            + [_embed_case(rng, *shape) for shape in EMBED_SHAPES])

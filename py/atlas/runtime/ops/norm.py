@@ -18,8 +18,10 @@ from __future__ import annotations
 from ..gpu import DevicePtr, Stream
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
                           ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
-                          ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
+                          ADD_RMSNORM_ONEROUND_EARLY, EMBED_RMSNORM, EMBED_RMSNORM_LATE,
+                          EMBED_RMSNORM_OFFSET, EMBED_RMSNORM_OFFSET_LATE, EMBED_RMSNORM_ONEROUND,
+                          NORM_ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET, RMSNORM_ONEROUND,
+                          RMSNORM_PITCHED)
 from . import KernelCache
 from .early_trigger import triggers_early
 from .routes import DEFAULT_NORM_ROWS_PER_BLOCK
@@ -39,6 +41,9 @@ _ADD_RMSNORM = {(False, "wait"): ADD_RMSNORM, (True, "wait"): ADD_RMSNORM_OFFSET
                 (False, "late"): ADD_RMSNORM_LATE, (True, "late"): ADD_RMSNORM_OFFSET_LATE}
 #: ... and with the one-rounding weights (gpt-oss), by early trigger
 _ADD_RMSNORM_ONEROUND = {False: ADD_RMSNORM_ONEROUND, True: ADD_RMSNORM_ONEROUND_EARLY}
+#: embed_rmsnorm's entry points by (offset weights, late trigger)
+_EMBED_RMSNORM = {(False, False): EMBED_RMSNORM, (True, False): EMBED_RMSNORM_OFFSET,
+                  (False, True): EMBED_RMSNORM_LATE, (True, True): EMBED_RMSNORM_OFFSET_LATE}
 
 
 def rmsnorm_threads(dim: int, rows: int) -> int:
@@ -151,3 +156,34 @@ def add_rmsnorm(kc: KernelCache, stream: Stream, residual: DevicePtr, delta: Dev
             sig = _ADD_RMSNORM[offset, trigger]
         kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, residual, delta, w, out, rows,
                     dim, eps)
+
+
+def embed_norm_fuses(kc: KernelCache, rows: int) -> bool:
+    """Whether a forward of `rows` tokens looks its embeddings up in its first norm's launch
+    (`embed_rmsnorm`) instead of an embedding launch before it: a decode batch's rows
+    (RMSNORM_LATENCY_ROWS at most, one block a row, as that norm launches anyway), unless
+    ATLAS_EMBED_NORM=0 (routes.embed_norm). Prefill chunks keep the two launches, each in
+    its throughput geometry."""
+    return kc.routes.embed_norm and 0 < rows <= RMSNORM_LATENCY_ROWS
+
+
+def embed_rmsnorm(kc: KernelCache, stream: Stream, ids: DevicePtr, table: DevicePtr,
+                  residual: DevicePtr, w: DevicePtr, out: DevicePtr, rows: int, dim: int,
+                  vocab: int, eps: float, scale: float = 1.0, offset: bool = False,
+                  one_round: bool = False) -> None:
+    """residual[rows, dim] = the embedding rows of `ids` (times `scale`, rounded to bf16 once;
+    zeros for an id outside [0, vocab)), out = RMSNorm(residual) * w as `rmsnorm` computes
+    it: ops/embedding.embedding then `rmsnorm`, bit for bit, in one launch. The trigger is
+    late where add_rmsnorm's is (norm_triggers_late): the projection after it is the same."""
+    _check("embed_rmsnorm", dim, {"table": table, "residual": residual, "w": w, "out": out})
+    require_aligned("embed_rmsnorm", "ids", ids, 4)
+    if rows > RMSNORM_LATENCY_ROWS:
+        raise ValueError(f"embed_rmsnorm: {rows} rows exceed its {RMSNORM_LATENCY_ROWS} "
+                         "(one block a row)")
+    if one_round:
+        sig = EMBED_RMSNORM_ONEROUND
+    else:
+        sig = _EMBED_RMSNORM[offset, norm_triggers_late(kc)]
+    if rows:
+        kc.get(sig)(stream, rows, rmsnorm_threads(dim, rows), 0, ids, table, residual, w, out,
+                    rows, dim, vocab, scale, eps)

@@ -92,6 +92,9 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (add_rmsnorm[_offset]_late_bf16, ops/norm.norm_triggers_late), as the attention's late
   trigger does for o_proj; unset, by the smallest projection after such a norm
   (ops/norm.norm_late_pays, model/load.py).
+* ATLAS_EMBED_NORM=0: a decode step looks its token embeddings up in their own launch
+  (embedding_bf16) before the first layer's RMSNorm, instead of in that norm's launch
+  (rmsnorm.cu embed_rmsnorm_*, ops/norm.embed_norm_fuses): the same bits, one launch more.
 * ATLAS_QUANT_FP8_H2=1 / 0: FP8 products of one row (qkv, o_proj, down, the gate_up that ends
   with its SwiGLU, a quantized LM head) on the CUDA-core GEMV with packed half-precision FMAs
   (gemv_fp8.cu gemv_fp8_h2_*: the NVFP4 kernel's loop (gemv_h2.cuh) on the hardware E4M3
@@ -645,6 +648,7 @@ class KernelRoutes:
     early_trigger: frozenset[str] | None = None
     norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
     norm_late: bool | None = None
+    embed_norm: bool = True
     decode_gemm: bool = True
     decode_gemm_min_m: int = DEFAULT_DECODE_GEMM_MIN_M
     decode_gemm_max_m: int = DEFAULT_DECODE_GEMM_MAX_M
@@ -788,6 +792,7 @@ class KernelRoutes:
                                                     DEFAULT_NORM_ROWS_PER_BLOCK, 16,
                                                     "a block's rows of a prefill norm"),
                    norm_late=_env_tristate(env, "ATLAS_NORM_LATE"),
+                   embed_norm=env_switch(env, "ATLAS_EMBED_NORM", True),
                    decode_gemm=env_switch(env, "ATLAS_DECODE_GEMM", True),
                    decode_gemm_min_m=_env_count(env, "ATLAS_DECODE_GEMM_MIN_M",
                                                 DEFAULT_DECODE_GEMM_MIN_M),

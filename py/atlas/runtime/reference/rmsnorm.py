@@ -1,5 +1,5 @@
-"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 / rmsnorm_pitched_bf16 and their offset and
-one-rounding forms (kernels/*/common/rmsnorm.cu).
+"""Reference for rmsnorm_bf16 / add_rmsnorm_bf16 / rmsnorm_pitched_bf16 / embed_rmsnorm_bf16
+and their offset and one-rounding forms (kernels/*/common/rmsnorm.cu).
 
 Specification, in transformers' bf16 numerics (LlamaRMSNorm, Qwen3RMSNorm):
     residual = bf16(residual + delta)                    (add_rmsnorm only, in place)
@@ -17,9 +17,12 @@ from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
 from ..gpu import Dim3
 from ..kernel_abi import (ADD_RMSNORM, ADD_RMSNORM_EARLY, ADD_RMSNORM_LATE, ADD_RMSNORM_OFFSET,
                           ADD_RMSNORM_OFFSET_EARLY, ADD_RMSNORM_OFFSET_LATE, ADD_RMSNORM_ONEROUND,
-                          ADD_RMSNORM_ONEROUND_EARLY, NORM_ADD_RMSNORM_OFFSET, RMSNORM,
-                          RMSNORM_OFFSET, RMSNORM_ONEROUND, RMSNORM_PITCHED)
+                          ADD_RMSNORM_ONEROUND_EARLY, EMBED_RMSNORM, EMBED_RMSNORM_LATE,
+                          EMBED_RMSNORM_OFFSET, EMBED_RMSNORM_OFFSET_LATE, EMBED_RMSNORM_ONEROUND,
+                          NORM_ADD_RMSNORM_OFFSET, RMSNORM, RMSNORM_OFFSET, RMSNORM_ONEROUND,
+                          RMSNORM_PITCHED)
 from . import HostMemory, reference
+from .embedding import embedding_scaled_bf16
 
 
 def rms_norm_bf16(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -146,3 +149,38 @@ def norm_add_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, resid
     wd = bf16_bits_to_f32(mem.view(w_delta, np.uint16, dim))
     normed = rms_norm_offset_bf16(bf16_bits_to_f32(_rows(mem, delta, rows, dim)), wd, eps)
     add_rmsnorm_offset_bf16(mem, grid, block, residual, delta, w, out, rows, dim, eps, normed)
+
+
+def _embed_rmsnorm(norm, mem: HostMemory, grid: Dim3, block: Dim3, ids: int, table: int,
+                   residual: int, w: int, out: int, rows: int, dim: int, vocab: int,
+                   scale: float, eps: float) -> None:
+    """The embedding lookup into `residual` (the scaled entry's rounding: times 1 is exact),
+    then `norm` (one of the plain entries' references) of it into `out`."""
+    embedding_scaled_bf16(mem, grid, block, ids, table, residual, rows, dim, vocab, scale)
+    norm(mem, grid, block, residual, w, out, rows, dim, eps)
+
+
+@reference(EMBED_RMSNORM)
+@reference(EMBED_RMSNORM_LATE)
+def embed_rmsnorm_bf16(mem: HostMemory, grid: Dim3, block: Dim3, ids: int, table: int,
+                       residual: int, w: int, out: int, rows: int, dim: int, vocab: int,
+                       scale: float, eps: float) -> None:
+    _embed_rmsnorm(rmsnorm_bf16, mem, grid, block, ids, table, residual, w, out, rows, dim,
+                   vocab, scale, eps)
+
+
+@reference(EMBED_RMSNORM_OFFSET)
+@reference(EMBED_RMSNORM_OFFSET_LATE)
+def embed_rmsnorm_offset_bf16(mem: HostMemory, grid: Dim3, block: Dim3, ids: int, table: int,
+                              residual: int, w: int, out: int, rows: int, dim: int, vocab: int,
+                              scale: float, eps: float) -> None:
+    _embed_rmsnorm(rmsnorm_offset_bf16, mem, grid, block, ids, table, residual, w, out, rows,
+                   dim, vocab, scale, eps)
+
+
+@reference(EMBED_RMSNORM_ONEROUND)
+def embed_rmsnorm_oneround_bf16(mem: HostMemory, grid: Dim3, block: Dim3, ids: int, table: int,
+                                residual: int, w: int, out: int, rows: int, dim: int,
+                                vocab: int, scale: float, eps: float) -> None:
+    _embed_rmsnorm(rmsnorm_oneround_bf16, mem, grid, block, ids, table, residual, w, out, rows,
+                   dim, vocab, scale, eps)
