@@ -53,8 +53,7 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
                                   "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
-SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32",
-           "count_tokens_i32"]
+SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32"]
 #: the sampler inside a decode graph: the runner replays it only for steps without a grammar
 #: mask, so the mask launch is left out
 GRAPH_SAMPLER = SAMPLER[1:]

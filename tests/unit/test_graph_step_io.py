@@ -60,11 +60,12 @@ def test_the_graph_stages_its_inputs_and_publishes_its_ids(step_io_loaded):
         1, lay.max_tokens, lay.cu_q)
     assert first.args["tail_words"] == lay.sample_params - lay.cu_q + lay.record_words
     assert first.args["sampled"] == runner.sampler.out_ids
-    assert last.func == "publish_sampled_ids_i32"
-    assert (last.args["rows"], last.args["pitch"]) == (1, runner.limits.max_sample_rows)
-    assert last.args["parity"] == runner.bufs.ids + 4 * lay.io_parity
+    (sample,) = [r for r in graph if r.func == "sample_f32"]  # it publishes the ids
+    assert (sample.args["rows"], sample.args["pitch"]) == (1, runner.limits.max_sample_rows)
+    assert sample.args["host_ids"] == runner._graph_io[1]
+    assert sample.args["parity"] == runner.bufs.ids + 4 * lay.io_parity
+    assert last.func == "logprobs_f32"  # after the sampler: nothing publishes
     assert (first.args["ack"], first.args["seq_word"]) == (runner._graph_io[2], lay.io_seq)
-    assert [r.func for r in graph].count("sample_f32") == 1
     # the verification-free 4-row bucket too
     assert runner.graphs[4].native[0].args["tokens"] == 4
 

@@ -211,14 +211,18 @@ def test_guards_produce_tokens_never_nan() -> None:
     assert got[3] == 0
 
 
-def test_enqueue_is_three_fixed_launches_and_capturable() -> None:
+def test_enqueue_is_two_fixed_launches_and_capturable() -> None:
+    """Penalties, then sampling whose finishing blocks count the tokens (and copy them to
+    the host buffer the caller names: none here, no host copy)."""
     mock = MockGpuBackend()
     s = Sampler(mock, KernelCache(mock), 4, 5, 1000)
     mock.drain_launches()
     s.enqueue(0, 1 << 30, 3)
     recs = mock.drain_launches()
-    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32", "count_tokens_i32"]
-    assert recs[1].args["out"] == s.out_ids == recs[2].args["tokens"]
+    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32"]
+    assert recs[1].args["out"] == s.out_ids
+    assert recs[1].args["counts"] == s.counts == recs[0].args["counts"]
+    assert recs[1].args["host_ids"] == 0
     # the multi-block workspace is the sampler's own, allocated once (graph-stable addresses)
     assert (recs[1].args["scratch"], recs[1].args["counters"]) == (s.scratch, s.counters)
     assert recs[1].grid == (1, 3, 1)  # 1000 logits: one 4096-logit block per row

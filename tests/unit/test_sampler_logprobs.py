@@ -80,8 +80,7 @@ def test_logprob_launch_follows_sampling_and_the_option_is_checked() -> None:
     mock.drain_launches()
     sampler.enqueue(0, 1 << 30, 2)
     recs = mock.drain_launches()
-    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32", "logprobs_f32",
-                                      "count_tokens_i32"]
+    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32", "logprobs_f32"]
     assert recs[2].args["tokens"] == sampler.out_ids and recs[2].args["max_top"] == 3
     assert recs[2].grid == (2, 1, 1)
     with pytest.raises(ValueError, match="max_logprobs=3"):

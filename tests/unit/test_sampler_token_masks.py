@@ -82,14 +82,13 @@ def test_mask_launch_comes_first_and_masks_need_the_option() -> None:
     sampler.enqueue(0, 1 << 30, 3)
     recs = mock.drain_launches()
     assert [r.func for r in recs] == ["apply_token_bitmask_f32", "apply_penalties_f32",
-                                      "sample_f32", "count_tokens_i32"]
+                                      "sample_f32"]
     assert recs[0].args["bitmask"] == sampler.token_bitmask
     assert recs[0].args["mask_rows"] == sampler.mask_rows
     assert (recs[0].args["words"], recs[0].grid) == (32, (1, 3, 1))
     # launches the caller knows to be unmasked (the runner's full decode graphs) leave it out
     sampler.enqueue(0, 1 << 30, 3, masked=False)
-    assert [r.func for r in mock.drain_launches()] == ["apply_penalties_f32", "sample_f32",
-                                                       "count_tokens_i32"]
+    assert [r.func for r in mock.drain_launches()] == ["apply_penalties_f32", "sample_f32"]
     # a block covers 8,192 tokens of a row: an unmasked row (the common case, and the decode
     # graph runs the launch every step) costs 19 blocks at Qwen3's vocabulary, not 594
     sampling.apply_token_bitmask(KernelCache(mock), 0, 1 << 30, 1 << 29, 1 << 28, 64, 151936,

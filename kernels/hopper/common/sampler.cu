@@ -1,6 +1,8 @@
-// The GPU sampler: penalties, filtered sampling and penalty-count update, one launch each.
-// Everything a step varies lives in device buffers (SampleRow per batch row, per-slot counts
-// and prompt masks), so the three launches can be captured in the decode graph.
+// The GPU sampler: penalties, then filtered sampling with the penalty-count update (and a
+// captured step's host copy of the ids) in its finishing blocks: two launches (logprobs and
+// grammar masks add theirs). Everything a step varies lives in device buffers (SampleRow per
+// batch row, per-slot counts and prompt masks), so the launches can be captured in the decode
+// graph.
 //
 // Semantics (the numpy reference atlas.runtime.reference.sampler is the specification):
 // * penalties, for rows with slot >= 0: repetition p over prompt + generated tokens
@@ -363,6 +365,25 @@ __device__ void publish_candidates(const float (&x)[4 * kVec], uint32_t begin, u
   }
 }
 
+// The row's drawn token: out[r]; one more use of it in its penalty slot's counts (rows with
+// a slot; `counts` null: none), which the next step's penalties read (the count launch that
+// followed the sampler until session 53); and, in a captured step that publishes its ids
+// (`host_ids` non-null: mapped page-locked memory of 2 x pitch words), host_ids[parity[0] *
+// pitch + r] (step_io.cu's publish launch until then). Thread 0 of the row's finishing block.
+__device__ __forceinline__ void emit_token(uint32_t r, int32_t tok,
+                                           const SampleRow* __restrict__ row_params,
+                                           int32_t* __restrict__ out,
+                                           int32_t* __restrict__ counts, uint32_t vocab,
+                                           int32_t* __restrict__ host_ids,
+                                           const int32_t* __restrict__ parity, uint32_t pitch) {
+  out[r] = tok;
+  // read here rather than kept from the entry's row record: held that long, it spilled
+  const int32_t slot = row_params[r].slot;
+  if (counts != nullptr && slot >= 0 && tok >= 0 && static_cast<uint32_t>(tok) < vocab)
+    atomicAdd(counts + static_cast<size_t>(slot) * vocab + tok, 1);
+  if (host_ids != nullptr) host_ids[static_cast<size_t>(parity[0]) * pitch + r] = tok;
+}
+
 }  // namespace
 
 // Launch: grid = (spans, rows) with spans <= ceil(vocab / 1024) (ops/sampling.py:
@@ -417,11 +438,14 @@ apply_penalties_f32(float* __restrict__ logits, const SampleRow* __restrict__ ro
 
 // Launch: grid = (ceil(vocab / 4096), rows), block = 512.
 // scratch: ChunkScratch [rows, ceil(vocab / 4096)]; counters: u32 [rows], zero before the
-// launch and left zero after it.
+// launch and left zero after it. Each row's token goes out through emit_token: counts i32
+// [slots, vocab] or null, host_ids / parity / pitch (null host_ids: no host copy).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
 sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_params,
            int32_t* __restrict__ out, ChunkScratch* __restrict__ scratch,
-           unsigned* __restrict__ counters, uint32_t rows, uint32_t vocab) {
+           unsigned* __restrict__ counters, uint32_t rows, uint32_t vocab,
+           int32_t* __restrict__ counts, int32_t* __restrict__ host_ids,
+           const int32_t* __restrict__ parity, uint32_t pitch) {
   const uint32_t r = blockIdx.y, nchunks = (vocab + kChunk - 1) / kChunk;
   if (r >= rows || blockIdx.x >= nchunks || nchunks > kMaxChunks) return;
   // Each chunk's share of the pool (the pool is the finisher's shared-memory copy).
@@ -462,7 +486,9 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   }
   top = atlas::block_argmax(top, arg_scratch);  // its barriers publish s_chunk_max
   if (greedy || !(top.value > -INFINITY)) {  // greedy, or nothing finite
-    if (threadIdx.x == 0) out[r] = top.index == atlas::kNoIndex ? 0 : top.index;
+    if (threadIdx.x == 0)
+      emit_token(r, top.index == atlas::kNoIndex ? 0 : top.index, row_params, out, counts,
+                 vocab, host_ids, parity, pitch);
     return;
   }
   if (threadIdx.x == 0) {  // at most 128 chunks: a serial prefix sum is cheapest
@@ -542,21 +568,9 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
     best = draw(full, keep, z_min, m, T, base, start);
   }
   best = atlas::block_argmax(best, arg_scratch);
-  if (threadIdx.x == 0) out[r] = best.index;
+  if (threadIdx.x == 0)
+    emit_token(r, best.index, row_params, out, counts, vocab, host_ids, parity, pitch);
 }
-
-// Launch: grid = ceil(rows / 128), block = 128.
-extern "C" __global__ void __launch_bounds__(128)
-count_tokens_i32(const int32_t* __restrict__ tokens, const SampleRow* __restrict__ row_params,
-                 int32_t* __restrict__ counts, uint32_t rows, uint32_t vocab) {
-  atlas::pdl_enter();
-  const uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  const int32_t slot = row_params[r].slot, tok = tokens[r];
-  if (slot < 0 || tok < 0 || static_cast<uint32_t>(tok) >= vocab) return;
-  atomicAdd(counts + static_cast<size_t>(slot) * vocab + tok, 1);
-}
-
 
 // Grammar masks (structured output): logits[r, t] = -inf where bit t of mask row
 // mask_rows[r] of `bitmask` is 0. bitmask is u32 [mask rows, words], bit t % 32 of word

@@ -1,12 +1,15 @@
-// A captured decode step's own input and output copies, as kernels inside its graph, so
-// that nothing runs on the stream between two steps' graphs. Before these, a step queued a
+// A captured decode step's own input copy, as a kernel inside its graph, so that nothing
+// runs on the stream between two steps' graphs (its output copy, the sampled ids into the
+// host's buffer, is the sampler's: sampler.cu emit_token). Before these, a step queued a
 // host-to-device copy of its inputs, a device-to-device copy of each carried token (the
 // previous step's sample) and, after its graph, a device-to-host copy of the sampled ids:
 // three copies whose engine hand-offs left ~20 us a step with no kernel running (gpu133,
 // H200: the copies ran 1.4 + 2.6 + 0.8 us, started 3.4, 10.3 and 17.4 us after the graph's
-// last kernel). Both kernels read or write page-locked host memory mapped into the device's
-// address space (unified addressing), which the host fills before the launch and reads
-// after the step's event.
+// last kernel). The staging kernel and the sampler's emit_token read and write page-locked
+// host memory mapped into the device's address space (unified addressing), which the host
+// fills before the launch and reads after the step's event; the sampled ids go into one of
+// the host's two alternating buffers (the host reads one while the next step may already
+// write the other; the parity is a word of the staged inputs).
 //
 // stage_step_inputs_i32: dst[w] = src[w] for the words of four spans of the step's int32
 // inputs (model/step_inputs.py StepLayout): [k * tok_stride, k * tok_stride + tokens) for
@@ -19,11 +22,7 @@
 // Launch: grid = 1, block = 1024; each thread loads kWords words a pass before storing them.
 // It waits like every entry but calls no PDL trigger, so the kernel after it launches only
 // once it has completed (every later kernel may read the inputs, some before their own wait).
-//
-// publish_sampled_ids_i32: host_ids[parity[0] * pitch + r] = sampled[r] for r < rows: the
-// step's sampled ids into one of the host's two alternating buffers (the host reads one
-// while the next step may already write the other; `parity` is a word of the staged
-// inputs). Launch: grid = ceil(rows / 256), block = 256.
+
 #include "atlas_common.cuh"
 
 namespace {
@@ -71,13 +70,4 @@ stage_step_inputs_i32(const int32_t* __restrict__ src, int32_t* __restrict__ dst
   }
   __syncthreads();  // every word read (and stored) before the host hears of it
   if (threadIdx.x == 0) ack[0] = seq;
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-publish_sampled_ids_i32(const int32_t* __restrict__ sampled, int32_t* __restrict__ host_ids,
-                        const int32_t* __restrict__ parity, uint32_t rows, uint32_t pitch) {
-  atlas::pdl_enter();  // the sampler's last kernel wrote `sampled`
-  const uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  host_ids[static_cast<size_t>(parity[0]) * pitch + r] = sampled[r];
 }

@@ -53,6 +53,7 @@ from ..runtime.kv_cache import PagedKvCache
 from ..runtime.ops import KernelCache, argmax, embedding, step_io
 from ..runtime.ops.matmul import GEMV_MAX_M, linear_route
 from ..runtime.ops.matmul_quant import Bf16Linear
+from ..runtime.ops.sampling import PublishIds
 from ..runtime.sampler import Sampler
 from .batch import (SeqChunk, StepResult, TokenLogprobs, WithEmbedding, WithPromptLogprobs,
                     accept)
@@ -586,9 +587,10 @@ class ModelRunner:
             self.backend.event_synchronize(done)
         self._staged = None
 
-    def _stage_and_publish(self, bs: int) -> tuple[Callable[[], None], Callable[[], None]]:
-        """The launches that stage a captured step's inputs from the host and publish its
-        bs sampled ids into the host buffer its parity word names (`_graph_io`)."""
+    def _stage_and_publish(self, bs: int) -> tuple[Callable[[], None], PublishIds]:
+        """The launch that stages a captured step's inputs from the host, and where its
+        sampler publishes the bs sampled ids: the host buffer its parity word names
+        (`_graph_io`)."""
         assert self._graph_io is not None
         src, ids_host, ack = self._graph_io
         lay, kc, s = self.layout, self.model.kc, self.stream
@@ -598,12 +600,8 @@ class ModelRunner:
                                  lay.sample_params - lay.cu_q + bs * lay.record_words,
                                  self.sampler.out_ids, ack, lay.io_seq)
 
-        def publish() -> None:
-            step_io.publish_ids(kc, s, self.sampler.out_ids, ids_host,
-                                self._step_i32 + 4 * lay.io_parity, bs,
-                                self.limits.max_sample_rows)
-
-        return stage, publish
+        return stage, PublishIds(ids_host, self._step_i32 + 4 * lay.io_parity,
+                                 self.limits.max_sample_rows)
 
     def _mark_inputs_sent(self) -> None:
         """Every pinned input of the step is queued for the device: the event after the
@@ -884,8 +882,9 @@ class ModelRunner:
                              row_invariant=self.row_invariant(bs))
         graphs, forward_graphs = ((self.verify_graphs, self.verify_forward_graphs) if verify
                                   else (self.graphs, self.forward_graphs))
-        # a plain step's graph stages its inputs (then lets the host rewrite them) and
-        # publishes its sampled ids (`_graph_io`); the warm-up runs them as the graph will
+        # a plain step's graph stages its inputs (then lets the host rewrite them) and its
+        # sampler publishes the sampled ids (`_graph_io`); the warm-up runs them as the graph
+        # will
         self.host_i32[self.layout.io_parity] = 0
         io = self._stage_and_publish(bs) if self._graph_io is not None and not verify else None
         # Warm-up outside capture resolves every kernel before the graph is recorded.
@@ -898,9 +897,8 @@ class ModelRunner:
             self.model.forward(self.stream, self.bufs, bs, plan, bs)
             # the graph replays only for steps without a grammar mask (`_forward`): no mask
             # launch in it (the warm-up resolves that kernel too)
-            self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=not capture)
-            if io is not None:
-                io[1]()
+            self.sampler.enqueue(self.stream, self.bufs.logits, bs, masked=not capture,
+                                 publish=io[1] if io is not None else None)
         graphs[bs] = self.backend.end_capture(self.stream)
         if self.sampler.token_bitmask is not None:
             self.backend.begin_capture(self.stream)

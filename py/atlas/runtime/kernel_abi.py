@@ -783,10 +783,12 @@ SAMPLER_PENALTIES = S("sampler", "apply_penalties_f32",
                       "bias_vals:ptr rows:u32 vocab:u32 max_bias:u32")
 # sample_f32 splits a row over blocks: scratch holds their partials and candidates
 # (ops.sampling.sample_scratch_bytes); counters u32 [rows] are zero before and after a launch.
+# Each row's finishing block also adds its token to counts i32 [slots, vocab] at the row's
+# penalty slot (counts 0: none) and, with host_ids (mapped page-locked i32 [2, pitch]) set,
+# writes it to host_ids[parity[0] * pitch + r]: a captured step's ids published to the host.
 SAMPLER_SAMPLE = S("sampler", "sample_f32",
-                   "logits:ptr row_params:ptr out:ptr scratch:ptr counters:ptr rows:u32 vocab:u32")
-SAMPLER_COUNT = S("sampler", "count_tokens_i32",
-                  "tokens:ptr row_params:ptr counts:ptr rows:u32 vocab:u32")
+                   "logits:ptr row_params:ptr out:ptr scratch:ptr counters:ptr rows:u32 vocab:u32 "
+                   "counts:ptr host_ids:ptr parity:ptr pitch:u32")
 # Grammar masks: bitmask u32 [mask rows, words] (bit t % 32 of word t / 32; 1 = allowed);
 # mask_rows i32 [rows] picks each logits row's mask row (< 0: unconstrained).
 SAMPLER_TOKEN_BITMASK = S("sampler", "apply_token_bitmask_f32",
@@ -798,17 +800,14 @@ SAMPLER_LOGPROBS = S("sampler", "logprobs_f32",
                      "logits:ptr tokens:ptr top_n:ptr out_logprob:ptr top_ids:ptr "
                      "top_logprobs:ptr rows:u32 vocab:u32 max_top:u32")
 
-# --- a captured decode step's input and output copies (step_io.cu) -----------------------
+# --- a captured decode step's input copy (step_io.cu; its output copy is SAMPLER_SAMPLE's) ---
 # stage: dst[w] = src[w] over the words [k * tok_stride, + tokens) for k = 0, 1, 2 and
 # [tail_at, + tail_words); a word of the first span below zero is -1 - r: sampled[r] instead
 # (src: the host's page-locked step inputs, mapped); then ack[0] = src[seq_word] (mapped host
-# memory: every word was read). publish: host_ids[parity[0] * pitch + r] = sampled[r] for
-# r < rows (host_ids: mapped page-locked memory of 2 x pitch words).
+# memory: every word was read).
 STEP_STAGE_INPUTS = S("step_io", "stage_step_inputs_i32",
                       "src:ptr dst:ptr tokens:u32 tok_stride:u32 tail_at:u32 tail_words:u32 "
                       "sampled:ptr ack:ptr seq_word:u32")
-STEP_PUBLISH_IDS = S("step_io", "publish_sampled_ids_i32",
-                     "sampled:ptr host_ids:ptr parity:ptr rows:u32 pitch:u32")
 
 # --- mixture of experts (kernels/<hw>/common/moe_*.cu; contract in ops/moe.py) -------------
 # Router: logits f32 [tokens, experts] (the gate's bf16 product widened, as GEMV_F32OUT

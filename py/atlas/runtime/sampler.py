@@ -320,12 +320,14 @@ class Sampler:
                 self.backend.download(self.top_ids, np.int32, (rows, k)),
                 self.backend.download(self.top_logprobs, np.float32, (rows, k)))
 
-    def enqueue(self, stream: Stream, logits: DevicePtr, rows: int, masked: bool = True) -> None:
+    def enqueue(self, stream: Stream, logits: DevicePtr, rows: int, masked: bool = True,
+                publish: sampling.PublishIds | None = None) -> None:
         """Mask (when enabled), penalize and bias f32 logits [rows, vocab] in place, sample into
-        `out_ids`, report logprobs (when enabled), count the samples. `masked=False`: the
-        caller guarantees no row of these launches carries a grammar mask (a decode graph
-        the runner replays only for unmasked steps), so the mask launch is left out rather
-        than run to find every row unmasked.
+        `out_ids` counting the samples (and, with `publish`, copying them to the host's
+        buffer: a captured step's output), report logprobs (when enabled). `masked=False`:
+        the caller guarantees no row of these launches carries a grammar mask (a decode
+        graph the runner replays only for unmasked steps), so the mask launch is left out
+        rather than run to find every row unmasked.
 
         Issues launches only (no allocation, copy or synchronization): safe to capture.
         """
@@ -339,11 +341,10 @@ class Sampler:
                                  self.prompt_mask, self.bias_ids, self.bias_vals, rows, v,
                                  MAX_LOGIT_BIAS)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
-                        self.counters, rows, v)
+                        self.counters, rows, v, self.counts, publish)
         if self._logprob_buffers:
             sampling.logprobs(kc, stream, logits, self.out_ids, self.top_n, self.out_logprob,
                               self.top_ids, self.top_logprobs, rows, v, self.max_logprobs)
-        sampling.count_tokens(kc, stream, self.out_ids, self.row_params, self.counts, rows, v)
 
     def score(self, stream: Stream, logits: DevicePtr, first: int, rows: int) -> None:
         """Report, for logits rows first .. first + rows - 1, the logprob of the tokens

@@ -1,4 +1,5 @@
-"""Check cases for the sampler kernels: penalties, sampling under every filter, count update.
+"""Check cases for the sampler kernels: penalties, sampling under every filter, the count
+update and host copy of its finishing blocks.
 
 The sampling oracle is written from the rules in float64 with plain Python integers for the
 RNG (sorting for top-k/top-p instead of the kernel's radix select), so it shares no code with
@@ -227,30 +228,48 @@ def _block_boundary_logits(rng: np.random.Generator, vocab: int) -> np.ndarray:
     return rows
 
 
-# ---- count update -------------------------------------------------------------------------
+# ---- the finishing blocks' count update and host copy --------------------------------------
 
-def _count_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _emit_oracle(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    got = _sample_oracle(inputs)
     counts = inputs["counts"].astype(np.float64).copy()
-    for tok, p in zip(inputs["tokens"].tolist(), inputs["row_params"]):
-        if p["slot"] >= 0 and 0 <= tok < counts.shape[1]:
+    host = inputs["host_ids"].astype(np.float64).copy()
+    pitch, parity = host.size // 2, int(inputs["parity"][0])
+    for r, (tok, p) in enumerate(zip(got["out"].astype(int).tolist(), inputs["row_params"])):
+        if p["slot"] >= 0:
             counts[p["slot"], tok] += 1
-    return {"counts": counts}
+        host[parity * pitch + r] = tok
+    return dict(got, counts=counts, host_ids=host)
 
 
-def _count_case(rng: np.random.Generator, rows: int, vocab: int) -> KernelCase:
+def _emit_case(rng: np.random.Generator, rows: int, vocab: int, parity: int,
+               pitch: int) -> KernelCase:
+    """sample_f32 with counts and a host copy: rows with and without a penalty slot (several
+    rows on one slot: one add each), greedy and sampling, the ids into host buffer `parity`
+    of two `pitch`-word buffers (the other one untouched)."""
     slots = 4
-    params = row_params([dict(slot=int(s)) for s in rng.integers(-1, slots, rows)])
-    tokens = rng.integers(0, vocab, rows).astype(np.int32)
-    tokens[0] = vocab  # out of range: ignored
-    inputs = {"tokens": tokens, "row_params": params,
-              "counts": rng.integers(0, 3, (slots, vocab)).astype(np.int32)}
+    settings = [dict(SAMPLE_SETTINGS[i % len(SAMPLE_SETTINGS)], slot=int(s),
+                     seed_lo=int(rng.integers(0, 2 ** 32)), step=int(rng.integers(0, 1000)))
+                for i, s in enumerate(rng.integers(-1, slots, rows))]
+    logits = (rng.standard_normal((rows, vocab)) * 3).astype(np.float32)
+    scratch_bytes, _ = sampling.sample_scratch_bytes(rows, vocab)
+    inputs = {"logits": logits, "row_params": row_params(settings),
+              "scratch": np.full(scratch_bytes, 0xFF, dtype=np.uint8),
+              "counters": np.zeros(rows, dtype=np.int32),
+              "counts": rng.integers(0, 3, (slots, vocab)).astype(np.int32),
+              "host_ids": rng.integers(-(1 << 20), 0, 2 * pitch).astype(np.int32),
+              "parity": np.array([parity], dtype=np.int32)}
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        sampling.count_tokens(KernelCache(backend), stream, p["tokens"], p["row_params"],
-                              p["counts"], rows, vocab)
+        sampling.sample(KernelCache(backend), stream, p["logits"], p["row_params"], p["out"],
+                        p["scratch"], p["counters"], rows, vocab, p["counts"],
+                        sampling.PublishIds(p["host_ids"], p["parity"], pitch))
 
-    return KernelCase(f"count_tokens_{rows}x{vocab}", "sampler", inputs,
-                      {"counts": OutputSpec(DType.I32, (slots, vocab))}, run, _count_oracle)
+    return KernelCase(f"sample_emit_{rows}x{vocab}_parity{parity}", "sampler", inputs,
+                      {"out": OutputSpec(DType.I32, (rows,)),
+                       "counters": OutputSpec(DType.I32, (rows,)),
+                       "counts": OutputSpec(DType.I32, (slots, vocab)),
+                       "host_ids": OutputSpec(DType.I32, (2 * pitch,))}, run, _emit_oracle)
 
 
 # ---- grammar masks ------------------------------------------------------------------------
@@ -397,7 +416,8 @@ def sampler_cases(rng: np.random.Generator) -> list[KernelCase]:
     cases.append(_sample_case(rng, "sample_fallback_3x20000", flat,
                               [dict(temperature=1.0, top_p=0.9), dict(temperature=0.6),
                                dict(temperature=1.0, top_k=7, top_p=0.5)]))
-    cases += [_count_case(rng, 9, 500), _count_case(rng, 130, 64)]
+    cases += [_emit_case(rng, 9, 500, 0, 9), _emit_case(rng, 130, 64, 1, 160),
+              _emit_case(rng, 3, 151936, 1, 4)]
     cases += [_bitmask_case(rng, 7, 1003, sampling.bitmask_words(1003)),
               _bitmask_case(rng, 9, 151936, sampling.bitmask_words(151936)),
               _bitmask_case(rng, 3, 700, 20)]

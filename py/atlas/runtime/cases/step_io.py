@@ -1,8 +1,8 @@
 """Check cases for step_io.cu: the staged step inputs (token spans of 1, 7 and 64 tokens,
 carried ids among them, words outside the spans left as they were, an empty lead, more
-words than the block's one pass of 8,192, the acknowledged step number) and the
-published ids (both parities, a partial block, a full one). The oracles index plain Python
-lists, sharing nothing with the numpy reference."""
+words than the block's one pass of 8,192, the acknowledged step number; the published ids
+are the sampler's cases). The oracles index plain Python lists, sharing nothing with the
+numpy reference."""
 
 from __future__ import annotations
 
@@ -44,29 +44,8 @@ def _stage_case(rng: np.random.Generator, tokens: int, stride: int, tail: int,
                       run, oracle)
 
 
-def _publish_case(rng: np.random.Generator, rows: int, pitch: int, parity: int) -> KernelCase:
-    inputs = {"sampled": rng.integers(0, 1 << 20, rows).astype(np.int32),
-              "parity": np.array([parity], dtype=np.int32),
-              "host_ids": rng.integers(-(1 << 20), 0, 2 * pitch).astype(np.int32)}
-
-    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        step_io.publish_ids(KernelCache(backend), stream, p["sampled"], p["host_ids"],
-                            p["parity"], rows, pitch)
-
-    def oracle(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = x["host_ids"].tolist()
-        for r, v in enumerate(x["sampled"].tolist()):
-            out[parity * pitch + r] = v
-        return {"host_ids": np.array(out, dtype=np.int32)}
-
-    return KernelCase(f"publish_ids_{rows}r_{pitch}p_parity{parity}", "step_io", inputs,
-                      {"host_ids": OutputSpec(DType.I32, (2 * pitch,))}, run, oracle)
-
-
 @kernel_cases("step_io")
 def step_io_cases(rng: np.random.Generator) -> list[KernelCase]:
-    return ([_stage_case(rng, *shape) for shape in
-             ((1, 16, 40, 1), (7, 16, 300, 3), (64, 200, 1300, 20), (0, 8, 33, 0),
-              (256, 300, 9000, 100))]
-            + [_publish_case(rng, rows, pitch, parity) for rows, pitch, parity in
-               ((1, 4, 0), (1, 4, 1), (300, 320, 1), (256, 256, 0))])
+    return [_stage_case(rng, *shape) for shape in
+            ((1, 16, 40, 1), (7, 16, 300, 3), (64, 200, 1300, 20), (0, 8, 33, 0),
+             (256, 300, 9000, 100))]

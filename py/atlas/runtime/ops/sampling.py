@@ -6,8 +6,10 @@ bias_ids i32 and bias_vals f32 are [max_slots, max_bias].
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import (SAMPLER_COUNT, SAMPLER_LOGPROBS, SAMPLER_PENALTIES, SAMPLER_SAMPLE,
+from ..kernel_abi import (SAMPLER_LOGPROBS, SAMPLER_PENALTIES, SAMPLER_SAMPLE,
                           SAMPLER_TOKEN_BITMASK)
 from . import KernelCache
 from ._preconditions import require_aligned
@@ -26,7 +28,6 @@ SAMPLE_THREADS = 512
 SAMPLE_CHUNK_BYTES = 528
 #: sampler.cu kMaxChunks
 SAMPLE_MAX_VOCAB = 128 * SAMPLE_CHUNK
-COUNT_THREADS = 128
 #: sampler.cu apply_token_bitmask_f32: one thread per logit a pass, over the kBitmaskSpan
 #: tokens of its block
 BITMASK_THREADS = 256
@@ -81,30 +82,42 @@ def sample_scratch_bytes(rows: int, vocab: int) -> tuple[int, int]:
     return rows * sample_chunks(vocab) * SAMPLE_CHUNK_BYTES, 4 * rows
 
 
+@dataclass(frozen=True, slots=True)
+class PublishIds:
+    """Where a captured step's sampler also writes its ids for the host: host_ids[parity[0]
+    * pitch + r] (host_ids: mapped page-locked i32 [2, pitch]; parity: a device i32 word,
+    0 or 1, the buffer the host reads this step)."""
+
+    host_ids: DevicePtr
+    parity: DevicePtr
+    pitch: int
+
+
 def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
            out: DevicePtr, scratch: DevicePtr, counters: DevicePtr, rows: int,
-           vocab: int) -> None:
-    """out[r] (i32) = the token drawn from logits row r under row_params[r].
+           vocab: int, counts: DevicePtr = 0, publish: PublishIds | None = None) -> None:
+    """out[r] (i32) = the token drawn from logits row r under row_params[r]; with `counts`
+    (i32 [slots, vocab]), counts[slot_r, out[r]] += 1 for every row with a penalty slot (the
+    next step's penalties read them); with `publish`, the ids copied to the host's buffer.
+    Both by the row's finishing block: no launch of their own.
 
     `scratch` and `counters` are sized by sample_scratch_bytes (at least `rows` rows)."""
     _check("sample", vocab, logits=logits, row_params=row_params, out=out, scratch=scratch,
-           counters=counters)
+           counters=counters, counts=counts)
+    if publish is not None:
+        _check("sample", vocab, host_ids=publish.host_ids, parity=publish.parity)
+        if rows > publish.pitch:
+            raise ValueError(f"sample: {rows} rows exceed the host buffer's {publish.pitch}")
     if vocab > SAMPLE_MAX_VOCAB:
         raise ValueError(f"sample: vocab={vocab} exceeds {SAMPLE_MAX_VOCAB}")
     if rows > 65535:
         raise ValueError(f"sample: rows={rows} exceeds the grid's 65535 rows")
     if rows:
+        host_ids, parity, pitch = ((publish.host_ids, publish.parity, publish.pitch)
+                                   if publish is not None else (0, 0, 0))
         kc.get(SAMPLER_SAMPLE)(stream, (sample_chunks(vocab), rows, 1), SAMPLE_THREADS, 0,
-                               logits, row_params, out, scratch, counters, rows, vocab)
-
-
-def count_tokens(kc: KernelCache, stream: Stream, tokens: DevicePtr, row_params: DevicePtr,
-                 counts: DevicePtr, rows: int, vocab: int) -> None:
-    """counts[slot_r, tokens[r]] += 1 for every row with a slot (feeds the penalties)."""
-    _check("count_tokens", vocab, tokens=tokens, row_params=row_params, counts=counts)
-    if rows:
-        kc.get(SAMPLER_COUNT)(stream, -(-rows // COUNT_THREADS), COUNT_THREADS, 0, tokens,
-                              row_params, counts, rows, vocab)
+                               logits, row_params, out, scratch, counters, rows, vocab, counts,
+                               host_ids, parity, pitch)
 
 
 def bitmask_words(vocab: int) -> int:

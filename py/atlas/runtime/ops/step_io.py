@@ -1,18 +1,18 @@
-"""Launch builders for a captured decode step's own input and output copies (step_io.cu).
+"""Launch builder for a captured decode step's own input copy (step_io.cu).
 
-A decode graph that stages its inputs and publishes its sampled ids itself leaves nothing
-on the stream between two steps' graphs (the three copies it replaces cost ~20 us a step in
-engine hand-offs: gpu133). The source of the stage and the target of the publish are the
-host's page-locked buffers, mapped into the device's address space.
+A decode graph that stages its inputs and publishes its sampled ids itself (the sampler's
+finishing blocks: ops/sampling.sample's `publish`) leaves nothing on the stream between two
+steps' graphs (the three copies they replace cost ~20 us a step in engine hand-offs: gpu133).
+The source of the stage and the target of the publish are the host's page-locked buffers,
+mapped into the device's address space.
 """
 
 from __future__ import annotations
 
 from ..gpu import DevicePtr, Stream
-from ..kernel_abi import STEP_PUBLISH_IDS, STEP_STAGE_INPUTS
+from ..kernel_abi import STEP_STAGE_INPUTS
 from . import KernelCache
 
-THREADS = 256
 #: step_io.cu kStageThreads: the stage is one block
 STAGE_THREADS = 1024
 
@@ -37,12 +37,3 @@ def stage_inputs(kc: KernelCache, stream: Stream, src: DevicePtr, dst: DevicePtr
     kc.get(STEP_STAGE_INPUTS)(stream, 1, STAGE_THREADS, 0, src, dst, tokens, tok_stride,
                               tail_at, tail_words, sampled, ack, seq_word)
 
-
-def publish_ids(kc: KernelCache, stream: Stream, sampled: DevicePtr, host_ids: DevicePtr,
-                parity: DevicePtr, rows: int, pitch: int) -> None:
-    """host_ids[parity[0] * pitch + r] = sampled[r] for r < rows (parity 0 or 1)."""
-    if rows > pitch:
-        raise ValueError(f"publish_ids: {rows} rows exceed the buffer's {pitch}")
-    if rows:
-        kc.get(STEP_PUBLISH_IDS)(stream, -(-rows // THREADS), THREADS, 0, sampled, host_ids,
-                                 parity, rows, pitch)

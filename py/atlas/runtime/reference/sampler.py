@@ -15,8 +15,8 @@ prompt_mask u8 [slots, V]), and so are the logit biases (bias_ids i32 / bias_val
   largest key whose kept mass within the top-k set reaches ceil(top_p * that set's mass), with
   mass = trunc(2^31 * exp(z))), and z >= log(min_p). The token is the lowest index of the
   largest z + gumbel(seed, step, token) over the kept set: an exact draw from the renormalized
-  softmax that depends on nothing but the row itself.
-* count_tokens_i32: counts[slot, token] += 1 for rows with slot >= 0 and a valid token.
+  softmax that depends on nothing but the row itself. With counts, counts[slot, token] += 1
+  for rows with slot >= 0; with host_ids, host_ids[parity[0] * pitch + r] = token.
 * apply_token_bitmask_f32: logits[r, t] = -inf where bit t of mask row mask_rows[r] is 0
   (tokens past the mask's words count as 0); rows with mask_rows[r] < 0 are untouched.
 * logprobs_f32, rows with top_n[r] >= 0: lse = log(sum(exp(x))) over non-NaN logits,
@@ -33,8 +33,8 @@ import math
 import numpy as np
 
 from ..gpu import Dim3
-from ..kernel_abi import (SAMPLE_ROW, SAMPLER_COUNT, SAMPLER_LOGPROBS, SAMPLER_PENALTIES,
-                          SAMPLER_SAMPLE, SAMPLER_TOKEN_BITMASK)
+from ..kernel_abi import (SAMPLE_ROW, SAMPLER_LOGPROBS, SAMPLER_PENALTIES, SAMPLER_SAMPLE,
+                          SAMPLER_TOKEN_BITMASK)
 from . import HostMemory, reference
 from .argmax import argmax_rows
 
@@ -143,23 +143,22 @@ def apply_penalties_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, r
 
 @reference(SAMPLER_SAMPLE)
 def sample_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int, out: int,
-               scratch: int, counters: int, rows: int, vocab: int) -> None:
+               scratch: int, counters: int, rows: int, vocab: int, counts: int, host_ids: int,
+               parity: int, pitch: int) -> None:
     # scratch and counters are the kernel's block-to-block workspace: nothing to model (the
     # counters stay zero, as the kernel leaves them).
     params = _params(mem, row_params, rows)
     x = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
-    mem.view(out, np.int32, rows)[:] = [sample_row(x[r], params[r]) for r in range(rows)]
-
-
-@reference(SAMPLER_COUNT)
-def count_tokens_i32(mem: HostMemory, grid: Dim3, block: Dim3, tokens: int, row_params: int,
-                     counts: int, rows: int, vocab: int) -> None:
-    slots = _params(mem, row_params, rows)["slot"].astype(np.int64)
-    tok = mem.view(tokens, np.int32, rows).astype(np.int64)
+    tok = np.array([sample_row(x[r], params[r]) for r in range(rows)], dtype=np.int32)
+    mem.view(out, np.int32, rows)[:] = tok
+    slots = params["slot"].astype(np.int64)
     ok = (slots >= 0) & (tok >= 0) & (tok < vocab)
-    if ok.any():
+    if counts and ok.any():
         flat = mem.view(counts, np.int32, (int(slots[ok].max()) + 1) * vocab)
-        np.add.at(flat, slots[ok] * vocab + tok[ok], 1)
+        np.add.at(flat, slots[ok] * vocab + tok[ok].astype(np.int64), 1)
+    if host_ids and rows:
+        which = int(mem.view(parity, np.int32, 1)[0])
+        mem.view(host_ids + 4 * which * pitch, np.int32, rows)[:] = tok
 
 
 @reference(SAMPLER_TOKEN_BITMASK)

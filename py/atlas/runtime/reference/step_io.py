@@ -1,10 +1,9 @@
-"""Reference for stage_step_inputs_i32 and publish_sampled_ids_i32 (kernels/*/common/
-step_io.cu): a captured decode step's input and output copies as kernels inside its graph.
+"""Reference for stage_step_inputs_i32 (kernels/*/common/step_io.cu): a captured decode
+step's input copy as a kernel inside its graph.
 
-stage: dst[w] = src[w] over the three token spans [k * tok_stride, + tokens) and the tail
+dst[w] = src[w] over the three token spans [k * tok_stride, + tokens) and the tail
 [tail_at, + tail_words); a negative word v of the first span (a carried token id) takes
-sampled[-1 - v]; then ack[0] = src[seq_word]. publish: host_ids[parity[0] * pitch + r] =
-sampled[r] for r < rows.
+sampled[-1 - v]; then ack[0] = src[seq_word].
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpu import Dim3
-from ..kernel_abi import STEP_PUBLISH_IDS, STEP_STAGE_INPUTS
+from ..kernel_abi import STEP_STAGE_INPUTS
 from . import HostMemory, reference
 
 
@@ -31,10 +30,3 @@ def stage_step_inputs_i32(mem: HostMemory, grid: Dim3, block: Dim3, src: int, ds
     mem.view(dst + 4 * tail_at, np.int32, tail_words)[:] = mem.view(src + 4 * tail_at, np.int32,
                                                                     tail_words)
     mem.view(ack, np.int32, 1)[0] = mem.view(src + 4 * seq_word, np.int32, 1)[0]
-
-
-@reference(STEP_PUBLISH_IDS)
-def publish_sampled_ids_i32(mem: HostMemory, grid: Dim3, block: Dim3, sampled: int,
-                            host_ids: int, parity: int, rows: int, pitch: int) -> None:
-    which = int(mem.view(parity, np.int32, 1)[0])
-    mem.view(host_ids + 4 * which * pitch, np.int32, rows)[:] = mem.view(sampled, np.int32, rows)
