@@ -8,18 +8,20 @@
 # are; `st` adds -D ATLAS_STAGE_TRIGGER (step_io.cu: the staging kernel lets the first kernel
 # launch under it). Expected: on -2 us a step (0.6B, Llama-1B, 8B), -4 us (35B: the late
 # trigger too); st a further -0.5..1 us. batch 1 x 512, GPU replay / async wall ms a step;
-# off / on / st / st / on / off.
+# off / on / st / st / on / off. The tree also has 780a4079 (sample_f32 counts and publishes:
+# two launches fewer at the step's end, gpu182's 0.88 + 1.09 us on the 35B), in every arm:
+# its rows are the tail's critical-path rows against gpu182's.
 # Prepare: ATLAS_PREP_VARIANT="st:ATLAS_STAGE_TRIGGER=1" bash tools/gpu/prep_device.sh;
 #   git archive HEAD py tools kernels | gzip -9 > .device/head_src.tgz; git rev-parse --short
 #   HEAD > .device/commit. Carry .device, .whl.
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 ST="ATLAS_KERNELS_DIR=$PWD/.device/kernels_st"
-TAILN=2 t 120 chk python3 tools/gpu/check_kernels.py -m rmsnorm -m embedding -m step_io
+TAILN=2 t 150 chk python3 tools/gpu/check_kernels.py -m rmsnorm -m embedding -m step_io -m sampler
 TAILN=2 t 60 chk_st env $ST python3 tools/gpu/check_kernels.py -m step_io -k stage
 crit() {  # the head's critical-path rows of run $1
   sed -n '/^critical path/,/^between/p' $L/$1.log \
-    | grep -E "^(stage_step|embedding|embed_rms|rmsnorm)|^gemv[a-z0-9_]* +(embed_rms|rmsnorm)" \
+    | grep -E "^(stage_step|embedding|embed_rms|rmsnorm|sample|logprobs|apply_pen)|^gemv[a-z0-9_]* +(embed_rms|rmsnorm)" \
     | cut -c1-110 | sed "s/^/$1 /"
 }
 ab() {  # ab NAME DIR
