@@ -45,11 +45,6 @@ stage_step_inputs_i32(const int32_t* __restrict__ src, int32_t* __restrict__ dst
                       uint32_t tail_words, const int32_t* __restrict__ sampled,
                       int32_t* __restrict__ ack, uint32_t seq_word) {
   atlas::pdl_wait();  // `sampled` is the kernel before's (a graph's first node: no wait)
-#if defined(ATLAS_STAGE_TRIGGER)
-  // A/B (session 53): the step's first kernel (embedding_bf16 / embed_rmsnorm_*, which read
-  // the staged ids only after their own wait and trigger no earlier) launches under this one
-  atlas::pdl_launch_dependents();
-#endif
   const uint32_t total = 3 * tokens + tail_words;
   const int32_t seq = threadIdx.x == 0 ? src[seq_word] : 0;  // read with the first pass
   for (uint32_t base = 0; base < total; base += kStageThreads * kWords) {
