@@ -59,15 +59,6 @@
 namespace {
 
 constexpr int kThreads = 128;  // ops/attention_long.py LONG_THREADS
-// A/B (session 53, -D ATLAS_ATTN_LATE_MERGE): the late entries let o_proj launch once the
-// block has its split merge's ticket (the gated entries: once every split has arrived) instead
-// of at the last tile (after the block merge): gpu183's graph-mode trace of Qwen3-8B's late entry
-// had the partial stores, fence and ticket take ~4 us under o_proj's weight stream, 0.8 alone.
-#if defined(ATLAS_ATTN_LATE_MERGE)
-constexpr bool kLateMerge = true;
-#else
-constexpr bool kLateMerge = false;
-#endif
 constexpr int kWarps = kThreads / 32;
 constexpr int kBKV = 64;         // keys per tile, 16 per warp (attention_long.py LONG_TILE_KEYS)
 constexpr int kStages = 3;       // ring depth: two tiles in flight while one is computed
@@ -214,7 +205,7 @@ __device__ __forceinline__ void write_merged(const SplitSum& a, const __nv_bfloa
 // Only a head's first proj_dim elements are merged and written (out rows proj_dim apart);
 // the group's attention sinks (`sinks`, its first head's; null: none) join each head's
 // merged denominator.
-template <int D, bool kTrigger = false, typename RowOf>
+template <int D, typename RowOf>
 __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const float* part_ml,
                                                      unsigned* counter, __nv_bfloat16* out,
                                                      RowOf row_of, int group, int num_splits,
@@ -230,7 +221,6 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
     is_last = last;
   }
   __syncthreads();
-  if constexpr (kTrigger) atlas::pdl_launch_dependents();  // kLateMerge: see decode_attn_long
   if (!is_last) return;
   constexpr int kQuads = D / 4;
   for (int idx = threadIdx.x; idx < group * kQuads; idx += kThreads) {
@@ -265,7 +255,7 @@ __device__ __forceinline__ void merge_splits_if_last(const float* part_o, const 
 // graph replays it as is). Each head's output is multiplied by its sigmoid output gate as it is
 // written (head r's gate at gate + r * gate_pitch); the gated entries' heads have no sinks. `tr`
 // stamps the arrival.
-template <int D, bool kTrigger = false, typename RowOf, class Tr>
+template <int D, typename RowOf, class Tr>
 __device__ __forceinline__ void merge_splits_spread(const float* part_o, const float* part_ml,
                                                     unsigned* pair, __nv_bfloat16* out,
                                                     RowOf row_of, int group, int num_splits,
@@ -281,7 +271,6 @@ __device__ __forceinline__ void merge_splits_spread(const float* part_o, const f
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
   }
   __syncthreads();
-  if constexpr (kTrigger) atlas::pdl_launch_dependents();  // kLateMerge: see decode_attn_long
   tr.mark(kTraceArrived);
   unsigned before = 0;  // thread 0: the departures ahead of its own
   if (threadIdx.x == 0) before = departed.fetch_add(1u, cuda::memory_order_release);
@@ -657,7 +646,7 @@ __device__ __forceinline__ void decode_attn_long(
     if (t == 0) tr.mark(kTraceLoaded);
     // LateTrigger: the next kernel (o_proj, whose blocks request their weights before their
     // wait) may launch once every block's K/V reads are done, not while they queue behind it
-    if constexpr (kLateTrigger && !kGated && !kLateMerge)
+    if constexpr (kLateTrigger && !kGated)
       if (t == n_tiles - 1) atlas::pdl_launch_dependents();
     if (t + kStages - 1 < n_tiles) {
       issue(t + kStages - 1, page);
@@ -776,19 +765,16 @@ __device__ __forceinline__ void decode_attn_long(
   // last tile (as the others) o_proj's 16.8 MB of weights (Qwen3.5-35B-A3B) flooded DRAM under
   // those stores, 2.6 -> 7.1 us of each block (gpu160's graph-mode trace); from here they
   // stream under the split merge only
-  const bool merges = num_splits > 1 && counters != nullptr;
-  if constexpr (kLateTrigger && (kGated || kLateMerge))
-    if (!kLateMerge || !merges) atlas::pdl_launch_dependents();
-  if (merges) {
-    constexpr bool kMergeTrigger = kLateTrigger && kLateMerge;
+  if constexpr (kLateTrigger && kGated) atlas::pdl_launch_dependents();
+  if (num_splits > 1 && counters != nullptr) {
     if constexpr (kGated)
-      merge_splits_spread<D, kMergeTrigger>(
-          part_o, part_ml, counters + 2 * (static_cast<size_t>(b) * hkv + kvh), out, out_row,
-          group, num_splits, active, split, proj_dim, gate_row, rope.q_pitch, tr);
+      merge_splits_spread<D>(part_o, part_ml, counters + 2 * (static_cast<size_t>(b) * hkv + kvh),
+                             out, out_row, group, num_splits, active, split, proj_dim, gate_row,
+                             rope.q_pitch, tr);
     else
-      merge_splits_if_last<D, kMergeTrigger>(
-          part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out, out_row, group,
-          num_splits, active, proj_dim, sinks != nullptr ? sinks + h0 : nullptr);
+      merge_splits_if_last<D>(part_o, part_ml, counters + static_cast<size_t>(b) * hkv + kvh, out,
+                              out_row, group, num_splits, active, proj_dim,
+                              sinks != nullptr ? sinks + h0 : nullptr);
   }
   tr.mark(kTraceMerged);
   tr.mark(kTraceEnd);

@@ -75,23 +75,6 @@ constexpr int kCols = 4;          // one float4 of state columns per thread
 constexpr int kMaxThreads = 256;  // ops/linear_attention.py GDN_DECODE_MAX_THREADS
 constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
 constexpr int kMaxHist = kMaxKernel - 1;
-// A/B (session 53, -D ATLAS_GDN_LATE): the output projection (whose blocks request their
-// weights before their wait: 16.8 MB at Qwen3.5-35B-A3B) launches once the block's first row
-// inputs have landed and its q / k sums are reduced, not at this kernel's wait, as the add +
-// norms' late entries (session 50); the row is then read through L2 (ld.global.cg: with no
-// trigger right after the wait ptxas may schedule a non-coherent load above it).
-#if defined(ATLAS_GDN_LATE)
-constexpr bool kLateTrigger = true;
-#else
-constexpr bool kLateTrigger = false;
-#endif
-
-// a word of the projection row (through L2 under kLateTrigger)
-template <class T>
-__device__ __forceinline__ T ld_row(const T* p) {
-  if constexpr (kLateTrigger) return __ldcg(p);
-  return *p;
-}
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
@@ -262,10 +245,7 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     ++run;
   const int t0 = ld_step_input(cu_q + b), oslot0 = ld_step_input(state_out + b);
   const bool in_place = oslot0 == slot;  // plain decode (then run == 1)
-  if constexpr (kLateTrigger)
-    atlas::pdl_wait();  // the projection row is the previous kernel's output
-  else
-    atlas::pdl_enter();
+  atlas::pdl_enter();  // the projection row is the previous kernel's output
 
   const int col = col0 + cg * kCols;
   // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
@@ -275,11 +255,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     in.t = t;
     in.oslot = oslot;
     const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-    in.x = convolves ? ld_row(reinterpret_cast<const uint2*>(row + gc)) : make_uint2(0u, 0u);
-    in.z = rg == 0 ? ld_row(reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col))
+    in.x = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
+    in.z = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
                    : make_uint2(0u, 0u);
-    in.b = ld_row(row + conv_dim + HV * DV + h);
-    in.a = ld_row(row + conv_dim + HV * DV + HV + h);
+    in.b = row[conv_dim + HV * DV + h];
+    in.a = row[conv_dim + HV * DV + HV + h];
     return in;
   };
   RowInputs next = load_row(t0, oslot0);
@@ -339,8 +319,6 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
 
     // 3. L2 norms of q and k (the barrier also publishes xs), the gate terms
     const float2 sums = block_sum2(sq, sk, scratch);
-    if constexpr (kLateTrigger)
-      if (step == 0) atlas::pdl_launch_dependents();  // every thread's row loads have landed
     const float q_scale = rsqrtf(sums.x + atlas::kDeltaL2Eps) * rsqrtf(static_cast<float>(DK));
     const float k_scale = rsqrtf(sums.y + atlas::kDeltaL2Eps);
     const float decay = expf(gt.decay_log);
