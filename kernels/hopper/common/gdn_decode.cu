@@ -75,6 +75,15 @@ constexpr int kCols = 4;          // one float4 of state columns per thread
 constexpr int kMaxThreads = 256;  // ops/linear_attention.py GDN_DECODE_MAX_THREADS
 constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
 constexpr int kMaxHist = kMaxKernel - 1;
+// A/B (session 53, -D ATLAS_GDN_EARLY): the output projection may launch before this kernel's
+// wait (atlas_common.cuh pdl_enter_early: it reads only weights before its own), so its first
+// weight tiles stream under the input projection's tail; gpu184 measured the opposite move
+// (the trigger after the row loads) +1.7% on Qwen3.5-35B-A3B.
+#if defined(ATLAS_GDN_EARLY)
+constexpr bool kEarlyTrigger = true;
+#else
+constexpr bool kEarlyTrigger = false;
+#endif
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
@@ -245,7 +254,8 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     ++run;
   const int t0 = ld_step_input(cu_q + b), oslot0 = ld_step_input(state_out + b);
   const bool in_place = oslot0 == slot;  // plain decode (then run == 1)
-  atlas::pdl_enter();  // the projection row is the previous kernel's output
+  // the projection row is the previous kernel's output
+  atlas::pdl_enter_early<kEarlyTrigger>();
 
   const int col = col0 + cg * kCols;
   // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
