@@ -85,6 +85,15 @@ constexpr bool kEarlyTrigger = true;
 constexpr bool kEarlyTrigger = false;
 #endif
 
+// a word of the projection row: through L2 (ld.global.cg) under kEarlyTrigger, where no
+// trigger follows the wait and ptxas scheduled two non-coherent row loads above it
+// (tools/gpu/pdl_audit.py)
+template <class T>
+__device__ __forceinline__ T ld_row(const T* p) {
+  if constexpr (kEarlyTrigger) return __ldcg(p);
+  return *p;
+}
+
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
 // A step input read before the PDL wait: a plain global load. The compiler makes loads
@@ -265,11 +274,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     in.t = t;
     in.oslot = oslot;
     const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-    in.x = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
-    in.z = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
+    in.x = convolves ? ld_row(reinterpret_cast<const uint2*>(row + gc)) : make_uint2(0u, 0u);
+    in.z = rg == 0 ? ld_row(reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col))
                    : make_uint2(0u, 0u);
-    in.b = row[conv_dim + HV * DV + h];
-    in.a = row[conv_dim + HV * DV + HV + h];
+    in.b = ld_row(row + conv_dim + HV * DV + h);
+    in.a = ld_row(row + conv_dim + HV * DV + HV + h);
     return in;
   };
   RowInputs next = load_row(t0, oslot0);
