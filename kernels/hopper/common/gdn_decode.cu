@@ -75,24 +75,6 @@ constexpr int kCols = 4;          // one float4 of state columns per thread
 constexpr int kMaxThreads = 256;  // ops/linear_attention.py GDN_DECODE_MAX_THREADS
 constexpr int kMaxKernel = 8;     // ops/linear_attention.py CONV_MAX_KERNEL
 constexpr int kMaxHist = kMaxKernel - 1;
-// A/B (session 53, -D ATLAS_GDN_EARLY): the output projection may launch before this kernel's
-// wait (atlas_common.cuh pdl_enter_early: it reads only weights before its own), so its first
-// weight tiles stream under the input projection's tail; gpu184 measured the opposite move
-// (the trigger after the row loads) +1.7% on Qwen3.5-35B-A3B.
-#if defined(ATLAS_GDN_EARLY)
-constexpr bool kEarlyTrigger = true;
-#else
-constexpr bool kEarlyTrigger = false;
-#endif
-
-// a word of the projection row: through L2 (ld.global.cg) under kEarlyTrigger, where no
-// trigger follows the wait and ptxas scheduled two non-coherent row loads above it
-// (tools/gpu/pdl_audit.py)
-template <class T>
-__device__ __forceinline__ T ld_row(const T* p) {
-  if constexpr (kEarlyTrigger) return __ldcg(p);
-  return *p;
-}
 
 __device__ __forceinline__ int align4(int n) { return (n + 3) & ~3; }
 
@@ -263,8 +245,7 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     ++run;
   const int t0 = ld_step_input(cu_q + b), oslot0 = ld_step_input(state_out + b);
   const bool in_place = oslot0 == slot;  // plain decode (then run == 1)
-  // the projection row is the previous kernel's output
-  atlas::pdl_enter_early<kEarlyTrigger>();
+  atlas::pdl_enter();  // the projection row is the previous kernel's output
 
   const int col = col0 + cg * kCols;
   // 1. a row's inputs: the conv chunk, z of the block's output columns, b and a of the head;
@@ -274,11 +255,11 @@ gated_deltanet_decode_bf16(const __nv_bfloat16* __restrict__ proj, uint32_t proj
     in.t = t;
     in.oslot = oslot;
     const __nv_bfloat16* row = proj + static_cast<size_t>(t) * proj_pitch;
-    in.x = convolves ? ld_row(reinterpret_cast<const uint2*>(row + gc)) : make_uint2(0u, 0u);
-    in.z = rg == 0 ? ld_row(reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col))
+    in.x = convolves ? *reinterpret_cast<const uint2*>(row + gc) : make_uint2(0u, 0u);
+    in.z = rg == 0 ? *reinterpret_cast<const uint2*>(row + conv_dim + h * DV + col)
                    : make_uint2(0u, 0u);
-    in.b = ld_row(row + conv_dim + HV * DV + h);
-    in.a = ld_row(row + conv_dim + HV * DV + HV + h);
+    in.b = row[conv_dim + HV * DV + h];
+    in.a = row[conv_dim + HV * DV + HV + h];
     return in;
   };
   RowInputs next = load_row(t0, oslot0);
