@@ -16,6 +16,7 @@ from atlas.model.load import load_runner
 from atlas.runtime.mock import MockGpuBackend
 from atlas.runtime.ops import KernelCache, norm
 from atlas.runtime.ops.routes import KernelRoutes
+from test_gemv_swiglu import _decode_logprobs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -74,25 +75,12 @@ def test_the_route_takes_decode_batches_only() -> None:
                            norm.RMSNORM_LATENCY_ROWS + 1, 1024, 100, 1e-6)
 
 
-def _logprobs(runner, steps: int = 3) -> list[TokenLogprobs]:
-    """A 6-token prompt, then `steps` batch-1 decode steps feeding back the greedy token,
-    each with its top-5 logprobs."""
-    prompt = [5, 9, 200, 17, 44, 3]
-    out = runner.execute([SeqChunk(1, prompt, 0, [0, 1], GREEDY, logprobs=5,
-                                   history=PenaltyHistory(prompt))])
-    for i in range(steps):
-        out += runner.execute([SeqChunk(1, [out[-1].token], len(prompt) + i, [0, 1], GREEDY,
-                                        rng_position=i + 1, logprobs=5)])
-    runner.release(1)
-    return out
-
-
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-qwen3_5", "tiny-gpt-oss", "tiny-gemma3"])
 def test_steps_are_bit_identical_with_the_switch(monkeypatch, name) -> None:
     """Prefill and decode logprobs with ATLAS_EMBED_NORM on and off (host references: the
     lookup then the norm either way), for the plain, (1 + w), one-rounding and scaled-
     embedding families."""
-    on = _logprobs(_runner(monkeypatch, "host", name, "1"))
-    off = _logprobs(_runner(monkeypatch, "host", name, "0"))
+    on = _decode_logprobs(_runner(monkeypatch, "host", name, "1"))
+    off = _decode_logprobs(_runner(monkeypatch, "host", name, "0"))
     assert all(isinstance(r, TokenLogprobs) for r in on)
     assert on == off

@@ -42,6 +42,19 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
                     pack_bf16x2(f[6], f[7]));
 }
 
+// Each of eight bf16 values times `scale` in f32, rounded to bf16 once (nearest even): the
+// embedding lookup's scale (Gemma's embed * bf16(sqrt(hidden))), embedding.cu and rmsnorm.cu's
+// embed_rmsnorm alike.
+__device__ __forceinline__ uint4 scale_bf16x8(uint4 v, float scale) {
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = __bfloat1622float2(h[e]);
+    h[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  }
+  return v;
+}
+
 // SwiGLU of eight (gate, up) pairs with transformers' bf16 op boundaries:
 // bf16(silu(g)) * u for bf16 values g, u, silu(g) = g / (1 + exp(-g)) in f32; the caller
 // rounds the product to bf16. The one definition behind silu_mul_bf16, the down-projection

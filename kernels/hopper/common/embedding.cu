@@ -10,6 +10,7 @@
 // (up to kVecs) loads before its first store: a copy is latency-bound unless several loads
 // per thread are in flight, and the only other wait, for the id, is paid once per block.
 #include "atlas_common.cuh"
+#include "bf16_vec.cuh"
 
 namespace {
 constexpr uint32_t kVecs = 4;
@@ -40,15 +41,7 @@ __device__ __forceinline__ void embedding_rows(const int32_t* __restrict__ ids,
   for (uint32_t j = 0; j < kVecs; ++j) {
     const uint32_t k = first + j * blockDim.x;
     if (k >= nvec) continue;
-    if constexpr (kScale) {
-      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v[j]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __bfloat1622float2(h[e]);
-        h[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-      }
-    }
-    dst[k] = v[j];
+    dst[k] = kScale ? atlas::scale_bf16x8(v[j], scale) : v[j];
   }
 }
 

@@ -307,14 +307,7 @@ __device__ __forceinline__ void embed_rmsnorm_entry(const int32_t* ids,
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * blockDim.x;
     if (i >= nvec) continue;
-    if (scale != 1.f) {
-      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&packed[j]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __bfloat1622float2(h[e]);
-        h[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-      }
-    }
+    if (scale != 1.f) packed[j] = atlas::scale_bf16x8(packed[j], scale);
     rv[i] = packed[j];
   }
   if constexpr (kLate) atlas::pdl_launch_dependents();
