@@ -44,5 +44,10 @@ def test_embedding_is_the_hidden_state_transformers_reads_logits_from():
     want_short = golden["logits"][9].astype(np.float64)
     assert np.abs(short - want_short).max() < 0.1
     assert out[0].embedding is None and len(out[0].token_ids) == 12
+    # a one-token prompt alone is a decode-shaped step (its graph's LM head reads the normed
+    # rows in place, no gather): its pooled row is position 0's
+    (one,) = engine.generate([EngineRequest(ids[:1], GREEDY, 1, embed=True)])
+    first = lm_head() @ one.embedding.astype(np.float64)
+    assert np.abs(first - golden["logits"][0].astype(np.float64)).max() < 0.1
     blocks = engine.core.scheduler.blocks
     assert blocks.num_available == blocks.num_blocks

@@ -500,15 +500,27 @@ class DenseDecoderModel:
         if n_sample == 0:  # a prefill chunk that is not a sequence's last: KV only
             return
         self._norm(s, b, res, self.final_norm, t)
-        # Gather the rows that sample (last token of each sequence) with the embedding
-        # kernel: a row gather is an embedding lookup into the normed activations.
-        embedding.embedding(kc, s, b.sample_rows, b.normed, b.sample_hidden, n_sample, d.hidden, t)
+        hidden = self.sampled_hidden(b, plan.decode)
+        if hidden != b.normed:
+            # Gather the rows that sample (last token of each sequence) with the embedding
+            # kernel: a row gather is an embedding lookup into the normed activations.
+            embedding.embedding(kc, s, b.sample_rows, b.normed, hidden, n_sample, d.hidden, t)
+        else:
+            assert n_sample == t, "a decode-shaped step samples every row"
         if self.tp is None:
-            self.lm_head.linear(kc, s, b.sample_hidden, b.logits, n_sample, out_f32=True)
+            self.lm_head.linear(kc, s, hidden, b.logits, n_sample, out_f32=True)
             return
-        self.lm_head.linear(kc, s, b.sample_hidden, self.tp.logits_local, n_sample,
-                            out_f32=True)
+        self.lm_head.linear(kc, s, hidden, self.tp.logits_local, n_sample, out_f32=True)
         self.tp.gather_logits(s, b.logits, n_sample)
+
+    @staticmethod
+    def sampled_hidden(b: StepBuffers, decode: bool) -> DevicePtr:
+        """Where `forward` leaves the final-norm rows of the tokens that sample. A
+        decode-shaped step samples every row in order (`pack_step`'s per-row form, graph
+        padding included), so the LM head reads `normed` in place and the row gather (a
+        launch on the step's critical path) is skipped; other steps gather into
+        `sample_hidden`."""
+        return b.normed if decode else b.sample_hidden
 
     def _persistent_step(self, t: int, plan: AttentionPlan, n_sample: int
                          ) -> PersistentTables | None:

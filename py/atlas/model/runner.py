@@ -394,7 +394,7 @@ class ModelRunner:
         verifying = [st for st in steps if st.num_draft] if self.state_pools else []
         self._copy_snapshots(steps, restore=True)
         want_logprobs, n_scored = self._prepare_logprobs(steps, rows)
-        n_tokens, n_logits, published = self._forward(steps, rows, n_scored, parity)
+        n_tokens, n_logits, published, decode = self._forward(steps, rows, n_scored, parity)
         if published:
             self._staged = (self._launched, done)
         self._copy_snapshots(steps, restore=False)
@@ -408,7 +408,8 @@ class ModelRunner:
         hidden = None
         if any(st.embed for st in steps):   # the sampled rows' final-norm hidden states
             hidden = self._host_hidden(parity)[:len(rows)]
-            self.backend.copy_d2h(hidden, self.bufs.sample_hidden, self.stream)
+            self.backend.copy_d2h(hidden, self.model.sampled_hidden(self.bufs, decode),
+                                  self.stream)
         self.backend.record_event(done, self.stream)
         self._sample_row = {st.seq_id: j for j, (st, _) in enumerate(rows)}
         return LaunchedStep(steps, rows, logprobs, verifying, host_ids, done, self._launched,
@@ -492,14 +493,15 @@ class ModelRunner:
 
     # ---- internals ---------------------------------------------------------------------
     def _forward(self, steps: Sequence[SeqChunk], rows: Sequence[tuple[SeqChunk, int]],
-                 n_scored: int, parity: int) -> tuple[int, int, bool]:
+                 n_scored: int, parity: int) -> tuple[int, int, bool, bool]:
         """Upload the step's inputs and enqueue its forward and sampling: the captured graph
         of its row count when it is decode-shaped, else eagerly. `rows` are the sampled
         rows in order: (chunk, i) draws at the chunk's RNG position + i; `n_scored` rows
         that score prompt tokens follow them (never in a decode-shaped step: such a chunk
         does not sample, or is more than its last token). Returns the rows run, the rows
-        given logits (graph padding included), and whether the graph published the sampled
-        ids into the host buffer of `parity` itself (`_graph_io`). A hybrid model's
+        given logits (graph padding included), whether the graph published the sampled ids
+        into the host buffer of `parity` itself (`_graph_io`), and whether it ran
+        decode-shaped (`AttentionPlan.decode`: one row per token). A hybrid model's
         verification is decode-shaped even without a graph (its recurrent state is kept per
         token)."""
         shape = self._decode_shape(steps)
@@ -529,14 +531,14 @@ class ModelRunner:
             # echo frees their host rows too
             self._upload_token_masks(rows, masked)
             self.backend.launch_graph(graphs[bucket], self.stream)
-            return n_tokens, n_sample, True
+            return n_tokens, n_sample, True, True
         self._upload_inputs(owners, n_rows=max(len(owners), bucket))
         self._carry_tokens(steps)
         if bucket and not masked:
             self._upload_token_masks(rows, masked)
             self._mark_inputs_sent()
             self.backend.launch_graph(graphs[bucket], self.stream)
-            return n_tokens, n_sample, False
+            return n_tokens, n_sample, False, True
         # the forward is enqueued first: the host fills the grammar masks while the device
         # runs it, and the sampler (queued after the mask upload) waits for both
         if bucket:
@@ -561,7 +563,7 @@ class ModelRunner:
             self.sampler.enqueue(self.stream, self.bufs.logits, n_sample)
         if n_scored:
             self.sampler.score(self.stream, self.bufs.logits, n_sample, n_scored)
-        return n_tokens, n_sample + n_scored, False
+        return n_tokens, n_sample + n_scored, False, per_row
 
     def _mapped_io(self, ids_host: np.ndarray) -> tuple[DevicePtr, DevicePtr, DevicePtr] | None:
         """The device addresses of the host's step inputs, sampled-id and echo buffers, where
