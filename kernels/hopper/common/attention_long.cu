@@ -387,11 +387,7 @@ __device__ __forceinline__ void decode_attn_long(
   int page[R];
   int guess = -1;  // the first key whose entries were requested with kv_len
   if constexpr (kEarly) {
-#ifdef ATLAS_EARLY_MIN_TILES  // A/B (session 54): early merging splits of at least N tiles
-    guess = num_splits == 1 ? 0 : counters != nullptr ? split * kBKV * ATLAS_EARLY_MIN_TILES : -1;
-#else
     guess = num_splits == 1 ? 0 : counters != nullptr ? split * kBKV : -1;
-#endif
     if (guess >= 0) lookup_at(guess, page);
   } else if (num_splits == 1) {
     lookup_at(0, page);
@@ -405,14 +401,8 @@ __device__ __forceinline__ void decode_attn_long(
   // early_split_rule), so no block copies a half-empty tile and the last block merges half
   // as many partials at short contexts; the combine's rule otherwise (it re-derives it)
   const int per = (n + num_splits - 1) / num_splits;
-#ifdef ATLAS_EARLY_MIN_TILES
-  const int chunk = kEarly && counters != nullptr
-                        ? max((per + kBKV - 1) / kBKV, ATLAS_EARLY_MIN_TILES) * kBKV
-                        : max(per, kMinKeysPerSplit);
-#else
   const int chunk = kEarly && counters != nullptr ? max((per + kBKV - 1) / kBKV * kBKV, kBKV)
                                                   : max(per, kMinKeysPerSplit);
-#endif
   const int begin = lo + split * chunk, end = min(begin + chunk, kv_len);
   const int active = (n + chunk - 1) / chunk;  // the splits with keys: the tickets
   tr.mark(kTraceKvLen, active);
