@@ -48,12 +48,13 @@ def test_decode_graph_is_one_launch_with_the_layer_sequence(runner):
     # the first norm looks the token's embedding up (embed_rmsnorm: no embedding launch)
     assert names[:n * layers] == ["embed_rmsnorm_bf16", *DEFAULT_LAYER[1:]] + DEFAULT_LAYER * (
         layers - 1)
-    # the logprobs launch exits early on rows that do not ask; no grammar-mask launch
+    # no grammar-mask launch (the sampler reports logprobs itself)
     # (every row of a decode-shaped step samples: no gather before the LM head)
     assert names[n * layers:] == ["add_rmsnorm_bf16", "gemv_bf16_f32_single", *GRAPH_SAMPLER]
 
 
-SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32", "logprobs_f32"]
+#: (logprobs come from the sampling launch's finishing blocks)
+SAMPLER = ["apply_token_bitmask_f32", "apply_penalties_f32", "sample_f32"]
 #: the sampler inside a decode graph: the runner replays it only for steps without a grammar
 #: mask, so the mask launch is left out
 GRAPH_SAMPLER = SAMPLER[1:]

@@ -1,5 +1,5 @@
 """What scoring a prompt costs on the device, recorded by MockGpuBackend: the scoring rows get
-LM-head rows after the sampled one and one more `logprobs_f32` launch over them, with their
+LM-head rows after the sampled one and a `logprobs_f32` launch over them, with their
 tokens uploaded; a step that scores nothing launches and copies exactly what it did before."""
 
 from pathlib import Path
@@ -31,12 +31,13 @@ def _prefill(runner, seq_id: int, scoring: PromptScoring | None):
     return dev.drain_launches(), dev.op_counts["copy_h2d"] - copies, got
 
 
-def test_scoring_rows_add_one_logprobs_launch_and_one_upload(runner):
+def test_scoring_rows_add_a_logprobs_launch_and_one_upload(runner):
     plain, plain_copies, plain_got = _prefill(runner, 30, None)
     scoring = PromptScoring(first=2, targets=tuple(range(4, 13)), top_n=3)
     scored, scored_copies, got = _prefill(runner, 31, scoring)
-    # the plain step: the sampler's own logprobs launch (rows that ask none exit at once)
-    assert [r.args["rows"] for r in plain if r.func == "logprobs_f32"] == [1]
+    # the plain step: the sampling launch reports its row's logprobs, no launch of their own
+    assert [r.func for r in plain if r.func == "logprobs_f32"] == []
+    assert [r.args["top_n"] for r in plain if r.func == "sample_f32"] == [runner.sampler.top_n]
     assert isinstance(plain_got, int)
     # rows 2..10 score tokens 4..12: the LM head covers them after the sampled row, the
     # sampler's launches still cover the one sampled row, and one launch scores the rest
@@ -44,11 +45,11 @@ def test_scoring_rows_add_one_logprobs_launch_and_one_upload(runner):
                and r.func.startswith(("gemv", "gemm"))]
     assert [r.args["m"] for r in lm_head] == [1 + 9]
     logprobs = [r for r in scored if r.func == "logprobs_f32"]
-    assert [r.args["rows"] for r in logprobs] == [1, 9]
+    assert [r.args["rows"] for r in logprobs] == [9]
     sampler, vocab = runner.sampler, runner.vocab_size
-    assert logprobs[1].args["logits"] == runner.bufs.logits + 4 * vocab
-    assert logprobs[1].args["tokens"] == sampler.scored_tokens
-    assert logprobs[1].args["top_n"] == sampler.top_n + 4
+    assert logprobs[0].args["logits"] == runner.bufs.logits + 4 * vocab
+    assert logprobs[0].args["tokens"] == sampler.scored_tokens
+    assert logprobs[0].args["top_n"] == sampler.top_n + 4
     assert [r.args["rows"] for r in scored if r.func == "sample_f32"] == [1]
     # the top-n rows and the scored tokens, beside the step's one input upload
     assert scored_copies == plain_copies + 2

@@ -74,15 +74,20 @@ def test_masked_tokens_carry_no_probability() -> None:
     assert lps[0, 3] == -np.inf                       # a fourth: only masked tokens remain
 
 
-def test_logprob_launch_follows_sampling_and_the_option_is_checked() -> None:
+def test_logprobs_come_from_the_sampling_launch_and_the_option_is_checked() -> None:
     mock = MockGpuBackend()
     sampler = Sampler(mock, KernelCache(mock), 4, 5, 1000, max_logprobs=3)
     mock.drain_launches()
     sampler.enqueue(0, 1 << 30, 2)
     recs = mock.drain_launches()
-    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32", "logprobs_f32"]
-    assert recs[2].args["tokens"] == sampler.out_ids and recs[2].args["max_top"] == 3
-    assert recs[2].grid == (2, 1, 1)
+    # the sampling launch's finishing blocks report them: no launch of their own
+    assert [r.func for r in recs] == ["apply_penalties_f32", "sample_f32"]
+    assert recs[1].args["top_n"] == sampler.top_n and recs[1].args["max_top"] == 3
+    assert recs[1].args["out_logprob"] == sampler.out_logprob
+    plain = Sampler(mock, KernelCache(mock), 4, 5, 1000)
+    mock.drain_launches()
+    plain.enqueue(0, 1 << 30, 2)
+    assert mock.drain_launches()[1].args["top_n"] == 0  # no logprobs: none asked of it
     with pytest.raises(ValueError, match="max_logprobs=3"):
         sampler.prepare_logprobs([4])
     with pytest.raises(ValueError, match="max_logprobs=K"):

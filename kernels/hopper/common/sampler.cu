@@ -1,6 +1,6 @@
-// The GPU sampler: penalties, then filtered sampling with the penalty-count update (and a
-// captured step's host copy of the ids) in its finishing blocks: two launches (logprobs and
-// grammar masks add theirs). Everything a step varies lives in device buffers (SampleRow per
+// The GPU sampler: penalties, then filtered sampling with the penalty-count update, the
+// logprobs and a captured step's host copy of the ids in its finishing blocks: two launches
+// (grammar masks add theirs). Everything a step varies lives in device buffers (SampleRow per
 // batch row, per-slot counts and prompt masks), so the launches can be captured in the decode
 // graph.
 //
@@ -384,6 +384,51 @@ __device__ __forceinline__ void emit_token(uint32_t r, int32_t tok,
   if (host_ids != nullptr) host_ids[static_cast<size_t>(parity[0]) * pitch + r] = tok;
 }
 
+// The logprobs of one row (logprobs_f32's contract below) by the whole block: tok is the row's
+// token (read by thread 0), wanted >= 0 its top-n, the outputs the row's own.
+__device__ void row_logprobs(const float* __restrict__ row, int32_t tok, int32_t wanted,
+                             uint32_t vocab, uint32_t max_top, float* __restrict__ out_logprob,
+                             int32_t* __restrict__ top_ids, float* __restrict__ top_logprobs,
+                             atlas::ArgBest* arg_scratch, float* sum_scratch) {
+  atlas::ArgBest best = atlas::arg_none();
+  for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+    atlas::arg_update(best, row[t], static_cast<int>(t));
+  }
+  const float m = atlas::block_argmax(best, arg_scratch).value;
+  float s = 0.f;
+  if (m > -INFINITY) {
+    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+      const float x = row[t];
+      if (!isnan(x)) s += expf(x - m);
+    }
+  }
+  s = atlas::block_sum(s, sum_scratch);
+  const float lse = m > -INFINITY ? m + logf(s) : -INFINITY;
+  if (threadIdx.x == 0) {
+    const bool ok = tok >= 0 && static_cast<uint32_t>(tok) < vocab && !isnan(row[tok]);
+    *out_logprob = !ok || lse == -INFINITY ? -INFINITY : row[tok] - lse;
+  }
+
+  const uint32_t count = min(static_cast<uint32_t>(wanted), min(max_top, vocab));
+  atlas::ArgBest prev = {INFINITY, -1};
+  for (uint32_t k = 0; k < count; ++k) {
+    atlas::ArgBest b = atlas::arg_none();
+    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+      const float x = row[t];
+      if (x < prev.value || (x == prev.value && static_cast<int>(t) > prev.index)) {
+        atlas::arg_update(b, x, static_cast<int>(t));
+      }
+    }
+    b = atlas::block_argmax(b, arg_scratch);
+    if (threadIdx.x == 0) {
+      const bool found = b.index != atlas::kNoIndex;
+      top_ids[k] = found ? b.index : -1;
+      top_logprobs[k] = found && lse > -INFINITY ? b.value - lse : -INFINITY;
+    }
+    prev = b;
+  }
+}
+
 }  // namespace
 
 // Launch: grid = (spans, rows) with spans <= ceil(vocab / 1024) (ops/sampling.py:
@@ -439,19 +484,24 @@ apply_penalties_f32(float* __restrict__ logits, const SampleRow* __restrict__ ro
 // Launch: grid = (ceil(vocab / 4096), rows), block = 512.
 // scratch: ChunkScratch [rows, ceil(vocab / 4096)]; counters: u32 [rows], zero before the
 // launch and left zero after it. Each row's token goes out through emit_token: counts i32
-// [slots, vocab] or null, host_ids / parity / pitch (null host_ids: no host copy).
+// [slots, vocab] or null, host_ids / parity / pitch (null host_ids: no host copy); then,
+// with top_n non-null, the row's logprobs as logprobs_f32 reports them for that token
+// (rows with top_n[r] >= 0; out_logprob f32 [rows], top_ids / top_logprobs [rows, max_top]).
 extern "C" __global__ void __launch_bounds__(kThreads, 2)
 sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_params,
            int32_t* __restrict__ out, ChunkScratch* __restrict__ scratch,
            unsigned* __restrict__ counters, uint32_t rows, uint32_t vocab,
            int32_t* __restrict__ counts, int32_t* __restrict__ host_ids,
-           const int32_t* __restrict__ parity, uint32_t pitch) {
+           const int32_t* __restrict__ parity, uint32_t pitch, const int32_t* __restrict__ top_n,
+           float* __restrict__ out_logprob, int32_t* __restrict__ top_ids,
+           float* __restrict__ top_logprobs, uint32_t max_top) {
   const uint32_t r = blockIdx.y, nchunks = (vocab + kChunk - 1) / kChunk;
   if (r >= rows || blockIdx.x >= nchunks || nchunks > kMaxChunks) return;
   // Each chunk's share of the pool (the pool is the finisher's shared-memory copy).
   const uint32_t cap = min(kCand, kPool / nchunks);
   __shared__ Scratch sh;
   __shared__ atlas::ArgBest arg_scratch[32];
+  __shared__ float sum_scratch[32];
   __shared__ uint32_t s_key[kPool], s_token[kPool];
   __shared__ uint32_t s_offset[kMaxChunks + 1];
   __shared__ float s_chunk_max[kMaxChunks];
@@ -479,6 +529,17 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   if (!atlas::arrive_last(counters + r, nchunks, &s_last)) return;
 
   // ---- phase 2, the row's last block: reduce, gather candidates, filter and draw ---------
+  // The row's token out (emit_token), then its logprobs where it asks (block-uniform)
+  const auto finish = [&](int32_t tok) {
+    if (threadIdx.x == 0)
+      emit_token(r, tok, row_params, out, counts, vocab, host_ids, parity, pitch);
+    if (top_n == nullptr) return;
+    const int32_t wanted = top_n[r];
+    if (wanted >= 0)
+      row_logprobs(row, tok, wanted, vocab, max_top, out_logprob + r,
+                   top_ids + static_cast<size_t>(r) * max_top,
+                   top_logprobs + static_cast<size_t>(r) * max_top, arg_scratch, sum_scratch);
+  };
   atlas::ArgBest top = atlas::arg_none();
   for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x) {
     s_chunk_max[c] = __ldcg(&chunks[c].value);
@@ -486,9 +547,7 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   }
   top = atlas::block_argmax(top, arg_scratch);  // its barriers publish s_chunk_max
   if (greedy || !(top.value > -INFINITY)) {  // greedy, or nothing finite
-    if (threadIdx.x == 0)
-      emit_token(r, top.index == atlas::kNoIndex ? 0 : top.index, row_params, out, counts,
-                 vocab, host_ids, parity, pitch);
+    finish(top.index == atlas::kNoIndex ? 0 : top.index);
     return;
   }
   if (threadIdx.x == 0) {  // at most 128 chunks: a serial prefix sum is cheapest
@@ -568,8 +627,7 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
     best = draw(full, keep, z_min, m, T, base, start);
   }
   best = atlas::block_argmax(best, arg_scratch);
-  if (threadIdx.x == 0)
-    emit_token(r, best.index, row_params, out, counts, vocab, host_ids, parity, pitch);
+  finish(best.index);
 }
 
 // Grammar masks (structured output): logits[r, t] = -inf where bit t of mask row
@@ -602,8 +660,10 @@ apply_token_bitmask_f32(float* __restrict__ logits, const uint32_t* __restrict__
   }
 }
 
-// Log-probabilities (logprobs / top_logprobs), launched after sample_f32 on the logits it
-// sampled from (penalized and grammar-masked in place; temperature is not applied). For
+// Log-probabilities (logprobs / top_logprobs) of the tokens of rows that are not sampled
+// (prompt logprobs); sample_f32's finishing blocks report its rows' the same way, from the
+// logits it sampled from (penalized and grammar-masked in place; temperature is not applied,
+// as here). For
 // rows with top_n[r] >= 0: lse = log(sum(exp(logits))) over non-NaN logits,
 // out_logprob[r] = logits[r, tokens[r]] - lse (-inf for a NaN logit or a bad id), and the
 // min(top_n[r], max_top, vocab) largest logits (ties: lower index first; NaN never) go to
@@ -626,45 +686,7 @@ logprobs_f32(const float* __restrict__ logits, const int32_t* __restrict__ token
   if (r >= rows) return;
   const int32_t wanted = top_n[r];
   if (wanted < 0) return;
-  const float* row = logits + static_cast<size_t>(r) * vocab;
-
-  atlas::ArgBest best = atlas::arg_none();
-  for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
-    atlas::arg_update(best, row[t], static_cast<int>(t));
-  }
-  const float m = atlas::block_argmax(best, arg_scratch).value;
-  float s = 0.f;
-  if (m > -INFINITY) {
-    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
-      const float x = row[t];
-      if (!isnan(x)) s += expf(x - m);
-    }
-  }
-  s = atlas::block_sum(s, sum_scratch);
-  const float lse = m > -INFINITY ? m + logf(s) : -INFINITY;
-  if (threadIdx.x == 0) {
-    const int32_t tok = tokens[r];
-    const bool ok = tok >= 0 && static_cast<uint32_t>(tok) < vocab && !isnan(row[tok]);
-    out_logprob[r] = !ok || lse == -INFINITY ? -INFINITY : row[tok] - lse;
-  }
-
-  const uint32_t count = min(static_cast<uint32_t>(wanted), min(max_top, vocab));
-  atlas::ArgBest prev = {INFINITY, -1};
-  for (uint32_t k = 0; k < count; ++k) {
-    atlas::ArgBest b = atlas::arg_none();
-    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
-      const float x = row[t];
-      if (x < prev.value || (x == prev.value && static_cast<int>(t) > prev.index)) {
-        atlas::arg_update(b, x, static_cast<int>(t));
-      }
-    }
-    b = atlas::block_argmax(b, arg_scratch);
-    if (threadIdx.x == 0) {
-      const size_t at = static_cast<size_t>(r) * max_top + k;
-      const bool found = b.index != atlas::kNoIndex;
-      top_ids[at] = found ? b.index : -1;
-      top_logprobs[at] = found && lse > -INFINITY ? b.value - lse : -INFINITY;
-    }
-    prev = b;
-  }
+  row_logprobs(logits + static_cast<size_t>(r) * vocab, tokens[r], wanted, vocab, max_top,
+               out_logprob + r, top_ids + static_cast<size_t>(r) * max_top,
+               top_logprobs + static_cast<size_t>(r) * max_top, arg_scratch, sum_scratch);
 }

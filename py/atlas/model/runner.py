@@ -735,7 +735,7 @@ class ModelRunner:
         """Tell the sampler which rows report logprobs (row j samples for rows[j]'s chunk;
         a verification's rows report none), then the rows scoring prompt tokens after them
         with their tokens. Returns (whether any row reports, how many rows score). Rows
-        that ask nothing cost the logprobs launch nothing."""
+        that ask nothing cost the sampler's finishing blocks nothing."""
         scoring = [st.prompt_logprobs for st in steps if st.prompt_logprobs is not None]
         asked = bool(scoring) or any(st.logprobs >= 0 for st in steps
                                      if st.sample and not st.num_draft)

@@ -785,15 +785,17 @@ SAMPLER_PENALTIES = S("sampler", "apply_penalties_f32",
 # (ops.sampling.sample_scratch_bytes); counters u32 [rows] are zero before and after a launch.
 # Each row's finishing block also adds its token to counts i32 [slots, vocab] at the row's
 # penalty slot (counts 0: none) and, with host_ids (mapped page-locked i32 [2, pitch]) set,
-# writes it to host_ids[parity[0] * pitch + r]: a captured step's ids published to the host.
+# writes it to host_ids[parity[0] * pitch + r]: a captured step's ids published to the host;
+# with top_n set, the row's logprobs (SAMPLER_LOGPROBS's outputs, for the drawn token).
 SAMPLER_SAMPLE = S("sampler", "sample_f32",
                    "logits:ptr row_params:ptr out:ptr scratch:ptr counters:ptr rows:u32 vocab:u32 "
-                   "counts:ptr host_ids:ptr parity:ptr pitch:u32")
+                   "counts:ptr host_ids:ptr parity:ptr pitch:u32 top_n:ptr out_logprob:ptr "
+                   "top_ids:ptr top_logprobs:ptr max_top:u32")
 # Grammar masks: bitmask u32 [mask rows, words] (bit t % 32 of word t / 32; 1 = allowed);
 # mask_rows i32 [rows] picks each logits row's mask row (< 0: unconstrained).
 SAMPLER_TOKEN_BITMASK = S("sampler", "apply_token_bitmask_f32",
                           "logits:ptr bitmask:ptr mask_rows:ptr rows:u32 vocab:u32 words:u32")
-# logprobs: after sampling, from the same (penalized, masked) logits; top_n i32 [rows]
+# logprobs of given tokens (prompt rows; sample_f32 reports its own rows'); top_n i32 [rows]
 # (< 0: none for that row), out_logprob f32 [rows], top_ids i32 / top_logprobs f32
 # [rows, max_top].
 SAMPLER_LOGPROBS = S("sampler", "logprobs_f32",

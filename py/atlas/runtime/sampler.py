@@ -26,12 +26,12 @@ grammar mask get -inf on every disallowed token. The host writes the masks strai
 the pinned `host_bitmask` rows (a grammar matcher's `fill_next_token_bitmask`, while the
 forward pass runs), then `upload_token_masks` copies them and each row's mask index.
 
-With `max_logprobs=K` a launch after sampling reports, for rows that ask
+With `max_logprobs=K` the sampling launch's finishing blocks report, for rows that ask
 (`prepare_logprobs`), the sampled token's log-probability and the top-n (n <= K) tokens
 with theirs, computed on the device from the logits the token was drawn from (after
 penalties, logit biases and grammar masks, before temperature): only rows x (1 + 2K)
 numbers come back.
-The same launch scores given tokens on logits rows the sampler leaves alone (`score`:
+A logprobs launch scores given tokens on logits rows the sampler leaves alone (`score`:
 prompt logprobs, the raw log-softmax of the rows after the sampled ones), the tokens
 uploaded with `prepare_logprobs`.
 """
@@ -340,11 +340,11 @@ class Sampler:
         sampling.apply_penalties(kc, stream, logits, self.row_params, self.counts,
                                  self.prompt_mask, self.bias_ids, self.bias_vals, rows, v,
                                  MAX_LOGIT_BIAS)
+        logprobs = (sampling.LogprobRows(self.top_n, self.out_logprob, self.top_ids,
+                                         self.top_logprobs, self.max_logprobs)
+                    if self._logprob_buffers else None)
         sampling.sample(kc, stream, logits, self.row_params, self.out_ids, self.scratch,
-                        self.counters, rows, v, self.counts, publish)
-        if self._logprob_buffers:
-            sampling.logprobs(kc, stream, logits, self.out_ids, self.top_n, self.out_logprob,
-                              self.top_ids, self.top_logprobs, rows, v, self.max_logprobs)
+                        self.counters, rows, v, self.counts, publish, logprobs)
 
     def score(self, stream: Stream, logits: DevicePtr, first: int, rows: int) -> None:
         """Report, for logits rows first .. first + rows - 1, the logprob of the tokens

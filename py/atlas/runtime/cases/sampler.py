@@ -361,6 +361,45 @@ def _logprob_case(rng: np.random.Generator, name: str, logits: np.ndarray, top_n
                                     "top_logprobs": written})
 
 
+def _sample_logprobs_case(rng: np.random.Generator, name: str, logits: np.ndarray,
+                          top_n: list[int], max_top: int) -> KernelCase:
+    """sample_f32 reporting its rows' logprobs (the finishing blocks' logprobs_f32 body, for
+    the drawn tokens): greedy and sampling rows, rows asking none, the sampled token alone
+    and top-n alternatives."""
+    rows, vocab = logits.shape
+    settings = [dict(SAMPLE_SETTINGS[i % len(SAMPLE_SETTINGS)],
+                     seed_lo=int(rng.integers(0, 2 ** 32)), step=int(rng.integers(0, 1000)))
+                for i in range(rows)]
+    wanted = np.array(top_n, dtype=np.int32)
+    scratch_bytes, _ = sampling.sample_scratch_bytes(rows, vocab)
+    inputs = {"logits": logits, "row_params": row_params(settings),
+              "scratch": np.full(scratch_bytes, 0xFF, dtype=np.uint8),
+              "counters": np.zeros(rows, dtype=np.int32), "top_n": wanted}
+    written = np.array([[0 <= k < min(n, max_top, vocab) for k in range(max_top)]
+                        for n in top_n])
+
+    def oracle(ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        got = _sample_oracle(ins)
+        return dict(got, **_logprob_oracle(max_top)(dict(ins, tokens=got["out"].astype(int))))
+
+    def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
+        sampling.sample(KernelCache(backend), stream, p["logits"], p["row_params"], p["out"],
+                        p["scratch"], p["counters"], rows, vocab,
+                        logprobs=sampling.LogprobRows(p["top_n"], p["out_logprob"],
+                                                      p["top_ids"], p["top_logprobs"],
+                                                      max_top))
+
+    return KernelCase(name, "sampler", inputs,
+                      {"out": OutputSpec(DType.I32, (rows,)),
+                       "counters": OutputSpec(DType.I32, (rows,)),
+                       "out_logprob": OutputSpec(DType.FP32, (rows,)),
+                       "top_ids": OutputSpec(DType.I32, (rows, max_top)),
+                       "top_logprobs": OutputSpec(DType.FP32, (rows, max_top))},
+                      run, oracle,
+                      compare_mask={"out_logprob": wanted >= 0, "top_ids": written,
+                                    "top_logprobs": written})
+
+
 def _logprob_cases(rng: np.random.Generator) -> list[KernelCase]:
     """Random rows at the Qwen3 vocabulary; then ties, NaN, -inf (a grammar-masked row),
     all -inf, and fewer candidates than asked for, on a small vocabulary."""
@@ -373,7 +412,12 @@ def _logprob_cases(rng: np.random.Generator) -> list[KernelCase]:
     small[3, :] = -np.inf
     small[4, 1:] = np.nan                                  # a single candidate
     return [_logprob_case(rng, "logprobs_4x151936", wide, [20, 0, -1, 5], 20),
-            _logprob_case(rng, "logprobs_special_6x37", small, [5, 8, 4, 3, 3, 37], 40)]
+            _logprob_case(rng, "logprobs_special_6x37", small, [5, 8, 4, 3, 3, 37], 40),
+            _sample_logprobs_case(rng, "sample_logprobs_5x151936",
+                                  (rng.standard_normal((5, 151936)) * 3).astype(np.float32),
+                                  [20, 0, -1, 5, 1], 20),
+            _sample_logprobs_case(rng, "sample_logprobs_special_6x37", small,
+                                  [5, 8, 4, -1, 3, 37], 40)]
 
 
 @kernel_cases("sampler")

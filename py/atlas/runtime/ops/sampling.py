@@ -93,13 +93,29 @@ class PublishIds:
     pitch: int
 
 
+@dataclass(frozen=True, slots=True)
+class LogprobRows:
+    """Where `sample` also reports each row's logprobs, as `logprobs` would for the sampled
+    tokens: top_n i32 [rows] (< 0: none for the row), out_logprob f32 [rows], top_ids i32 /
+    top_logprobs f32 [rows, max_top]."""
+
+    top_n: DevicePtr
+    out_logprob: DevicePtr
+    top_ids: DevicePtr
+    top_logprobs: DevicePtr
+    max_top: int
+
+
 def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: DevicePtr,
            out: DevicePtr, scratch: DevicePtr, counters: DevicePtr, rows: int,
-           vocab: int, counts: DevicePtr = 0, publish: PublishIds | None = None) -> None:
+           vocab: int, counts: DevicePtr = 0, publish: PublishIds | None = None,
+           logprobs: LogprobRows | None = None) -> None:
     """out[r] (i32) = the token drawn from logits row r under row_params[r]; with `counts`
     (i32 [slots, vocab]), counts[slot_r, out[r]] += 1 for every row with a penalty slot (the
-    next step's penalties read them); with `publish`, the ids copied to the host's buffer.
-    Both by the row's finishing block: no launch of their own.
+    next step's penalties read them); with `publish`, the ids copied to the host's buffer;
+    with `logprobs`, the rows' logprobs. All by the row's finishing block: no launch of
+    their own (the logprobs launch after the sampler, ~1 us of a decode step's critical
+    path, until session 54).
 
     `scratch` and `counters` are sized by sample_scratch_bytes (at least `rows` rows)."""
     _check("sample", vocab, logits=logits, row_params=row_params, out=out, scratch=scratch,
@@ -108,6 +124,11 @@ def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: Devic
         _check("sample", vocab, host_ids=publish.host_ids, parity=publish.parity)
         if rows > publish.pitch:
             raise ValueError(f"sample: {rows} rows exceed the host buffer's {publish.pitch}")
+    if logprobs is not None:
+        _check("sample", vocab, top_n=logprobs.top_n, out_logprob=logprobs.out_logprob,
+               top_ids=logprobs.top_ids, top_logprobs=logprobs.top_logprobs)
+        if logprobs.max_top < 1:
+            raise ValueError(f"sample: max_top={logprobs.max_top} must be positive")
     if vocab > SAMPLE_MAX_VOCAB:
         raise ValueError(f"sample: vocab={vocab} exceeds {SAMPLE_MAX_VOCAB}")
     if rows > 65535:
@@ -115,9 +136,11 @@ def sample(kc: KernelCache, stream: Stream, logits: DevicePtr, row_params: Devic
     if rows:
         host_ids, parity, pitch = ((publish.host_ids, publish.parity, publish.pitch)
                                    if publish is not None else (0, 0, 0))
+        lp = ((logprobs.top_n, logprobs.out_logprob, logprobs.top_ids, logprobs.top_logprobs,
+               logprobs.max_top) if logprobs is not None else (0, 0, 0, 0, 0))
         kc.get(SAMPLER_SAMPLE)(stream, (sample_chunks(vocab), rows, 1), SAMPLE_THREADS, 0,
                                logits, row_params, out, scratch, counters, rows, vocab, counts,
-                               host_ids, parity, pitch)
+                               host_ids, parity, pitch, *lp)
 
 
 def bitmask_words(vocab: int) -> int:
@@ -143,8 +166,9 @@ def apply_token_bitmask(kc: KernelCache, stream: Stream, logits: DevicePtr, bitm
 def logprobs(kc: KernelCache, stream: Stream, logits: DevicePtr, tokens: DevicePtr,
              top_n: DevicePtr, out_logprob: DevicePtr, top_ids: DevicePtr,
              top_logprobs: DevicePtr, rows: int, vocab: int, max_top: int) -> None:
-    """For rows with top_n[r] >= 0: the sampled token's log-probability under logits row r
-    and the top_n[r] (at most max_top) most likely tokens with theirs."""
+    """For rows with top_n[r] >= 0: the log-probability of tokens[r] under logits row r
+    and the top_n[r] (at most max_top) most likely tokens with theirs (rows scored outside
+    sampling; `sample` reports its sampled rows' itself)."""
     _check("logprobs", vocab, logits=logits, tokens=tokens, top_n=top_n,
            out_logprob=out_logprob, top_ids=top_ids, top_logprobs=top_logprobs)
     if max_top < 1:

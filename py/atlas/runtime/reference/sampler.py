@@ -144,7 +144,8 @@ def apply_penalties_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, r
 @reference(SAMPLER_SAMPLE)
 def sample_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params: int, out: int,
                scratch: int, counters: int, rows: int, vocab: int, counts: int, host_ids: int,
-               parity: int, pitch: int) -> None:
+               parity: int, pitch: int, top_n: int, out_logprob: int, top_ids: int,
+               top_logprobs: int, max_top: int) -> None:
     # scratch and counters are the kernel's block-to-block workspace: nothing to model (the
     # counters stay zero, as the kernel leaves them).
     params = _params(mem, row_params, rows)
@@ -159,6 +160,8 @@ def sample_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, row_params
     if host_ids and rows:
         which = int(mem.view(parity, np.int32, 1)[0])
         mem.view(host_ids + 4 * which * pitch, np.int32, rows)[:] = tok
+    if top_n and rows:
+        _logprobs(mem, x, tok, top_n, out_logprob, top_ids, top_logprobs, rows, vocab, max_top)
 
 
 @reference(SAMPLER_TOKEN_BITMASK)
@@ -178,8 +181,15 @@ def logprobs_f32(mem: HostMemory, grid: Dim3, block: Dim3, logits: int, tokens: 
                  out_logprob: int, top_ids: int, top_logprobs: int, rows: int, vocab: int,
                  max_top: int) -> None:
     x_all = mem.view(logits, np.float32, rows * vocab).reshape(rows, vocab)
+    _logprobs(mem, x_all, mem.view(tokens, np.int32, rows), top_n, out_logprob, top_ids,
+              top_logprobs, rows, vocab, max_top)
+
+
+def _logprobs(mem: HostMemory, x_all: np.ndarray, tok: np.ndarray, top_n: int, out_logprob: int,
+              top_ids: int, top_logprobs: int, rows: int, vocab: int, max_top: int) -> None:
+    """logprobs_f32's outputs (and sample_f32's, for its drawn tokens) of the rows of x_all
+    [rows, vocab] whose top_n entry is >= 0, for the tokens `tok`."""
     wanted = mem.view(top_n, np.int32, rows)
-    tok = mem.view(tokens, np.int32, rows)
     out = mem.view(out_logprob, np.float32, rows)
     ids = mem.view(top_ids, np.int32, rows * max_top).reshape(rows, max_top)
     lps = mem.view(top_logprobs, np.float32, rows * max_top).reshape(rows, max_top)
