@@ -529,12 +529,12 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   if (!atlas::arrive_last(counters + r, nchunks, &s_last)) return;
 
   // ---- phase 2, the row's last block: reduce, gather candidates, filter and draw ---------
-  // The row's token out (emit_token), then its logprobs where it asks (block-uniform)
+  // The row's token out (emit_token), then its logprobs where it asks (block-uniform; the
+  // ask read here, its trip under the reduction's rather than after the draw)
+  const int32_t wanted = top_n != nullptr ? top_n[r] : -1;
   const auto finish = [&](int32_t tok) {
     if (threadIdx.x == 0)
       emit_token(r, tok, row_params, out, counts, vocab, host_ids, parity, pitch);
-    if (top_n == nullptr) return;
-    const int32_t wanted = top_n[r];
     if (wanted >= 0)
       row_logprobs(row, tok, wanted, vocab, max_top, out_logprob + r,
                    top_ids + static_cast<size_t>(r) * max_top,
