@@ -1,6 +1,6 @@
 """ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER: which rope-fused long-attention entry the routes pick,
 and the loader's rule where the variable is unset (by the size of the o_proj the attention
-precedes: ops/attention_long.late_trigger_pays)."""
+precedes and whether the attention is gated: ops/attention_long.late_trigger_pays)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,14 @@ def test_the_routes_pick_the_entry() -> None:
     assert env.decode_attn_long_late_trigger is False
 
 
-def test_the_rule_follows_the_o_proj_bytes() -> None:
-    # Qwen3-30B-A3B's o_proj (2048 x 4096 bf16, 16.8 MB) pays; Qwen3-0.6B's (1024 x 2048) not
-    assert late_trigger_pays(2 * 2048 * 4096)
-    assert not late_trigger_pays(2 * 1024 * 2048)
-    assert late_trigger_pays(LATE_TRIGGER_MIN_O_BYTES)
-    assert not late_trigger_pays(LATE_TRIGGER_MIN_O_BYTES - 1)
+def test_the_rule_follows_the_attention_and_the_o_proj_bytes() -> None:
+    # gated attention: Qwen3.5-35B-A3B's o_proj (2048 x 4096 bf16, 16.8 MB) pays, a small one
+    # not; ungated attention triggers on entry whatever its o_proj (gpu192: Qwen3-8B's 33.5 MB)
+    assert late_trigger_pays(2 * 2048 * 4096, gated=True)
+    assert not late_trigger_pays(2 * 1024 * 2048, gated=True)
+    assert late_trigger_pays(LATE_TRIGGER_MIN_O_BYTES, gated=True)
+    assert not late_trigger_pays(LATE_TRIGGER_MIN_O_BYTES - 1, gated=True)
+    assert not late_trigger_pays(2 * 4096 * 4096, gated=False)
 
 
 @pytest.mark.parametrize("model, env, expect", [

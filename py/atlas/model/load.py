@@ -386,10 +386,10 @@ def load_runner(model_dir: Path, *, backend: str = "auto", max_seq_len: int | No
     routes = KernelRoutes.from_env()
     if routes.max_shared_carveout is None:  # unset: on unless the model is hybrid (routes)
         routes = replace(routes, max_shared_carveout=not linear_layers)
-    if routes.decode_attn_long_late_trigger is None:  # unset: by the o_proj it precedes
+    if routes.decode_attn_long_late_trigger is None:  # unset: gated attention's, by its o_proj
         o_proj = next((linears[f"l{i}.o"] for i in attn_layers if f"l{i}.o" in linears), None)
         routes = replace(routes, decode_attn_long_late_trigger=o_proj is not None
-                         and late_trigger_pays(o_proj.nbytes))
+                         and late_trigger_pays(o_proj.nbytes, dims.gated_attn))
     if routes.norm_late is None:  # unset: by the smallest projection after an add + norm
         after_norm = [linears[n].nbytes for i in range(dims.layers)
                       for n in (f"l{i}.qkv", f"l{i}.in_proj", f"l{i}.gate_up") if n in linears]

@@ -111,23 +111,30 @@ def long_kernel_for(head_dim: int) -> KernelSig:
     return DECODE_ATTN_LONG_D256 if head_dim == 256 else DECODE_ATTN_LONG
 
 
-#: the output projection (bytes a batch-1 GEMV pass streams) from which the rope-fused entry
-#: lets the next kernel launch only once its K/V landed (`late_trigger_pays`)
+#: the output projection (bytes a batch-1 GEMV pass streams) from which the gated entry lets
+#: the next kernel launch only once its K/V landed (`late_trigger_pays`)
 LATE_TRIGGER_MIN_O_BYTES = 12 << 20
 
 
-def late_trigger_pays(o_proj_bytes: int) -> bool:
+def late_trigger_pays(o_proj_bytes: int, gated: bool) -> bool:
     """routes.decode_attn_long_late_trigger's rule where the environment leaves it unset
-    (model/load.py): the o_proj GEMV after the attention requests its weights before its PDL
-    wait, so with the trigger on entry they flood DRAM while the attention's K/V and L2 trips
-    are in flight. That costs the attention once the flood lasts about as long as its K/V
-    window (~3 us at copy bandwidth: 12 MiB). Measured (gpu54 / gpu55, 2026-12-03, batch 1 x
-    512, GPU ms a step, late vs on entry): o_proj 16.8 MB Qwen3-30B-A3B 2.829 / 2.829 vs
-    2.885 / 2.887; 21 MB Qwen3-4B 2.763 vs 2.775; 33.5 MB Qwen3-8B 4.303 vs 4.312, Llama-3.1-8B
-    4.176 vs 4.177; 8.4 MB Qwen3-1.7B 1.338 vs 1.339, Llama-3.2-1B 0.842 vs 0.841; 4.2 MB
-    Qwen3-0.6B 0.762 / 0.763 vs 0.753 / 0.753 (the flood is short, and the later launch
-    costs o_proj)."""
-    return o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
+    (model/load.py): the late twins for gated attention (Qwen3.5 / Qwen3-Next: the one gated
+    launch or, after a quantized qkv, the four launches' rope entry) before an o_proj of
+    LATE_TRIGGER_MIN_O_BYTES or more, the trigger on entry for every other model.
+
+    The o_proj GEMV after the attention requests its weights before its PDL wait, so with the
+    trigger on entry they stream while the attention's K/V and L2 trips are in flight. Until
+    session 54 that cost the rope entries more than o_proj's lead saved from 12 MiB up (gpu54
+    / gpu55, 2026-12-03, batch 1 x 512, GPU ms a step, late vs on entry: Qwen3-30B-A3B 2.829
+    vs 2.885, Qwen3-4B 2.763 vs 2.775, Qwen3-8B 4.303 vs 4.312, Qwen3-0.6B 0.762 vs 0.753).
+    Since the early entries (their split merge in the launch, one-tile splits) the order is
+    the other way for them (gpu192, 2026-12-07, H100, f8895f4e, late / early / early / late):
+    Qwen3-4B 3.005 / 2.959 / 2.956 (-1.6%), Qwen3-8B 5.231 / 5.202 / 5.203 / 5.232 (-0.6%),
+    Qwen3-30B-A3B 2.872 / 2.853 / 2.858 / 2.876 (-0.6%): on the 8B's critical path the
+    attention 8.88 -> 7.78 us a layer, o_proj after it 8.45 -> 8.46. The gated entry's trigger
+    was set against later ones (docs/kernels.md, sessions 45-46), not measured on entry
+    since: it keeps the late twin."""
+    return gated and o_proj_bytes >= LATE_TRIGGER_MIN_O_BYTES
 
 
 def gated_pays(qkv_quantized: bool) -> bool:

@@ -183,12 +183,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   2026-12-03, Qwen3-8B batch 64 x 1,536, PDL on): staged 9.430 ms a step vs 9.503, kernel
   row 102.34 vs 104.34 us.
 * ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER (1 / 0; unset: ops/attention_long.late_trigger_pays
-  by the model's o_proj, `model.load`): the staged entry's twin
-  decode_attn_long_rope_late_bf16, which lets the next kernel launch once its K/V tiles
-  landed instead of on entry (at batch 1 the o_proj GEMV's blocks request all of their
-  weights before their wait, and that flood lands while the attention's K/V and L2 trips
-  are in flight: gpu53's critical path charged the 30B's attention 14.7 us a layer, o_proj
-  after it 1.95; late, gpu54: 13.67 and 1.97). The measurements are at late_trigger_pays.
+  by the model's attention and o_proj, `model.load`: gated attention before an o_proj of 12
+  MiB and more): the batch-1 entries' late twins (decode_attn_long_rope_late_bf16, the
+  early `_late` ones, the gated `_late` one), which let the next kernel launch once their
+  K/V tiles landed instead of on entry (at batch 1 the o_proj GEMV's blocks request all of
+  their weights before their wait, and that stream lands while the attention's K/V and L2
+  trips are in flight). The measurements are at late_trigger_pays: since session 54 the
+  ungated entries trigger on entry (gpu192: Qwen3-4B -1.6%, Qwen3-8B and Qwen3-30B-A3B -0.6%
+  against the late twins).
 * ATLAS_DECODE_ATTN_LONG_EARLY=0: at one sequence, the staged entry (or its late twin)
   instead of their early twins (the default since gpu62), which read everything but the qkv
   rows (kv_len, slot, position, block table, the ring's first K/V tiles, the norm weights and
