@@ -34,7 +34,8 @@ line.
    duration, blocks per SM at once, the launch's span.
    `--long`: the same for the tensor-core kernel's batch-1 entry instead
    (attention_long.cu decode_attn_long_rope_early_exact_bf16, or its late-trigger twin where the
-   model takes that (model/load.py: o_proj of LATE_TRIGGER_MIN_O_BYTES and more), and their
+   model takes that (model/load.py: gated attention before an o_proj of
+   LATE_TRIGGER_MIN_O_BYTES and more; ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1 forces it), and their
    traced twins, the rope-fused
    geometries at D 64 / 128, and Qwen3.5's plain D-256 entry, decode_attn_long_d256_bf16 and
    its twin, stamps from its wait on; the grid a long-context engine gives batch 1:
@@ -161,11 +162,12 @@ class Problem:
             out=torch.empty((b, h.heads, d), dtype=torch.bfloat16, device=env.device))
         self.st = st
         self.blocks = self.grid[0] * self.grid[1] * self.grid[2]
-        # the late trigger where the model takes it (model/load.py: by the o_proj after it)
+        # the late trigger where the model takes it (model/load.py: gated attention, by the
+        # o_proj after it)
         routes = env.kc.routes
         if routes.decode_attn_long_late_trigger is None:
             routes = replace(routes, decode_attn_long_late_trigger=late_trigger_pays(
-                2 * self.hidden * h.heads * d))
+                2 * self.hidden * h.heads * d, self.gated))
         if self.gated:  # its traced twin is the late entry's; num_splits as given (the grid)
             routes = replace(routes, decode_attn_long_late_trigger=True,
                              decode_attn_long_min_batch=0)
