@@ -384,17 +384,26 @@ __device__ __forceinline__ void emit_token(uint32_t r, int32_t tok,
   if (host_ids != nullptr) host_ids[static_cast<size_t>(parity[0]) * pitch + r] = tok;
 }
 
-// The logprobs of one row (logprobs_f32's contract below) by the whole block: tok is the row's
-// token (read by thread 0), wanted >= 0 its top-n, the outputs the row's own.
-__device__ void row_logprobs(const float* __restrict__ row, int32_t tok, int32_t wanted,
-                             uint32_t vocab, uint32_t max_top, float* __restrict__ out_logprob,
-                             int32_t* __restrict__ top_ids, float* __restrict__ top_logprobs,
-                             atlas::ArgBest* arg_scratch, float* sum_scratch) {
+// The row's best (value desc, index asc; NaNs ignored) by the whole block.
+__device__ atlas::ArgBest row_best(const float* __restrict__ row, uint32_t vocab,
+                                   atlas::ArgBest* arg_scratch) {
   atlas::ArgBest best = atlas::arg_none();
   for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
     atlas::arg_update(best, row[t], static_cast<int>(t));
   }
-  const float m = atlas::block_argmax(best, arg_scratch).value;
+  return atlas::block_argmax(best, arg_scratch);
+}
+
+// The logprobs of one row (logprobs_f32's contract below) by the whole block: tok is the row's
+// token (read by thread 0), wanted >= 0 its top-n, the outputs the row's own. `top` is the
+// row's best as row_best reports it: it is the max of the log-sum-exp and rank 0 of the top-n,
+// so a caller that already reduced the row (sample_f32's finisher) saves two passes over it.
+__device__ void row_logprobs(const float* __restrict__ row, atlas::ArgBest top, int32_t tok,
+                             int32_t wanted, uint32_t vocab, uint32_t max_top,
+                             float* __restrict__ out_logprob, int32_t* __restrict__ top_ids,
+                             float* __restrict__ top_logprobs, atlas::ArgBest* arg_scratch,
+                             float* sum_scratch) {
+  const float m = top.value;
   float s = 0.f;
   if (m > -INFINITY) {
     for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
@@ -412,14 +421,17 @@ __device__ void row_logprobs(const float* __restrict__ row, int32_t tok, int32_t
   const uint32_t count = min(static_cast<uint32_t>(wanted), min(max_top, vocab));
   atlas::ArgBest prev = {INFINITY, -1};
   for (uint32_t k = 0; k < count; ++k) {
-    atlas::ArgBest b = atlas::arg_none();
-    for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
-      const float x = row[t];
-      if (x < prev.value || (x == prev.value && static_cast<int>(t) > prev.index)) {
-        atlas::arg_update(b, x, static_cast<int>(t));
+    atlas::ArgBest b = top;  // rank 0: the best after {inf, -1} is the row's best
+    if (k > 0) {
+      b = atlas::arg_none();
+      for (uint32_t t = threadIdx.x; t < vocab; t += blockDim.x) {
+        const float x = row[t];
+        if (x < prev.value || (x == prev.value && static_cast<int>(t) > prev.index)) {
+          atlas::arg_update(b, x, static_cast<int>(t));
+        }
       }
+      b = atlas::block_argmax(b, arg_scratch);
     }
-    b = atlas::block_argmax(b, arg_scratch);
     if (threadIdx.x == 0) {
       const bool found = b.index != atlas::kNoIndex;
       top_ids[k] = found ? b.index : -1;
@@ -508,6 +520,7 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   __shared__ uint8_t s_skip[kMaxChunks];
   __shared__ uint32_t s_published, s_horizon;
   __shared__ int s_last;
+  __shared__ atlas::ArgBest s_top;
   atlas::pdl_enter();
   const SampleRow p = row_params[r];
   const bool greedy = p.temperature <= 0.f;
@@ -532,22 +545,25 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
   // The row's token out (emit_token), then its logprobs where it asks (block-uniform; the
   // ask read here, its trip under the reduction's rather than after the draw)
   const int32_t wanted = top_n != nullptr ? top_n[r] : -1;
-  const auto finish = [&](int32_t tok) {
-    if (threadIdx.x == 0)
-      emit_token(r, tok, row_params, out, counts, vocab, host_ids, parity, pitch);
-    if (wanted >= 0)
-      row_logprobs(row, tok, wanted, vocab, max_top, out_logprob + r,
-                   top_ids + static_cast<size_t>(r) * max_top,
-                   top_logprobs + static_cast<size_t>(r) * max_top, arg_scratch, sum_scratch);
-  };
+  // The row's best from the chunks' (each its chunk's best in the same order, NaNs ignored):
+  // what row_best would find, so the logprobs take it instead of a pass of their own
   atlas::ArgBest top = atlas::arg_none();
   for (uint32_t c = threadIdx.x; c < nchunks; c += blockDim.x) {
     s_chunk_max[c] = __ldcg(&chunks[c].value);
     top = atlas::arg_merge(top, {s_chunk_max[c], __ldcg(&chunks[c].index)});
   }
   top = atlas::block_argmax(top, arg_scratch);  // its barriers publish s_chunk_max
+  if (threadIdx.x == 0) s_top = top;  // for the sampled rows' logprobs (the barriers below)
+  const auto finish = [&](int32_t tok, atlas::ArgBest row_top) {
+    if (threadIdx.x == 0)
+      emit_token(r, tok, row_params, out, counts, vocab, host_ids, parity, pitch);
+    if (wanted >= 0)
+      row_logprobs(row, row_top, tok, wanted, vocab, max_top, out_logprob + r,
+                   top_ids + static_cast<size_t>(r) * max_top,
+                   top_logprobs + static_cast<size_t>(r) * max_top, arg_scratch, sum_scratch);
+  };
   if (greedy || !(top.value > -INFINITY)) {  // greedy, or nothing finite
-    finish(top.index == atlas::kNoIndex ? 0 : top.index);
+    finish(top.index == atlas::kNoIndex ? 0 : top.index, top);
     return;
   }
   if (threadIdx.x == 0) {  // at most 128 chunks: a serial prefix sum is cheapest
@@ -627,7 +643,7 @@ sample_f32(const float* __restrict__ logits, const SampleRow* __restrict__ row_p
     best = draw(full, keep, z_min, m, T, base, start);
   }
   best = atlas::block_argmax(best, arg_scratch);
-  finish(best.index);
+  finish(best.index, s_top);  // (held in registers across the draw, it spilled)
 }
 
 // Grammar masks (structured output): logits[r, t] = -inf where bit t of mask row
@@ -670,8 +686,9 @@ apply_token_bitmask_f32(float* __restrict__ logits, const uint32_t* __restrict__
 // top_ids[r, k] / top_logprobs[r, k]
 // (max_top columns per row; -1 / -inf once no token is left). Columns past the count are
 // not written. A row with no finite logit reports -inf throughout. One block per row: a
-// max pass, a sum-of-exp pass, then one block argmax per rank, each taking the best token
-// strictly after the previous rank's in the (value desc, index asc) total order.
+// max pass (whose best is rank 0), a sum-of-exp pass, then one block argmax per later rank,
+// each taking the best token strictly after the previous rank's in the (value desc, index
+// asc) total order.
 constexpr int kLogprobThreads = 512;
 
 extern "C" __global__ void __launch_bounds__(kLogprobThreads)
@@ -686,7 +703,8 @@ logprobs_f32(const float* __restrict__ logits, const int32_t* __restrict__ token
   if (r >= rows) return;
   const int32_t wanted = top_n[r];
   if (wanted < 0) return;
-  row_logprobs(logits + static_cast<size_t>(r) * vocab, tokens[r], wanted, vocab, max_top,
+  const float* row = logits + static_cast<size_t>(r) * vocab;
+  row_logprobs(row, row_best(row, vocab, arg_scratch), tokens[r], wanted, vocab, max_top,
                out_logprob + r, top_ids + static_cast<size_t>(r) * max_top,
                top_logprobs + static_cast<size_t>(r) * max_top, arg_scratch, sum_scratch);
 }
