@@ -9,6 +9,8 @@
 # unknown).
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
+# 0bf34dbd: sample_f32's logprobs take the row's best from its chunk reduction
+TAILN=2 t 90 chk python3 tools/gpu/check_kernels.py -m sampler
 ab() {  # ab NAME DIR OTHER_ENV
   local n=$1 d=$2 o=$3
   for v in def:X=1 oth:$o othb:$o defb:X=1; do
