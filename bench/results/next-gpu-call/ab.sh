@@ -28,7 +28,9 @@ for n in q8_dflt q8_dg1; do echo "== $n $(aw $n)"
   sed -n '/^critical path/,/^between/p' $L/$n.log | sed -n 3,9p | cut -c1-110; done
 ab q35 $G/qwen3_5-35b-a3b $ENTRY
 ab l8 $G/llama-3.1-8b $LATE
-ab q4 $G/qwen3-4b $LATE
-ab m7 $G/mistral-7b-v0.3 $LATE
-ab q25 $G/qwen2.5-7b $LATE
+if [ -z "${AB_SHORT:-}" ]; then  # short.sh: the first two only
+  ab q4 $G/qwen3-4b $LATE
+  ab m7 $G/mistral-7b-v0.3 $LATE
+  ab q25 $G/qwen2.5-7b $LATE
+fi
 echo "ALL DONE"
