@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Session 55, for a call with under ~500 s of device time left (call.sh needs ~575 s on an
-# H200). On an H200: the four gate records at this HEAD (open since session 49), then batch 1
-# of the two MoE flagships and three dense configs. On any other card: ab.sh cut to its
+# H200). On an H200: batch 1 of the two MoE flagships and three dense configs, then the four
+# gate records at this HEAD (open since session 49). On any other card: ab.sh cut to its
 # checks, the decode GEMM at batch 1, and the trigger A/B on the 35B and Llama-3.1-8B.
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
   || AB_SHORT=1 exec bash bench/results/next-gpu-call/ab.sh
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-h200_gates
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512 > /dev/null; }
 PL=120 b1 b1_q35 $G/qwen3_5-35b-a3b; PL=120 b1 b1_q30 $G/qwen3-30b-a3b
 for m in qwen3-8b qwen3-1.7b llama-3.2-1b; do b1 b1_$m $G/$m; done
+h200_gates
 echo "== gates"; grep -h -E "PASS|FAIL|recorded" $L/gate_*.log | head -8
 echo "== batch 1 x 512: GPU replay / async wall ms a step | weights GB/s over GPU time"
 for n in b1_q35 b1_q30 b1_qwen3-8b b1_qwen3-1.7b b1_llama-3.2-1b; do
