@@ -4,7 +4,7 @@
 # gate records at this HEAD (open since session 49). On any other card: ab.sh cut to its
 # checks, the decode GEMM at batch 1, and the trigger A/B on the 35B and Llama-3.1-8B.
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 \
-  || AB_SHORT=1 exec bash bench/results/next-gpu-call/ab.sh
+  || AB_SHORT=${AB_SHORT:-1} exec bash bench/results/next-gpu-call/ab.sh
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 b1() { PLIM=${PL:-75} prof "$1" X=1 --model $2 --batch 1 --context 512 > /dev/null; }
