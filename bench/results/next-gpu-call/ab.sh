@@ -4,14 +4,11 @@
 # (Qwen3.5) keeps its late twin (ops/attention_long.late_trigger_pays). Here, the default
 # against the other choice (ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1 on the ungated configs,
 # =0 on the gated 35B), batch 1 x 512, GPU ms a step, default / other / other / default:
-# Qwen3.5-35B-A3B, Llama-3.1-8B, Qwen3-4B, Mistral-7B-v0.3 and Qwen2.5-7B. First the sampler
-# checks and the decode GEMM at batch 1 (below).
+# Qwen3.5-35B-A3B, Llama-3.1-8B, Qwen3-4B, Mistral-7B-v0.3 and Qwen2.5-7B.
 # (expected: entry ahead on the ungated ones as on gpu192's Qwen3-4B / 8B / 30B-A3B; the 35B
 # unknown).
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
-# 0bf34dbd: sample_f32's logprobs take the row's best from its chunk reduction
-TAILN=2 t 90 chk python3 tools/gpu/check_kernels.py -m sampler
 ab() {  # ab NAME DIR OTHER_ENV
   local n=$1 d=$2 o=$3
   for v in def:X=1 oth:$o othb:$o defb:X=1; do
@@ -19,14 +16,6 @@ ab() {  # ab NAME DIR OTHER_ENV
   echo "== $n default $(aw ${n}_def)| $o $(aw ${n}_oth)| $(aw ${n}_othb)| default $(aw ${n}_defb)"
 }
 LATE=ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=1; ENTRY=ATLAS_DECODE_ATTN_LONG_LATE_TRIGGER=0
-# Does the TMA-fed wgmma decode GEMM stream at batch 1 as the GEMVs do? (an FP8 twin of it
-# would read its weights with no convert: docs/quantization.md "Session 55"). Qwen3-8B bf16
-# batch 1 with every linear on it (ATLAS_DECODE_GEMM_MIN_M=1) against the default GEMVs.
-for v in dflt:X=1 dg1:ATLAS_DECODE_GEMM_MIN_M=1; do
-  PLIM=40 prof q8_${v%%:*} "${v#*:}" --model $G/qwen3-8b --batch 1 --context 512 > /dev/null; done
-for n in q8_dflt q8_dg1; do echo "== $n $(aw $n)"
-  sed -n '/^critical path/,/^between/p' $L/$n.log | sed -n 3,9p | cut -c1-110; done
-[ "${AB_SHORT:-}" = probe ] && { echo "ALL DONE"; exit 0; }  # the last seconds of device time
 ab q35 $G/qwen3_5-35b-a3b $ENTRY
 ab l8 $G/llama-3.1-8b $LATE
 if [ -z "${AB_SHORT:-}" ]; then  # short.sh: the first two only
