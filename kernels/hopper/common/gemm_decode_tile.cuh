@@ -156,22 +156,13 @@ __device__ __forceinline__ void scatter_acc(const float (&acc)[kCols / 2], float
   }
 }
 
-// The block's output tile from its consumer threads' accumulators (threads [0, 128 G): the
-// warpgroups; kProducer: the block has a producer warp past them, which only joins the
-// barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
-// `part` is the block's shared memory, free for a [kCols][partial_pitch(G)] f32 tile (the
-// caller has finished every wgmma and copy into it and synchronized the block); `row0` the
-// block's first output column (gated: first gate/up pair), `rank` its cluster rank. Every
-// thread of every block of the cluster must call it.
-//
-// The accumulators are scattered into the [batch row][weight row] partial tile (scatter_acc),
-// then rank r sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed
-// shared memory, ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced
-// along n; a last cluster barrier keeps every partial alive until all ranks have read it.
-template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kProducer,
-          bool kQuads>
-__device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part, void* y, int m,
-                                           int n, int row0, int rank) {
+// store_tile past its scatter: `part` holds the block's [batch row][weight row] f32 partial
+// tile, written by its consumer threads (each kernel's own scatter: scatter_acc for the bf16
+// accumulators, gemm_decode_fp8.cu's for its recombined FP8 sums); every thread of every block
+// of the cluster must call it.
+template <int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kProducer, bool kQuads>
+__device__ __forceinline__ void store_part(float* part, void* y, int m, int n, int row0,
+                                           int rank) {
   constexpr int kThreads = kGroupThreads * kGroups, kRows = kGroupRows * kGroups;
   constexpr int kPitch = partial_pitch(kGroups);
   constexpr bool kGated = kGlu != Glu::kNone;
@@ -179,7 +170,6 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
   static_assert(!(kGated && kF32Out), "the activation is bf16");
   const int inter = n / 2;  // activation width (kGated)
   const int tid = static_cast<int>(threadIdx.x);
-  if (!kProducer || tid < kThreads) scatter_acc<kCols, kGroups>(acc, part);
 
   if constexpr (kSplit > 1) {
     cooperative_groups::this_cluster().sync();  // every rank's partial is written and visible
@@ -229,6 +219,27 @@ __device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part,
     }
   }
   if constexpr (kSplit > 1) cooperative_groups::this_cluster().sync();  // partials live on
+}
+
+// The block's output tile from its consumer threads' accumulators (threads [0, 128 G): the
+// warpgroups; kProducer: the block has a producer warp past them, which only joins the
+// barriers; kQuads: the sums are read and stored four columns a thread, sum_store_quads).
+// `part` is the block's shared memory, free for a [kCols][partial_pitch(G)] f32 tile (the
+// caller has finished every wgmma and copy into it and synchronized the block); `row0` the
+// block's first output column (gated: first gate/up pair), `rank` its cluster rank. Every
+// thread of every block of the cluster must call it.
+//
+// The accumulators are scattered into the [batch row][weight row] partial tile (scatter_acc),
+// then rank r sums batch rows [m r / S, m (r + 1) / S) over the S partials (distributed
+// shared memory, ranks in fixed order 0..S-1: bit-reproducible) and writes them, coalesced
+// along n; a last cluster barrier keeps every partial alive until all ranks have read it.
+template <int kCols, int kSplit, bool kF32Out, int kGroups, Glu kGlu, bool kProducer,
+          bool kQuads>
+__device__ __forceinline__ void store_tile(float (&acc)[kCols / 2], float* part, void* y, int m,
+                                           int n, int row0, int rank) {
+  if (!kProducer || static_cast<int>(threadIdx.x) < kGroupThreads * kGroups)
+    scatter_acc<kCols, kGroups>(acc, part);
+  store_part<kSplit, kF32Out, kGroups, kGlu, kProducer, kQuads>(part, y, m, n, row0, rank);
 }
 
 }  // namespace atlas::decode_gemm
