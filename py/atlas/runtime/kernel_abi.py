@@ -320,6 +320,43 @@ GEMV_FP8_H2_SWIGLU = S("gemv_fp8", "gemv_fp8_h2_swiglu_bf16", "x:ptr w:ptr " + _
 GEMV_SILU_FP8 = S("gemv_fp8", "gemv_silu_fp8_bf16", "gate_up:ptr w:ptr " + _FP8_SCALE)
 GEMV_SILU_FP8_SINGLE = S("gemv_fp8", "gemv_silu_fp8_bf16_single",
                          "gate_up:ptr w:ptr " + _FP8_SCALE)
+# ... 1..8 rows on Hopper's FP8 tensor cores (kernels/hopper/common/gemm_decode_fp8.cu, sm_90a
+# only; ops/matmul_fp8_wgmma.py): the same products, f32 logits and [gate | up] -> SwiGLU
+# activation ([m, n / 2]) as the GEMVs above; wmap is the tensor map of the codes seen as a
+# bf16 matrix [n][k / 2] ([64][64] boxes; [32][64] for SwiGLU). Grid ceil(n / 64) * S (the
+# *_splitS entries: clusters of S blocks over K), 160 threads
+_FP8_DECODE = "x:ptr w:ptr " + _FP8_SCALE + " wmap:tmap"
+GEMM_DECODE_FP8 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16", _FP8_DECODE)
+GEMM_DECODE_FP8_F32 = S("gemm_decode_fp8", "gemm_decode_fp8_f32", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16", _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT2 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split2", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT2 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split2", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT2 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split2",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT3 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split3", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT3 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split3", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT3 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split3",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT4 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split4", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT4 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split4", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT4 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split4",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT5 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split5", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT5 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split5", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT5 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split5",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT6 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split6", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT6 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split6", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT6 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split6",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT7 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split7", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT7 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split7", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT7 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split7",
+                                  _FP8_DECODE)
+GEMM_DECODE_FP8_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split8", _FP8_DECODE)
+GEMM_DECODE_FP8_F32_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split8", _FP8_DECODE)
+GEMM_DECODE_FP8_SWIGLU_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split8",
+                                  _FP8_DECODE)
 # one block that waits for the kernel before it and only then lets the next one launch: between
 # a kernel writing a weight (a dequantize) and a GEMM that prefetches weights before its PDL wait
 PDL_FENCE = S("gemv_fp8", "pdl_fence", "")

@@ -327,7 +327,8 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
                  resident: Mapping[int, int] | None = None,
                  splits: tuple[int, ...] = DECODE_GEMM_SPLITS) -> int:
     """Blocks per cluster that split K, one of `splits` (the kernel's candidates,
-    `rule_splits`; each beyond 1 keeps at least MIN_SPLIT_K_TILES k-tiles per block). Under a
+    `rule_splits`; each beyond the smallest -- 1, except for gemm_decode_fp8, whose blocks
+    hold their whole k range of x -- keeps at least MIN_SPLIT_K_TILES k-tiles a block). Under a
     wave of tiles, ceil(n / (64 groups)), the largest split whose grid still runs in one wave
     (sm_count x blocks_per_sm): a narrow projection (Qwen3-8B o_proj, n = 4096: 64
     one-warpgroup tiles) gets 4 x 64 = 256 blocks on an H200's 264 modelled slots. From a
@@ -354,11 +355,12 @@ def decode_split(m: int, n: int, k: int, sm_count: int = H200_FACTS.sm_count,
     k_tiles = -(-k // 64)
     modelled = sm_count * blocks_per_sm(decode_cols(m), groups)
     slots = {s: modelled if resident is None else resident.get(s, modelled) for s in splits}
-    fitting = [s for s in splits if s == 1
+    base = min(splits)  # 1, except where a kernel cannot run unsplit (gemm_decode_fp8's x)
+    fitting = [s for s in splits if s == base
                or (k_tiles >= MIN_SPLIT_K_TILES * s and slots[s] >= s)]
-    if tiles < slots[1]:
+    if tiles * base < slots[base]:
         return max(s for s in fitting if tiles * s <= slots[s])
-    best = 1
+    best = base
     for split in fitting:
         if (wave_fill(tiles * split, slots[split])
                 >= wave_fill(tiles * best, slots[best]) + SPLIT_FILL_GAIN):

@@ -12,6 +12,8 @@ register-fed kernel computes the gate_up product and ends it with the SwiGLU ins
 (`fuses_swiglu`: the model then runs the down projection on the activation directly).
 One row of either format takes the CUDA-core GEMV on packed half-precision FMAs
 (`uses_h2`: gemv_h2.cuh, its plain, logits and SwiGLU outputs) unless its switch is off.
+Ahead of all of them, where ATLAS_QUANT_FP8_WGMMA=1 switches it on, FP8 products of 1..8 rows
+run on Hopper's FP8 tensor cores (matmul_fp8_wgmma: plain, logits and SwiGLU outputs).
 `QuantLinear` wraps any format behind the interface of `Bf16Linear`, so model layers never
 see the format; its f32 output (a quantized LM head's logits) is the tensor-core GEMVs' or,
 one row, the half-precision-FMA GEMV's.
@@ -31,7 +33,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, GEMV_FP8_CVT_F32_SINGLE, GEMV_F
                           GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
                           GEMV_FP8_H2_F32, GEMV_FP8_H2_SWIGLU, GEMV_FP8_SINGLE, GEMV_SILU_FP8,
                           GEMV_SILU_FP8_SINGLE, PDL_FENCE)
-from . import KernelCache, matmul_nvfp4, matmul_quant_mma
+from . import KernelCache, matmul_fp8_wgmma, matmul_nvfp4, matmul_quant_mma
 from .activation import silu_mul
 from .matmul import (FUSED_SILU_MAX_K, GEMV_MAX_M, GEMV_MAX_THREADS, GEMV_ROWS_PER_BLOCK,
                      fuses_gate_up_swiglu, linear, linear_silu, linear_swiglu,
@@ -288,7 +290,8 @@ def fuses_swiglu(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     in the GEMV (`linear_swiglu_quant`): n splits in halves, and one row on the
     half-precision-FMA GEMV (`uses_h2`) or the register-fed tensor-core kernel (1..8 rows,
     loaded, switched on) takes it."""
-    return w.n % 2 == 0 and (uses_h2(kc, w, m) or uses_core_swiglu(kc, w, m) or (
+    return w.n % 2 == 0 and (matmul_fp8_wgmma.uses(kc, w, m) or uses_h2(kc, w, m)
+                             or uses_core_swiglu(kc, w, m) or (
         uses_mma(kc, w, m) and matmul_quant_mma.uses_direct(kc, w, m)))
 
 
@@ -297,6 +300,9 @@ def linear_swiglu_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantW
     """act[m, n / 2] = bf16(bf16(silu(gate)) * up) of [gate | up] = x @ dequant(w).T, in one
     launch: the same values as `linear_quant` then silu_mul. Callers route by
     `fuses_swiglu`; the launch builder checks the kernel's own preconditions."""
+    if matmul_fp8_wgmma.uses(kc, w, m):
+        matmul_fp8_wgmma.gemm_fp8(kc, stream, x, w, act, m, "swiglu")
+        return
     if uses_h2(kc, w, m):
         gemv_h2(kc, stream, x, w, act, "swiglu")
         return
@@ -310,17 +316,22 @@ def dequantizes(kc: KernelCache, w: QuantWeight, m: int) -> bool:
     """Whether `linear_quant` runs an m-row product by dequantizing w into a bf16 scratch and
     the bf16 GEMM (no GEMV route takes it): then the bf16 GEMM's epilogues apply, the gated
     one included (`QuantLinear.fuses_swiglu`)."""
-    return not (uses_h2(kc, w, m) or uses_core_single(kc, w, m) or uses_mma(kc, w, m)
+    return not (matmul_fp8_wgmma.uses(kc, w, m) or uses_h2(kc, w, m)
+                or uses_core_single(kc, w, m) or uses_mma(kc, w, m)
                 or gemv_passes(w.nbytes, w.n, w.k, m))
 
 
 def linear_quant(kc: KernelCache, stream: Stream, x: DevicePtr, w: QuantWeight, y: DevicePtr,
                  m: int, scratch: DevicePtr | None = None, mma: bool | None = None) -> None:
-    """y = x @ dequant(w).T for any m: one row on the half-precision-FMA GEMV (`uses_h2`,
-    unless `mma` is True), else one FP8 row on the convert GEMV (`uses_core_single`,
-    likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False forces it on / off),
-    else GEMV passes (`gemv_passes`), else dequantize into `scratch` (bf16 [n, k],
-    graph-stable) and the bf16 GEMM."""
+    """y = x @ dequant(w).T for any m: 1..8 FP8 rows on the FP8 tensor-core kernel where
+    switched on (`matmul_fp8_wgmma.uses`, unless `mma` is True), else one row on the
+    half-precision-FMA GEMV (`uses_h2`, likewise), else one FP8 row on the convert GEMV
+    (`uses_core_single`, likewise), the tensor-core GEMV (`uses_mma`; `mma` True / False
+    forces it on / off), else GEMV passes (`gemv_passes`), else dequantize into `scratch`
+    (bf16 [n, k], graph-stable) and the bf16 GEMM."""
+    if mma is not True and matmul_fp8_wgmma.uses(kc, w, m):
+        matmul_fp8_wgmma.gemm_fp8(kc, stream, x, w, y, m)
+        return
     if mma is not True and uses_h2(kc, w, m):
         gemv_h2(kc, stream, x, w, y)
         return
@@ -361,7 +372,7 @@ def linear_silu_quant(kc: KernelCache, stream: Stream, gate_up: DevicePtr, w: Qu
     `linear_quant` (tensor-core GEMV, GEMV passes or through `w_scratch`); `mma` as for
     `linear_quant`."""
     mma = uses_mma(kc, w, m) if mma is None else mma
-    if silu_fused(w.nbytes, w.n, w.k, m, mma):
+    if silu_fused(w.nbytes, w.n, w.k, m, mma) and not matmul_fp8_wgmma.uses(kc, w, m):
         _gemv_rows(kc, stream, gate_up, 4 * w.k, w, y, m, silu=True)
         return
     if not act_scratch:
@@ -464,6 +475,9 @@ class QuantLinear:
         half-precision-FMA GEMV or FP8's convert GEMV: never a bf16 copy of the
         vocabulary-sized weight)."""
         if out_f32:
+            if matmul_fp8_wgmma.uses(kc, self.w, m):
+                matmul_fp8_wgmma.gemm_fp8(kc, stream, x, self.w, y, m, "f32")
+                return
             if uses_h2(kc, self.w, m):
                 gemv_h2(kc, stream, x, self.w, y, "f32")
                 return

@@ -103,6 +103,12 @@ what it asked for each time, and importing Atlas never depends on the environmen
   logits); unset, the launch builder's rule (ops/matmul_quant.FP8_H2_BY_DEFAULT). The A/B of
   issue 12's batch-1 FP8 GEMVs (Qwen3-8B FP8 block-scaled batch 1 at 1.46x bf16, goal 1.75x);
   the rule is off since gpu44 / gpu45 measured the h2 GEMV slower.
+* ATLAS_QUANT_FP8_WGMMA=1: FP8 products of 1..8 rows (every projection, the gate_up ending
+  with its SwiGLU, a quantized LM head's logits) on Hopper's FP8 tensor cores
+  (gemm_decode_fp8.cu via ops/matmul_fp8_wgmma: the weight bytes reach the tensor cores with
+  no convert instruction, x split exactly into two E4M3 parts) ahead of every GEMV route,
+  where the weight's scale layout is constant over 128-column tiles. Off until a device
+  run times it against the convert GEMV (issue 12's 1.75x).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -647,6 +653,7 @@ class KernelRoutes:
     quant_nvfp4_h2: bool | None = None
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
+    quant_fp8_wgmma: bool = False
     early_trigger: frozenset[str] | None = None
     norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
     norm_late: bool | None = None
@@ -789,6 +796,7 @@ class KernelRoutes:
                    quant_nvfp4_h2=_env_tristate(env, "ATLAS_QUANT_NVFP4_H2"),
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
+                   quant_fp8_wgmma=env_switch(env, "ATLAS_QUANT_FP8_WGMMA", False),
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
                    norm_rows_per_block=_env_bounded(env, "ATLAS_NORM_ROWS_PER_BLOCK",
                                                     DEFAULT_NORM_ROWS_PER_BLOCK, 16,

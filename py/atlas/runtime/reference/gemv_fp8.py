@@ -20,7 +20,8 @@ import numpy as np
 
 from ...core.numerics import bf16_bits_to_f32, f32_to_bf16_bits, fp8_e4m3_to_f32
 from ...core.quant import Fp8ScaleMap
-from ..gpu import Dim3
+from .. import kernel_abi
+from ..gpu import Dim3, KernelSig
 from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, PDL_FENCE, GEMV_FP8_CVT_F32_SINGLE,
                           GEMV_FP8_CVT_SINGLE, GEMV_FP8_CVT_SWIGLU_SINGLE,
                           GEMV_FP8_CVT_SWIGLU_X8_SINGLE, GEMV_FP8_CVT_X8_SINGLE, GEMV_FP8_H2,
@@ -31,7 +32,7 @@ from ..kernel_abi import (DEQUANT_FP8, GEMV_FP8, PDL_FENCE, GEMV_FP8_CVT_F32_SIN
                           GEMV_QD_FP8_N2_SWIGLU, GEMV_QD_FP8_PIPE, GEMV_QD_FP8_PIPE_F32,
                           GEMV_QD_FP8_PIPE_SWIGLU, GEMV_QD_FP8_SWIGLU, GEMV_QS_FP8,
                           GEMV_QS_FP8_F32, GEMV_QS_FP8_SWIGLU, GEMV_SILU_FP8, GEMV_SILU_FP8_SINGLE)
-from . import HostMemory, reference
+from . import HostMemory, ReferenceFn, reference
 from .gemv_h2 import h2_emulate
 from .silu_mul import swiglu_rows
 
@@ -200,3 +201,23 @@ def dequant_fp8_bf16(mem: HostMemory, grid: Dim3, block: Dim3, w: int, scale: in
 @reference(PDL_FENCE)
 def pdl_fence(mem: HostMemory, grid: Dim3, block: Dim3) -> None:
     return None
+
+
+def _without_map(product: ReferenceFn) -> ReferenceFn:
+    """`product` for an entry point that also takes its codes' tensor map, last (the device
+    reads w through it; the host reads w itself)."""
+
+    def run(mem: HostMemory, grid: Dim3, block: Dim3, *values: int) -> None:
+        product(mem, grid, block, *values[:-1])
+
+    return run
+
+
+# gemm_decode_fp8.cu (1..8 rows on the FP8 tensor cores, ops/matmul_fp8_wgmma.py): every
+# split's plain, logits and SwiGLU entry computes the GEMVs' product (its k-tile partial sums
+# on the tensor cores: cases/gemm_decode_fp8.py states the tolerance)
+for _sig in [s for s in vars(kernel_abi).values()
+             if isinstance(s, KernelSig) and s.module == "gemm_decode_fp8"]:
+    _kind = _sig.func.removeprefix("gemm_decode_fp8_").partition("_split")[0]
+    reference(_sig)(_without_map({"bf16": gemv_fp8_bf16, "f32": gemv_fp8_f32,
+                                  "swiglu_bf16": gemv_fp8_swiglu_bf16}[_kind]))

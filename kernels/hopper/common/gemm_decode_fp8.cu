@@ -1,0 +1,588 @@
+// The decode GEMM for FP8 E4M3 weights on Hopper's FP8 tensor cores: y[m, n] = sum_k x[m, k] *
+// e4m3(w[n, k]) * s(n, k) for 1 <= m <= 8 (x bf16, f32 accumulate, bf16 or bf16-valued f32
+// out, or the SwiGLU activation of a fused [gate | up] weight), sm_90a.
+//
+// Why: the batch-1 FP8 GEMVs decode every weight byte on the CUDA cores before multiplying
+// (mma.sync .e4m3 is emulated on sm_90a: ptxas unpacks each register pair to f16 on the ALU
+// pipe, the pipe that binds those GEMVs at ~2.6-2.7 TB/s on either card; docs/quantization.md,
+// session 55), while wgmma .e4m3 is native (QGMMA): the weight bytes go from the TMA unit into
+// shared memory and from there into the tensor cores with no instruction per weight.
+//
+// The mould is gemm_decode_tma.cu's (read its header first): one producer thread streams the
+// block's weight tiles through a ring of mbarrier-guarded slots, one consumer warpgroup
+// multiplies, split-K over a cluster summed in the shared epilogue (gemm_decode_tile.cuh
+// store_part). A k-tile is 128 E4M3 values = one 128-byte swizzle row, so a [64][128] weight
+// box is the bf16 kernel's [64][64] box byte for byte (the host encodes the tensor map over
+// the codes as a bf16 matrix [n][k / 2]); gated weights copy two [32][128] boxes, gate rows at
+// row0 and up rows I past them, as there.
+//
+// x enters the tensor cores as E4M3 too, exactly: per token and k-tile, v = x 2^a with 2^a
+// putting the tile's largest |x| in [128, 256), then hi = e4m3(v) and mid = e4m3((v - hi) 16),
+// so v = hi + mid / 16 with no error for every |v| >= 2^-6 (a bf16 value has 8 significant
+// bits, hi keeps 4, the residual's other 4 fit mid's; values under 2^-6 of a tile whose largest
+// is >= 128, i.e. below ~2^-13 of it, lose low bits). B's rows are (hi, mid) pairs of each token,
+// so a thread's accumulator pairs (d[2i], d[2i + 1]) hold one token's two parts; wgmma N is 8
+// (m <= 4) or 16 (m <= 8). The consumers convert the block's whole k range of x into shared
+// memory after the PDL wait (while the first ring of weight tiles streams in), once.
+//
+// Accuracy: Hopper's FP8 MMAs accumulate with fewer bits than f32 (about 14 of mantissa, as
+// DeepSeek-V3's report measured), so each k-tile's 128 products (four k32 MMAs) go into a
+// fresh accumulator that is then promoted to an f32 total with the tile's weight scale and x
+// scale: the error is that of a 128-term partial sum at ~2^-14, far under a bf16 ulp of the
+// output (cases/gemm_decode_fp8.py states the check tolerance). Two accumulator sets
+// alternate so that tile i's MMAs run while tile i - 1's are promoted.
+//
+// Scales: the FP8 index map of gemv_fp8.cu, s(n, k) = scale[(n >> row_shift) row_stride +
+// (k >> col_shift) col_stride], constant over each k-tile (col_shift >= 7 or col_stride 0:
+// the 128x128 blocks, per channel, per tensor; ops/matmul_fp8_wgmma.py checks it); each thread
+// reads its two weight rows' scales a tile ahead.
+//
+// Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, two
+// blocks an SM. Shared memory: a ring of kStages 8 KiB weight slots, the x tiles of the block's
+// k range (at most kXBytes: ops/matmul_fp8_wgmma.py picks splits whose blocks' ranges fit),
+// their scales, the 1 KiB alignment slack; the epilogue's partial tile reuses the ring.
+// Entry points: *_split{2..8} for clusters of S blocks over K (rank r takes k-tiles
+// [K r / S, K (r + 1) / S)). Grid ceil(n / 64) * S (gated: n / 2 pairs in 32-pair tiles: the
+// same count). Preconditions (host): 1 <= m <= 8, k % 16 == 0, codes 16-byte aligned, x
+// 8-byte aligned, gated entries n even.
+#include "atlas_common.cuh"
+#include "bulk_copy.cuh"
+#include <cuda_fp16.h>
+
+#include "gemm_decode_tile.cuh"
+#include "mma_util.cuh"
+#include "wgmma_util.cuh"
+
+namespace {
+
+using namespace atlas::decode_gemm;  // geometry, store_part
+using atlas::bulk::TensorMap;
+
+constexpr int kKTile = 128;                           // E4M3 values (bytes) of a k-tile
+constexpr int kSlotBytes = kGroupRows * kKTile;       // a [64][128] weight tile: 8 KiB
+constexpr int kStages = 9;                            // ops/matmul_fp8_wgmma.py FP8_STAGES
+constexpr int kXBytes = 32 * 1024;                    // ... FP8_X_BYTES
+constexpr int kXScaleBytes = 512;                     // a float per (token, k-tile)
+constexpr int kProducerThreads = 32;
+constexpr int kThreads = kGroupThreads + kProducerThreads;
+constexpr int kSmemBytes = kStages * kSlotBytes + kXBytes + kXScaleBytes + kAlign;  // FP8_SMEM
+constexpr long long kHangCycles = 4000000000LL;  // gemm_decode_tma.cu's trap, not a hang
+static_assert(kSmemBytes + 2 * kStages * 8 + 1024 <= 114 * 1024, "two blocks fit an SM");
+static_assert(kXBytes / (8 * kKTile) * 4 * 4 <= kXScaleBytes &&
+                  kXBytes / (16 * kKTile) * 8 * 4 <= kXScaleBytes,
+              "a scale for every (token, k-tile) the x tiles hold");
+
+// d[64 x N] (+)= A[64 x 32] * B[N x 32]^T, E4M3 operands K-major in shared memory (128-byte
+// swizzle), f32 accumulators in wgmma's fragment layout (wgmma_util.cuh); `accumulate` 0
+// overwrites d.
+__device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[4], uint64_t a, uint64_t b,
+                                               int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_e4m3_k32(float (&d)[8], uint64_t a, uint64_t b,
+                                               int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// Two f32 as E4M3 (round to nearest, saturating): `lo` in the low byte.
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// The two E4M3 values of the low 16 bits of `b` back as f32 (exact).
+__device__ __forceinline__ float2 e4m3x2_to_f32(uint32_t b) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(static_cast<uint16_t>(b)));
+  const __half2 v = *reinterpret_cast<const __half2*>(&h);
+  return __half22float2(v);
+}
+
+// The FP8 scale index map (kernel_abi.py _FP8_SCALE).
+struct ScaleMap {
+  const float* scale;
+  uint32_t row_shift, row_stride, col_shift, col_stride;
+  __device__ __forceinline__ const float* row(int r) const {
+    return scale + static_cast<size_t>(static_cast<uint32_t>(r) >> row_shift) * row_stride;
+  }
+  __device__ __forceinline__ uint32_t col(int kt) const {
+    return (static_cast<uint32_t>(kt * kKTile) >> col_shift) * col_stride;
+  }
+};
+
+// The block's x, tokens [0, m) and k-tiles [kt0, kt0 + count), into `tiles` (tile i at
+// i * kCols * 128: row 2t = hi of token t, row 2t + 1 = mid, rows from 2m zero, 128-byte
+// swizzled) and `xscale` (xscale[i * kCols / 2 + t] = 2^-a of the header). One warp converts a
+// (token, k-tile) unit at a time, four values a lane, loads of eight units in flight.
+template <int kCols>
+__device__ __forceinline__ void stage_x(const __nv_bfloat16* __restrict__ x, int m, int k,
+                                        int kt0, int count, uint32_t tiles, float* xscale) {
+  constexpr int kTileBytes = kCols * kKTile, kBatch = 8;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  // rows past the batch: zero (their columns feed no output, but keep them finite)
+  const int zero_rows = kCols - 2 * m;
+  for (int e = tid; e < count * zero_rows * 8; e += kGroupThreads) {
+    const int i = e / (zero_rows * 8), r = 2 * m + e % (zero_rows * 8) / 8, ch = e % 8;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n"
+                 ::"r"(tiles + i * kTileBytes + r * 128 + ch * 16), "r"(0u) : "memory");
+  }
+  const int units = m * count;
+  for (int u0 = warp; u0 < units; u0 += 4 * kBatch) {
+    uint2 raw[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int u = u0 + 4 * b, t = u / count, col = (kt0 + u % count) * kKTile + 4 * lane;
+      raw[b] = make_uint2(0u, 0u);
+      if (u < units && col < k)
+        raw[b] = *reinterpret_cast<const uint2*>(x + static_cast<size_t>(t) * k + col);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int u = u0 + 4 * b;
+      if (u >= units) break;
+      const int t = u / count, i = u % count;
+      float v[4];
+      v[0] = __uint_as_float(raw[b].x << 16);
+      v[1] = __uint_as_float(raw[b].x & 0xFFFF0000u);
+      v[2] = __uint_as_float(raw[b].y << 16);
+      v[3] = __uint_as_float(raw[b].y & 0xFFFF0000u);
+      float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
+      // a = 7 - floor(log2 amax), clamped so that 2^a and 2^-a are normal floats
+      const int e = static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127;
+      const int a = amax == 0.f ? 0 : max(-126, min(126, 7 - e));
+      const float up = __uint_as_float(static_cast<uint32_t>(127 + a) << 23);
+      uint32_t hi = 0, mid = 0;
+#pragma unroll
+      for (int j = 0; j < 4; j += 2) {
+        const float a0 = v[j] * up, a1 = v[j + 1] * up;
+        const uint32_t h = e4m3x2(a0, a1);
+        const float2 back = e4m3x2_to_f32(h);
+        hi |= h << (8 * j);
+        mid |= e4m3x2((a0 - back.x) * 16.f, (a1 - back.y) * 16.f) << (8 * j);
+      }
+      const uint32_t tile = tiles + i * kTileBytes;
+      const int ch = lane >> 2, byte = (lane & 3) * 4;
+      const int r_hi = 2 * t, r_mid = 2 * t + 1;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(tile + atlas::swizzle128(r_hi, ch) + byte),
+                   "r"(hi) : "memory");
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(tile + atlas::swizzle128(r_mid, ch) + byte),
+                   "r"(mid) : "memory");
+      if (lane == 0)
+        xscale[i * (kCols / 2) + t] = __uint_as_float(static_cast<uint32_t>(127 - a) << 23);
+    }
+  }
+}
+
+// The block's tile (header). kCols: wgmma N, twice the tokens it can hold.
+template <int kCols, int kSplit, bool kF32Out, Glu kGlu>
+__device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
+                                                const __nv_bfloat16* __restrict__ x,
+                                                const ScaleMap& smap, void* __restrict__ y,
+                                                int m, int n, int k, uint8_t* smem_raw,
+                                                uint64_t* full, uint64_t* empty) {
+  constexpr int kAcc = kCols / 2, kTokens = kCols / 2, kTileBytes = kCols * kKTile;
+  constexpr bool kGated = kGlu != Glu::kNone;
+  constexpr int kOutRows = kGated ? kGroupRows / 2 : kGroupRows;
+  constexpr int kPitch = partial_pitch(1);
+  static_assert(kTokens * kPitch * 4 <= kStages * kSlotBytes, "the partial tile fits the ring");
+  const uint32_t raw = atlas::smem_addr(smem_raw);
+  const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
+  uint8_t* base = smem_raw + (smem - raw);
+  const uint32_t xtiles = smem + kStages * kSlotBytes;
+  float* xscale = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes);
+  float* part = reinterpret_cast<float*>(base);  // once every slot has drained
+
+  const int tile = static_cast<int>(blockIdx.x) / kSplit;
+  const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
+  const int row0 = tile * kOutRows;  // first output column (gated: first gate/up pair)
+  const int inter = n / 2;           // activation width (kGated)
+  const int k_tiles = (k + kKTile - 1) / kKTile;
+  const int kt0 = k_tiles * rank / kSplit;
+  const int count = k_tiles * (rank + 1) / kSplit - kt0;
+  const int tid = static_cast<int>(threadIdx.x);
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      atlas::bulk::init_barrier(&full[s], 1);
+      atlas::bulk::init_barrier(&empty[s], kGroupThreads / 32);  // per consumer warp
+    }
+    atlas::bulk::fence_barrier_init();
+  }
+  __syncthreads();
+
+  float tot[kAcc];
+#pragma unroll
+  for (int j = 0; j < kAcc; ++j) tot[j] = 0.f;
+  if (tid >= kGroupThreads) {  // the producer warp: its first lane streams the weight tiles
+    if (tid == kGroupThreads) {
+      atlas::bulk::prefetch_map(&wmap);
+      const uint64_t policy = atlas::l2_stream_policy();
+      auto load = [&](int g) {
+        const int s = g % kStages;
+        if (g >= kStages)
+          atlas::bulk::wait_parity_or_trap(&empty[s], (g / kStages - 1) & 1, kHangCycles);
+        atlas::bulk::expect_bytes(&full[s], kSlotBytes);
+        const uint32_t dst = smem + s * kSlotBytes;
+        const int c0 = (kt0 + g) * (kKTile / 2);  // the codes seen as bf16 [n][k / 2]
+        if constexpr (kGated) {  // gate rows [row0, +32), then the up rows I past them
+          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &full[s], policy);
+          atlas::bulk::copy_tile_2d_stream(dst + kSlotBytes / 2, &wmap, c0, inter + row0,
+                                           &full[s], policy);
+        } else {
+          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &full[s], policy);
+        }
+      };
+      // the first ring before the PDL wait (no kernel writes weights), the rest after it
+      const int ahead = count < kStages ? count : kStages;
+      for (int g = 0; g < ahead; ++g) load(g);
+      atlas::pdl_enter();
+      for (int g = ahead; g < count; ++g) load(g);
+    } else {
+      atlas::pdl_enter();
+    }
+  } else {  // the consumer warpgroup
+    const int lane = tid & 31, warp = tid >> 5;
+    // this thread's two weight rows of the tile (wgmma_util.cuh fragment), clamped into the
+    // weight for their scales (rows past n or I feed no output)
+    const int r_lo = 16 * warp + (lane >> 2), r_hi = r_lo + 8;
+    auto weight_row = [&](int r) {
+      if constexpr (kGated) {
+        const int g = gate_up_row<kGroupRows>(r, row0, inter);
+        return g < 0 ? 0 : g;
+      } else {
+        return min(row0 + r, n - 1);
+      }
+    };
+    const float* s_lo = smap.row(weight_row(r_lo));
+    const float* s_hi = smap.row(weight_row(r_hi));
+    atlas::pdl_enter();
+    stage_x<kCols>(x, m, k, kt0, count, xtiles, xscale);
+    // the x tiles (generic-proxy stores) before any wgmma reads them (async proxy), for all
+    // four warps
+    atlas::bulk::fence_async_shared();
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
+
+    float a0[kAcc], a1[kAcc];
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) a0[j] = a1[j] = 0.f;
+    // k-tile i's four k32 MMAs into a fresh accumulator set, in flight on return
+    auto issue = [&](float (&a)[kAcc], int i) {
+      const int s = i % kStages;
+      atlas::bulk::wait_parity_or_trap(&full[s], (i / kStages) & 1, kHangCycles);
+      atlas::wgmma_fence();
+      const uint32_t wt = smem + s * kSlotBytes, xt = xtiles + i * kTileBytes;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_e4m3_k32(a, atlas::smem_desc(wt + 32 * kk), atlas::smem_desc(xt + 32 * kk), kk);
+      atlas::wgmma_commit();
+    };
+    // k-tile i's retired products into the f32 totals, scaled by its weight scales (wlo,
+    // whi: this thread's two rows) and x scales; mid parts carry their 1/16; its slot freed
+    auto retire = [&](float (&a)[kAcc], int i, float wlo, float whi) {
+      atlas::fence_acc(a);
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) {
+        const float xs = xscale[i * kTokens + (lane & 3) + 4 * (j >> 2)];
+        const float f = ((j >> 1) & 1 ? whi : wlo) * xs * ((j & 1) ? 0.0625f : 1.f);
+        tot[j] = fmaf(a[j], f, tot[j]);
+      }
+      if (lane == 0) atlas::bulk::arrive(&empty[i % kStages]);
+    };
+    // two accumulator sets: tile i's MMAs run while tile i - 1's are promoted; each tile's
+    // weight scales are read when it is issued and used when it retires
+    float w0lo = 0.f, w0hi = 0.f, w1lo = 0.f, w1hi = 0.f;
+    for (int i = 0; i < count; i += 2) {
+      const uint32_t c0 = smap.col(kt0 + i);
+      const float nlo = s_lo[c0], nhi = s_hi[c0];
+      issue(a0, i);
+      atlas::wgmma_wait<1>();
+      if (i > 0) retire(a1, i - 1, w1lo, w1hi);
+      w0lo = nlo;
+      w0hi = nhi;
+      if (i + 1 < count) {
+        const uint32_t c1 = smap.col(kt0 + i + 1);
+        const float mlo = s_lo[c1], mhi = s_hi[c1];
+        issue(a1, i + 1);
+        atlas::wgmma_wait<1>();
+        retire(a0, i, w0lo, w0hi);
+        w1lo = mlo;
+        w1hi = mhi;
+      }
+    }
+    atlas::wgmma_wait<0>();
+    if (count > 0) {
+      if (count & 1)
+        retire(a0, count - 1, w0lo, w0hi);
+      else
+        retire(a1, count - 1, w1lo, w1hi);
+    }
+  }
+  // every wgmma retired and every copy landed (each full phase was awaited): the ring is free
+  __syncthreads();
+  if (tid < kGroupThreads) {
+    const int lane = tid & 31, r_lo = 16 * (tid >> 5) + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < kAcc; j += 4) {  // token (lane & 3) + j / 4 ... : hi + mid / 16
+      const int t = (lane & 3) + j;
+      part[t * kPitch + r_lo] = tot[j] + tot[j + 1];
+      part[t * kPitch + r_lo + 8] = tot[j + 2] + tot[j + 3];
+    }
+  }
+  store_part<kSplit, kF32Out, 1, kGlu, true, true>(part, y, m, n, row0, rank);
+}
+
+template <int kSplit, bool kF32Out, Glu kGlu>
+__device__ __forceinline__ void dispatch(const TensorMap& wmap, const __nv_bfloat16* x,
+                                         const ScaleMap& smap, void* y, uint32_t m, uint32_t n,
+                                         uint32_t k) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (mi <= 4)
+    gemm_decode_fp8<8, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
+                                              empty);
+  else if (mi <= 8)
+    gemm_decode_fp8<16, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
+                                               empty);
+  else
+    __trap();  // ops/matmul_fp8_wgmma.py checks 1 <= m <= 8
+}
+
+}  // namespace
+
+// w and the other pointers as kernel_abi.py's _FP8_DECODE: the host reference reads the codes
+// through w, the kernel through wmap (the codes as a bf16 matrix [n][k / 2]). Per split: the
+// bf16 product, its f32 logits twin (a quantized LM head), the [gate | up] product ending with
+// its SwiGLU (y = act [m, n / 2]).
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<1, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<1, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<1, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split2(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<2, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split2(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<2, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split2(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<2, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split3(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<3, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split3(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<3, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split3(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<3, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split4(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<4, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split4(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<4, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split4(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<4, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split5(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<5, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split5(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<5, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(5, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split5(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<5, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split6(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<6, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split6(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<6, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(6, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split6(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<6, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split7(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<7, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split7(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<7, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(7, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split7(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<7, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_bf16_split8(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<8, false, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_f32_split8(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<8, true, Glu::kNone>(wmap, x, smap, y, m, n, k);
+}
+
+extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_swiglu_bf16_split8(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<8, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}

@@ -1,0 +1,125 @@
+"""Launch builder for FP8 E4M3 weights on Hopper's FP8 tensor cores: y[m, n] = x[m, k] @
+dequant(w)[n, k].T for 1..8 rows (kernels/hopper/common/gemm_decode_fp8.cu).
+
+Why a kernel of its own: the FP8 GEMVs decode every weight byte on the CUDA cores (the E4M3
+convert runs on the ALU pipe, which binds them near 2.6-2.7 TB/s), while wgmma reads E4M3
+operands natively. The kernel is the TMA decode GEMM's mould (matmul_decode.py) with 128-value
+k-tiles, x split exactly into two E4M3 parts, and each k-tile's products promoted to f32 with
+its scales. Its outputs: bf16, f32 logits (a quantized LM head), or the SwiGLU activation of a
+fused [gate | up] weight. `uses` decides, per product, whether a `matmul_quant` route takes it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .. import kernel_abi
+from ..gpu import DevicePtr, KernelSig, Stream
+from . import KernelCache, matmul_quant  # matmul_quant routes here: attributes at call time
+from ._preconditions import require_aligned
+from .matmul_decode import decode_split
+from .routes import DECODE_GEMM_TMA_SPLITS
+
+#: rows the kernel takes: wgmma N = 8 holds 4 tokens' (hi, mid) pairs, N = 16 holds 8
+FP8_WGMMA_MAX_M = 8
+#: one consumer warpgroup and a producer warp
+FP8_THREADS = 160
+#: E4M3 values of a k-tile (one 128-byte swizzle row)
+K_TILE = 128
+#: gemm_decode_fp8.cu's ring slots (8 KiB weight tiles), x tile bytes, x scale bytes
+FP8_STAGES = 9
+FP8_X_BYTES = 32 * 1024
+FP8_X_SCALE_BYTES = 512
+#: its dynamic shared memory: the ring, the x tiles, their scales, the 1 KiB alignment slack
+FP8_SMEM = FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + 1024
+
+Out = Literal["bf16", "f32", "swiglu"]
+_KIND = {"bf16": "bf16", "f32": "f32", "swiglu": "swiglu_bf16"}
+_SIGS: dict[tuple[Out, int], KernelSig] = {}
+for _sig in vars(kernel_abi).values():
+    if isinstance(_sig, KernelSig) and _sig.module == "gemm_decode_fp8":
+        _name, _, _split = _sig.func.removeprefix("gemm_decode_fp8_").partition("_split")
+        _out = next(o for o, kind in _KIND.items() if kind == _name)
+        _SIGS[_out, int(_split or 1)] = _sig
+
+
+def wgmma_cols(m: int) -> int:
+    """The kernel's wgmma N for m rows: two E4M3 parts a token, 8 or 16."""
+    return 8 if m <= 4 else 16
+
+
+def max_block_tiles(m: int) -> int:
+    """k-tiles of x one block holds in shared memory (32 at N = 8, 16 at N = 16): a split
+    must leave each block of the cluster at most this many."""
+    return FP8_X_BYTES // (wgmma_cols(m) * K_TILE)
+
+
+def fitting_splits(m: int, k: int) -> tuple[int, ...]:
+    """The cluster splits whose blocks' k ranges fit their x tiles."""
+    k_tiles = -(-k // K_TILE)
+    return tuple(s for s in DECODE_GEMM_TMA_SPLITS if -(-k_tiles // s) <= max_block_tiles(m))
+
+
+def supports(w: object, m: int) -> bool:
+    """Whether the kernel can compute an m-row product of w: an FP8 weight whose scale is
+    constant over each 128-column tile (128x128 blocks, per channel, per tensor), codes
+    16-byte aligned (its TMA map), k a multiple of 16, a split that fits its x tiles."""
+    return (isinstance(w, matmul_quant.Fp8Weight) and 1 <= m <= FP8_WGMMA_MAX_M and w.k % 16 == 0
+            and w.codes % 16 == 0
+            and (w.smap.col_stride == 0 or w.smap.col_shift >= 7)
+            and bool(fitting_splits(m, w.k)))
+
+
+def available(kc: KernelCache) -> bool:
+    """Whether the loaded kernel set has the module (sm_90a sets)."""
+    return "gemm_decode_fp8" in kc.backend.module_names
+
+
+def uses(kc: KernelCache, w: object, m: int) -> bool:
+    """Whether a `matmul_quant` route runs an m-row product of w here: switched on
+    (ATLAS_QUANT_FP8_WGMMA=1), the module loaded, and `supports`."""
+    return kc.routes.quant_fp8_wgmma and available(kc) and supports(w, m)
+
+
+def split_for(kc: KernelCache, m: int, n: int, k: int, out: Out) -> int:
+    """The cluster split of a launch: the routes' forced one (ATLAS_DECODE_GEMM_SPLIT) where
+    it fits, else matmul_decode.decode_split's wave rule over the fitting splits, with the
+    blocks the device holds at each (two 160-thread blocks an SM, clusters in a GPC). The
+    rule counts k-tiles of 64 bf16 columns: 128 E4M3 columns are the same 128 bytes."""
+    splits = fitting_splits(m, k)
+    forced = kc.routes.decode_gemm_split
+    if forced is not None and forced in splits:
+        return forced
+    resident: dict[int, int] | None = {} if kc.routes.decode_gemm_occupancy else None
+    for split in splits:
+        if resident is None:
+            break
+        launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
+        blocks = kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM, split)
+        resident = None if blocks is None else {**resident, split: blocks}
+    return decode_split(m, n, k // 2, kc.facts.sm_count, None, 1, resident, splits)
+
+
+def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8Weight,
+             y: DevicePtr, m: int, out: Out = "bf16", split: int | None = None) -> None:
+    """y = x @ dequant(w).T, 1 <= m <= 8 (x bf16 [m, k]); `out` 'bf16' (y [m, n]), 'f32'
+    (logits: the bf16-rounded sums widened) or 'swiglu' (w the fused [gate | up] weight, n
+    even; y the activation [m, n / 2]). `split` forces the cluster split (check cases).
+    Grid ceil(n / 64) * split (a gated tile holds 32 gate/up pairs: the same count)."""
+    if not supports(w, m):
+        raise ValueError(f"gemm_fp8: m={m}, FP8 [{w.n}, {w.k}] (scale map {w.smap}) is not "
+                         "a product the FP8 tensor-core kernel takes (matmul_fp8_wgmma.supports)")
+    if out == "swiglu" and w.n % 2:
+        raise ValueError(f"gemm_fp8: the SwiGLU output needs an even n, got {w.n}")
+    require_aligned("gemm_fp8", "x", x, 8)
+    require_aligned("gemm_fp8", "y", y, 4 if out == "f32" else 2)
+    if split is None:
+        split = split_for(kc, m, w.n, w.k, out)
+    elif split not in fitting_splits(m, w.k):
+        raise ValueError(f"gemm_fp8: split {split} is not one of {fitting_splits(m, w.k)} "
+                         f"(k={w.k}, m={m})")
+    rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
+    wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
+    launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
+    launch(stream, -(-w.n // 64) * split, FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y, m,
+           w.n, w.k, *w.map_args, wmap)

@@ -1,0 +1,203 @@
+"""The decode GEMM on Hopper's FP8 tensor cores (gemm_decode_fp8): the exactness of its x
+split (a numpy model of the kernel's stage_x against every bf16 value), its check cases on the
+host reference (launch builder and reference agree with the float64 oracle), the routes that
+send FP8 products to it (switch, outputs, preconditions) and their launch geometry, and the
+kernel constants the builder mirrors. There is no GPU in CI; the device check is
+tools/gpu/check_kernels.py -m gemm_decode_fp8 over the same cases."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from atlas.core.numerics import bf16_bits_to_f32, f32_to_fp8_e4m3, fp8_e4m3_to_f32
+from atlas.core.quant import Fp8ScaleMap
+from atlas.runtime.cases import gemm_decode_fp8 as case_defs
+from atlas.runtime.host import HostBackend
+from atlas.runtime.kernel_check import check
+from atlas.runtime.mock import MockGpuBackend
+from atlas.runtime.ops import KernelCache, matmul_fp8_wgmma, matmul_quant
+from atlas.runtime.ops.matmul_quant import Fp8Weight, QuantLinear
+from atlas.runtime.ops.routes import KernelRoutes
+from test_reference_kernels_a import test_cuda_entry_points_match_the_abi as _declares_abi
+
+SOURCE = Path(__file__).resolve().parents[2] / "kernels/hopper/common/gemm_decode_fp8.cu"
+
+
+def _kernel_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """stage_x of gemm_decode_fp8.cu for one 128-value tile x (f32 of bf16 values): the
+    tile's exponent a, hi and mid as E4M3 codes."""
+    amax = np.float32(np.abs(x).max())
+    e = int((amax.view(np.uint32) >> 23) & 0xFF) - 127
+    a = 0 if amax == 0 else max(-126, min(126, 7 - e))
+    v = (x * np.float32(2.0 ** a)).astype(np.float32)
+    hi = f32_to_fp8_e4m3(v)
+    mid = f32_to_fp8_e4m3(((v - fp8_e4m3_to_f32(hi)) * np.float32(16)).astype(np.float32))
+    return np.int32(a), hi, mid
+
+
+def _rebuilt(x: np.ndarray) -> np.ndarray:
+    a, hi, mid = _kernel_x(x)
+    return (fp8_e4m3_to_f32(hi).astype(np.float64) + fp8_e4m3_to_f32(mid) / 16.0) * 2.0 ** -a
+
+
+def test_x_split_is_exact_down_to_two_to_the_minus_13_of_the_tile_max() -> None:
+    """Every finite bf16 value x, in a tile whose largest |x| is 2^E (any E the format has),
+    comes back exactly from hi + mid / 16 wherever |x| >= 2^(E - 13); below, the error stays
+    under 2^(E - 16) (what the kernel's header promises)."""
+    bits = np.arange(0, 0x7F80, dtype=np.uint32).astype(np.uint16)  # every positive finite
+    values = bf16_bits_to_f32(bits)
+    for top_exp in (-100, -6, 0, 7, 15, 100):
+        top = np.float32(2.0 ** top_exp)
+        keep = values <= top
+        x = np.concatenate([values[keep], -values[keep]])
+        pad = (-len(x)) % 127
+        x = np.concatenate([x, np.zeros(pad, np.float32)]).reshape(-1, 127)
+        tiles = np.concatenate([np.full((len(x), 1), top, np.float32), x], axis=1)
+        back = np.stack([_rebuilt(t) for t in tiles])
+        err = np.abs(back - tiles.astype(np.float64))
+        big = np.abs(tiles) >= 2.0 ** (top_exp - 13)
+        assert not err[big].any(), top_exp
+        assert err.max() <= 2.0 ** (top_exp - 16), top_exp
+
+
+CASES = [case_defs.gemm_decode_fp8_case(np.random.default_rng(97), *shape)
+         for shape in case_defs.FP8_WGMMA_SHAPES if shape[1] * shape[2] * shape[3] <= 2 ** 24]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_reference_matches_the_oracle(case) -> None:
+    result = check(HostBackend(), case)
+    assert result.passed, result.detail
+
+
+def test_cases_cover_widths_splits_outputs_and_layouts() -> None:
+    shapes = case_defs.FP8_WGMMA_SHAPES
+    assert {matmul_fp8_wgmma.wgmma_cols(m) for _, m, *_ in shapes} == {8, 16}
+    assert {s for *_, s in shapes} >= {None, 1, 2, 3, 4, 5, 6, 7, 8}
+    assert {o for *_, o, _ in shapes} == {"bf16", "f32", "swiglu"}
+    assert {lay for lay, *_ in shapes} == {"block", "channel", "tensor"}
+    assert any(n % 64 for _, _, n, *_ in shapes) and any(k % 128 for _, _, _, k, *_ in shapes)
+
+
+def test_entry_points_match_the_abi() -> None:
+    _declares_abi("gemm_decode_fp8")
+
+
+def _constant(name: str) -> int:
+    """A `constexpr int name = <expression>;` of the kernel source, evaluated."""
+    match = re.search(rf"constexpr int {name} = ([^;]+);", SOURCE.read_text())
+    assert match, name
+    return int(eval(match.group(1).replace("kGroupRows", "64").replace("kKTile", "128")))
+
+
+def test_builder_mirrors_the_kernel_constants() -> None:
+    assert _constant("kStages") == matmul_fp8_wgmma.FP8_STAGES
+    assert _constant("kXBytes") == matmul_fp8_wgmma.FP8_X_BYTES
+    assert _constant("kXScaleBytes") == matmul_fp8_wgmma.FP8_X_SCALE_BYTES
+    assert _constant("kKTile") == matmul_fp8_wgmma.K_TILE
+    assert (_constant("kStages") * _constant("kSlotBytes") + _constant("kXBytes")
+            + _constant("kXScaleBytes") + 1024) == matmul_fp8_wgmma.FP8_SMEM
+
+
+class _Fp8Mock(MockGpuBackend):
+    """A device whose loaded set has the FP8 tensor-core module, counting tensor maps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[tuple[int, int, int, int]] = []
+
+    @property
+    def module_names(self) -> list[str]:
+        return ["gemm_decode_fp8", "gemv_fp8", "gemv_mma_quant", "gemv_quant_direct"]
+
+    def tensor_map_2d(self, ptr: int, rows: int, cols: int, box_rows: int,
+                      box_cols: int = 64) -> bytes:
+        self.encoded.append((ptr, rows, cols, box_rows))
+        return super().tensor_map_2d(ptr, rows, cols, box_rows, box_cols)
+
+
+def _weight(dev: MockGpuBackend, n: int, k: int, smap: Fp8ScaleMap | None = None) -> Fp8Weight:
+    smap = smap or Fp8ScaleMap.block(n, k)
+    return Fp8Weight(dev.alloc(n * k), dev.alloc(4 * max(1, int(np.prod(smap.shape or (1,))))),
+                     n, k, smap)
+
+
+def _routes(on: bool) -> KernelRoutes:
+    return KernelRoutes.from_env({"ATLAS_QUANT_FP8_WGMMA": "1"} if on else {})
+
+
+def test_switch_sends_every_output_of_one_to_eight_rows_to_the_kernel() -> None:
+    dev = _Fp8Mock()
+    kc = KernelCache(dev, _routes(True))
+    qkv, gate_up = _weight(dev, 6144, 4096), _weight(dev, 24576, 4096)
+    x, y = dev.alloc(8 * 4096 * 2), dev.alloc(8 * 24576 * 4)
+    for m in (1, 4, 5, 8):
+        matmul_quant.linear_quant(kc, 0, x, qkv, y, m)
+        assert matmul_quant.fuses_swiglu(kc, gate_up, m)
+        matmul_quant.linear_swiglu_quant(kc, 0, x, gate_up, y, m)
+        QuantLinear(qkv).linear(kc, 0, x, y, m, out_f32=True)
+        plain, swiglu, logits = dev.drain_launches()
+        assert plain.func.startswith("gemm_decode_fp8_bf16"), plain.func
+        assert swiglu.func.startswith("gemm_decode_fp8_swiglu_bf16"), swiglu.func
+        assert logits.func.startswith("gemm_decode_fp8_f32"), logits.func
+        for record in (plain, swiglu, logits):
+            assert record.block == (160, 1, 1) and record.shared == matmul_fp8_wgmma.FP8_SMEM
+            assert record.args["m"] == m
+    # the codes seen as bf16 [n][k / 2], 64-row boxes (SwiGLU: 32, gate and up apart)
+    assert (qkv.codes, 6144, 2048, 64) in dev.encoded
+    assert (gate_up.codes, 24576, 2048, 32) in dev.encoded
+
+
+def test_splits_follow_the_wave_rule_within_the_x_tiles() -> None:
+    """Qwen3-8B at batch 1 on an H200's 132 SMs (two blocks an SM): qkv's 96 tiles split 2,
+    o_proj's 64 split 4, gate_up's 384 split 2 (2.9 waves), down (96 k-tiles: no block holds
+    more than 32, so 3 at least) split 4; nine rows are not this kernel's."""
+    dev = _Fp8Mock()
+    kc = KernelCache(dev, _routes(True))
+    x, y = dev.alloc(16 * 12288 * 2), dev.alloc(16 * 24576 * 4)
+    for n, k, swiglu, grid in ((6144, 4096, False, 96 * 2), (4096, 4096, False, 64 * 4),
+                               (24576, 4096, True, 384 * 2), (4096, 12288, False, 64 * 4)):
+        w = _weight(dev, n, k)
+        if swiglu:
+            matmul_quant.linear_swiglu_quant(kc, 0, x, w, y, 1)
+        else:
+            matmul_quant.linear_quant(kc, 0, x, w, y, 1)
+        (record,) = dev.drain_launches()
+        assert record.grid == (grid, 1, 1), (n, k, record.func)
+    assert matmul_fp8_wgmma.fitting_splits(1, 12288) == (3, 4, 5, 6, 7, 8)
+    assert matmul_fp8_wgmma.fitting_splits(8, 4096) == (2, 3, 4, 5, 6, 7, 8)
+    assert not matmul_fp8_wgmma.uses(kc, _weight(dev, 4096, 4096), 9)
+
+
+def test_switch_off_or_unsupported_weights_keep_the_gemv_routes() -> None:
+    dev = _Fp8Mock()
+    x, y = dev.alloc(4096 * 2), dev.alloc(4096 * 4)
+    for kc, w in ((KernelCache(dev, _routes(False)), _weight(dev, 4096, 4096)),
+                  # a scale every 64 columns changes inside a 128-column k-tile
+                  (KernelCache(dev, _routes(True)),
+                   _weight(dev, 256, 4096, Fp8ScaleMap(7, 64, 6, 1, (2, 64)))),
+                  # 32 * 8 k-tiles a block at most: k = 36,864 fits no split
+                  (KernelCache(dev, _routes(True)), _weight(dev, 128, 36864))):
+        assert not matmul_fp8_wgmma.uses(kc, w, 1)
+        matmul_quant.linear_quant(kc, 0, x, w, y, 1)
+        (record,) = dev.drain_launches()
+        assert record.module != "gemm_decode_fp8", record.func
+
+
+def test_launch_builder_refuses_what_the_kernel_cannot_do() -> None:
+    dev = _Fp8Mock()
+    kc = KernelCache(dev, _routes(True))
+    x, y = dev.alloc(9 * 4096 * 2), dev.alloc(9 * 4096 * 2)
+    w = _weight(dev, 4096, 4096)
+    with pytest.raises(ValueError, match="not a product"):
+        matmul_fp8_wgmma.gemm_fp8(kc, 0, x, w, y, 9)
+    with pytest.raises(ValueError, match="split 1 is not one of"):
+        matmul_fp8_wgmma.gemm_fp8(kc, 0, x, w, y, 8, split=1)
+    with pytest.raises(ValueError, match="even n"):
+        matmul_fp8_wgmma.gemm_fp8(kc, 0, x, _weight(dev, 4097, 4096), y, 1, "swiglu")
+    with pytest.raises(ValueError, match="aligned"):
+        matmul_fp8_wgmma.gemm_fp8(kc, 0, x + 2, w, y, 1)
