@@ -57,7 +57,8 @@ from atlas.runtime.kernel_abi import SAMPLE_ROW  # noqa: E402
 from atlas.runtime.ops import (KernelCache, activation, attention,  # noqa: E402
                                attention_long, attention_verify, embedding,
                                gating, linear_attention, matmul, matmul_batched,
-                               matmul_decode, matmul_nvfp4, matmul_quant, matmul_quant_mma,
+                               matmul_decode, matmul_fp8_wgmma, matmul_nvfp4, matmul_quant,
+                               matmul_quant_mma,
                                moe, norm, rope, sampling)
 from atlas.runtime.ops.matmul_nvfp4 import Nvfp4Weight  # noqa: E402
 from atlas.runtime.ops.matmul_quant import Fp8Weight  # noqa: E402
@@ -527,6 +528,8 @@ SCALED_MM_TOL = 6e-2
 def quant_route(kc: KernelCache, w: Any, m: int, plain: bool = True) -> str:
     """The kernel QuantLinear runs an m-row product on (matmul_quant's dispatch); `plain`:
     a bf16 product (not the SwiGLU-ending gate_up, not f32 logits)."""
+    if matmul_fp8_wgmma.uses(kc, w, m):
+        return "gemm_decode_fp8 (FP8 tensor cores, TMA ring, x as two E4M3 parts)"
     if matmul_quant.uses_fp8_h2(kc, w, m):
         return "gemv_fp8_h2 (CUDA cores, E4M3 convert to f16, HFMA2)"
     if plain and matmul_quant.uses_core_single(kc, w, m):
@@ -589,8 +592,10 @@ def quant_linear_case(env: Env, s: Any) -> Case:
     # row one FP8 row on the tensor-core route, never the convert GEMV, an h2 row one NVFP4
     # row on the half-precision-FMA GEMV (NVFP4 or FP8); the others one NVFP4 row on the
     # tensor-core route, one FP8 row on the convert GEMV / tensor-core kernels, whatever
-    # ATLAS_QUANT_NVFP4_H2 / ATLAS_QUANT_FP8_H2 say (the h2 rows are their A/B)
-    routes = dataclasses.replace(env.kc.routes, quant_nvfp4_h2=s.h2, quant_fp8_h2=s.h2)
+    # ATLAS_QUANT_NVFP4_H2 / ATLAS_QUANT_FP8_H2 say (the h2 rows are their A/B); a wg row FP8
+    # rows on the FP8 tensor-core decode GEMM, which no other row takes
+    routes = dataclasses.replace(env.kc.routes, quant_nvfp4_h2=s.h2, quant_fp8_h2=s.h2,
+                                 quant_fp8_wgmma=s.wg)
     kc = (KernelCache(env.backend, dataclasses.replace(routes, quant_direct=False))
           if s.ring else
           KernelCache(env.backend, dataclasses.replace(routes, quant_fp8_core=False))

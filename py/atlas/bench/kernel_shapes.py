@@ -396,7 +396,9 @@ class QuantLinear:
     of the CUDA-core convert GEMV the plain b1 rows take by default. `h2`: a row of one batch
     row on the CUDA-core half-precision-FMA GEMV (NVFP4: ATLAS_QUANT_NVFP4_H2=1,
     gemv_nvfp4_h2_*; FP8: ATLAS_QUANT_FP8_H2=1, gemv_fp8_h2_*), the A/B of the routes the
-    plain b1 rows take (the h2 GEMV forced off there). `swiglu`:
+    plain b1 rows take (the h2 GEMV forced off there). `wg`: FP8 rows of 1..8 batch rows on
+    the FP8 tensor-core decode GEMM (ATLAS_QUANT_FP8_WGMMA=1, gemm_decode_fp8), the A/B of
+    the GEMV routes the other rows take. `swiglu`:
     w is a fused [gate | up] weight and the output the SwiGLU activation [m, n / 2] (the
     gate_up GEMV that ends with it). `logits`: f32 outputs (a quantized LM head, `atlas
     models quantize --lm-head`: the vocabulary-sized product)."""
@@ -411,6 +413,7 @@ class QuantLinear:
     narrow: int = 0
     tc: bool = False
     h2: bool = False
+    wg: bool = False
     swiglu: bool = False
     logits: bool = False
     quick: bool = False
@@ -436,6 +439,7 @@ class QuantLinear:
     def describe(self) -> str:
         extra = ((" ring" if self.ring else "") + (" lut" if self.lut else "")
                  + (f" n{self.narrow}" if self.narrow else "") + (" tc" if self.tc else "")
+                 + (" wg" if self.wg else "")
                  + (" +swiglu" if self.swiglu else "") + (" f32" if self.logits else ""))
         return f"m={self.m} n={self.n} k={self.k} {self.fmt}{extra}"
 
@@ -1072,6 +1076,17 @@ def table_shapes(m: ModelDims = QWEN3_8B,
                            swiglu=True),
                QuantLinear(label=f"{m.name} lm_head b1 fp8-block h2", m=1, n=m.vocab,
                            k=m.hidden, fmt="fp8-block", h2=True, logits=True)]
+    # FP8 at batch 1 and 8 on the FP8 tensor-core decode GEMM (ATLAS_QUANT_FP8_WGMMA=1, the
+    # A/B of the GEMV rows above): the four projections, gate_up ending with the SwiGLU, the
+    # LM head
+    for b in (1, 8):
+        shapes += [QuantLinear(label=f"{m.name} {name} b{b} fp8-block wg", m=b, n=n, k=k,
+                               fmt="fp8-block", wg=True) for name, n, k in _linears(m)]
+        shapes += [QuantLinear(label=f"{m.name} gate_up+swiglu b{b} fp8-block wg", m=b,
+                               n=2 * m.intermediate, k=m.hidden, fmt="fp8-block", wg=True,
+                               swiglu=True),
+                   QuantLinear(label=f"{m.name} lm_head b{b} fp8-block wg", m=b, n=m.vocab,
+                               k=m.hidden, fmt="fp8-block", wg=True, logits=True)]
     for small in small_models:
         shapes += [Linear(label=f"{small.name} {name} b1", m=1, n=n, k=k)
                    for name, n, k in _linears(small)]
