@@ -115,7 +115,8 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (defaults DEFAULT_DECODE_GEMM_MIN_M..DEFAULT_DECODE_GEMM_MAX_M).
 * ATLAS_DECODE_GEMM_SPLIT=1..8: its cluster split of K for every product (unset: the
   launch builder's occupancy rule, ops/matmul_decode.decode_split; 3, 5, 6 and 7 only on the
-  TMA kernel).
+  TMA kernel); also the FP8 tensor-core decode GEMM's where the split fits its x tiles
+  (ops/matmul_fp8_wgmma.split_for).
 * ATLAS_DECODE_GEMM_ANY_SPLIT=1: the split rule of the TMA decode GEMM picks among every
   cluster size 1..8 (DECODE_GEMM_TMA_SPLITS) instead of the powers of two: Qwen3-8B o_proj /
   down at 64 rows are 32 two-warpgroup tiles, split 4 does not fit the H200's clusters of 4
