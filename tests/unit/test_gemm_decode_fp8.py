@@ -8,6 +8,7 @@ tools/gpu/check_kernels.py -m gemm_decode_fp8 over the same cases."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +82,40 @@ def test_cases_cover_widths_splits_outputs_and_layouts() -> None:
     assert {o for *_, o, _ in shapes} == {"bf16", "f32", "swiglu"}
     assert {lay for lay, *_ in shapes} == {"block", "channel", "tensor"}
     assert any(n % 64 for _, _, n, *_ in shapes) and any(k % 128 for _, _, _, k, *_ in shapes)
+
+
+def test_traced_twins_compute_the_same_product_on_the_host() -> None:
+    for split in (1, 2, 3, 4):
+        case = case_defs.gemm_decode_fp8_case(np.random.default_rng(split), "block", 2, 300,
+                                              1024, split=split, traced=True)
+        result = check(HostBackend(), case)
+        assert result.passed, result.detail
+    with pytest.raises(ValueError, match="no traced entry"):
+        dev = _Fp8Mock()
+        matmul_fp8_wgmma.gemm_fp8_traced(KernelCache(dev), 0, dev.alloc(4096 * 2),
+                                         _weight(dev, 4096, 4096), dev.alloc(8192), 1, 5,
+                                         dev.alloc(64))
+
+
+def test_trace_report_reads_the_stamps() -> None:
+    """tools/gpu/trace_decode_fp8.py's report of two blocks on one SM: phases relative to
+    the first start (median / max, us), the span, blocks per SM, the busiest SM's k-tiles."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "gpu"))
+    import trace_decode_fp8
+
+    stamps = np.zeros((2, matmul_fp8_wgmma.TRACE_WORDS), np.uint64)
+    phases = matmul_fp8_wgmma.TRACE_PHASES
+    for b, (start, staged, end) in enumerate(((1000, 2500, 9000), (1400, 2900, 11000))):
+        stamps[b, phases["start"]] = start
+        stamps[b, phases["x staged"]] = staged
+        stamps[b, phases["end"]] = end
+        stamps[b, matmul_fp8_wgmma.TRACE_SM_WORD] = 7
+    head, line = trace_decode_fp8.trace_lines("qkv", stamps, 64, 4096, 2)
+    assert "2 blocks on 1 SMs (max 2, min 2 a SM; busiest SM 32 k-tiles" in head
+    assert "span 10.00 us" in head
+    assert "start 0.20/0.40" in line and "x staged 1.70/1.90" in line
+    assert "waited" not in line  # never stamped: left out
+    assert trace_decode_fp8.main(["--dry-run"]) == 0
 
 
 def test_entry_points_match_the_abi() -> None:

@@ -123,6 +123,30 @@ struct ScaleMap {
   }
 };
 
+// The traced entries' stamps (tools/gpu/trace_decode_fp8.py): %globaltimer (ns) of block
+// phases in trace[block][kTraceWords], words [0, 8) stamped by consumer thread 0, [8, 12) by
+// the producer thread, kTraceSm the block's SM. Null: the plain entries, no stamps.
+enum Fp8Phase : int {
+  kFp8Start,       // consumer thread 0's first instruction
+  kFp8Waited,      // its griddepcontrol.wait returned
+  kFp8XStaged,     // the block's x tiles staged (the warpgroup barrier passed)
+  kFp8FirstTile,   // the first weight tile landed and its MMAs issued
+  kFp8LastTile,    // the last tile's MMAs retired into the totals
+  kFp8Epilogue,    // the block barrier before the epilogue passed
+  kFp8End,         // the tile stored (store_part returned)
+  kFp8RingIssued = 8,  // producer: the first ring's copies issued (before its wait)
+  kFp8ProducerWaited,  // producer: its griddepcontrol.wait returned
+  kFp8AllIssued,       // producer: every copy issued
+};
+constexpr int kTraceWords = 16, kTraceSm = 15;  // ops/matmul_fp8_wgmma.py TRACE_WORDS
+
+__device__ __forceinline__ void stamp(unsigned long long* trace, int phase) {
+  if (trace == nullptr) return;
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  trace[static_cast<size_t>(blockIdx.x) * kTraceWords + phase] = ns;
+}
+
 // The block's x, tokens [0, m) and k-tiles [kt0, kt0 + count), into `tiles` (tile i at
 // i * kCols * 128: row 2t = hi of token t, row 2t + 1 = mid, rows from 2m zero, 128-byte
 // swizzled) and `xscale` (xscale[i * kCols / 2 + t] = 2^-a of the header). One warp converts a
@@ -195,7 +219,8 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
                                                 const __nv_bfloat16* __restrict__ x,
                                                 const ScaleMap& smap, void* __restrict__ y,
                                                 int m, int n, int k, uint8_t* smem_raw,
-                                                uint64_t* full, uint64_t* empty) {
+                                                uint64_t* full, uint64_t* empty,
+                                                unsigned long long* trace) {
   constexpr int kAcc = kCols / 2, kTokens = kCols / 2, kTileBytes = kCols * kKTile;
   constexpr bool kGated = kGlu != Glu::kNone;
   constexpr int kOutRows = kGated ? kGroupRows / 2 : kGroupRows;
@@ -216,6 +241,12 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;
   const int tid = static_cast<int>(threadIdx.x);
+  if (trace != nullptr && tid == 0) {
+    stamp(trace, kFp8Start);
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    trace[static_cast<size_t>(blockIdx.x) * kTraceWords + kTraceSm] = smid;
+  }
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -251,8 +282,11 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       // the first ring before the PDL wait (no kernel writes weights), the rest after it
       const int ahead = count < kStages ? count : kStages;
       for (int g = 0; g < ahead; ++g) load(g);
+      stamp(trace, kFp8RingIssued);
       atlas::pdl_enter();
+      stamp(trace, kFp8ProducerWaited);
       for (int g = ahead; g < count; ++g) load(g);
+      stamp(trace, kFp8AllIssued);
     } else {
       atlas::pdl_enter();
     }
@@ -272,11 +306,13 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     const float* s_lo = smap.row(weight_row(r_lo));
     const float* s_hi = smap.row(weight_row(r_hi));
     atlas::pdl_enter();
+    if (tid == 0) stamp(trace, kFp8Waited);
     stage_x<kCols>(x, m, k, kt0, count, xtiles, xscale);
     // the x tiles (generic-proxy stores) before any wgmma reads them (async proxy), for all
     // four warps
     atlas::bulk::fence_async_shared();
     asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
+    if (tid == 0) stamp(trace, kFp8XStaged);
 
     float a0[kAcc], a1[kAcc];
 #pragma unroll
@@ -311,6 +347,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       const uint32_t c0 = smap.col(kt0 + i);
       const float nlo = s_lo[c0], nhi = s_hi[c0];
       issue(a0, i);
+      if (i == 0 && tid == 0) stamp(trace, kFp8FirstTile);
       atlas::wgmma_wait<1>();
       if (i > 0) retire(a1, i - 1, w1lo, w1hi);
       w0lo = nlo;
@@ -332,9 +369,11 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       else
         retire(a1, count - 1, w1lo, w1hi);
     }
+    if (tid == 0) stamp(trace, kFp8LastTile);
   }
   // every wgmma retired and every copy landed (each full phase was awaited): the ring is free
   __syncthreads();
+  if (tid == 0) stamp(trace, kFp8Epilogue);
   if (tid < kGroupThreads) {
     const int lane = tid & 31, r_lo = 16 * (tid >> 5) + (lane >> 2);
 #pragma unroll
@@ -345,21 +384,22 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     }
   }
   store_part<kSplit, kF32Out, 1, kGlu, true, true>(part, y, m, n, row0, rank);
+  if (tid == 0) stamp(trace, kFp8End);
 }
 
 template <int kSplit, bool kF32Out, Glu kGlu>
 __device__ __forceinline__ void dispatch(const TensorMap& wmap, const __nv_bfloat16* x,
                                          const ScaleMap& smap, void* y, uint32_t m, uint32_t n,
-                                         uint32_t k) {
+                                         uint32_t k, unsigned long long* trace = nullptr) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (mi <= 4)
     gemm_decode_fp8<8, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
-                                              empty);
+                                              empty, trace);
   else if (mi <= 8)
     gemm_decode_fp8<16, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
-                                               empty);
+                                               empty, trace);
   else
     __trap();  // ops/matmul_fp8_wgmma.py checks 1 <= m <= 8
 }
@@ -585,4 +625,44 @@ extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(kThreads)
         const __grid_constant__ TensorMap wmap) {
   const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
   dispatch<8, false, Glu::kSwiglu>(wmap, x, smap, y, m, n, k);
+}
+
+// The traced twins of the bf16 product at the splits the rule picks for Qwen3-8B-like shapes
+// (1..4): the same instructions with the block's phase stamps written to trace (u64
+// [grid][kTraceWords], zeroed by the caller; tools/gpu/trace_decode_fp8.py reads them).
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    gemm_decode_fp8_trace_bf16(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<1, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_trace_bf16_split2(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<2, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+}
+
+extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_trace_bf16_split3(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<3, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+}
+
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
+    gemm_decode_fp8_trace_bf16_split4(const __nv_bfloat16* x, const uint8_t* w,
+        const float* scale, void* y, uint32_t m, uint32_t n, uint32_t k, uint32_t row_shift,
+        uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
+        const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
+  const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
+  dispatch<4, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
 }

@@ -357,6 +357,17 @@ GEMM_DECODE_FP8_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_bf16_split8", _FP
 GEMM_DECODE_FP8_F32_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_f32_split8", _FP8_DECODE)
 GEMM_DECODE_FP8_SWIGLU_SPLIT8 = S("gemm_decode_fp8", "gemm_decode_fp8_swiglu_bf16_split8",
                                   _FP8_DECODE)
+# ... their traced twins (the bf16 product at splits 1..4, tools/gpu/trace_decode_fp8.py):
+# trace u64 [grid, ops.matmul_fp8_wgmma.TRACE_WORDS], zeroed before the launch, gets each
+# block's phase stamps (%globaltimer ns) and its SM id
+_FP8_DECODE_TRACE = _FP8_DECODE + " trace:ptr"
+GEMM_DECODE_FP8_TRACE = S("gemm_decode_fp8", "gemm_decode_fp8_trace_bf16", _FP8_DECODE_TRACE)
+GEMM_DECODE_FP8_TRACE_SPLIT2 = S("gemm_decode_fp8", "gemm_decode_fp8_trace_bf16_split2",
+                                 _FP8_DECODE_TRACE)
+GEMM_DECODE_FP8_TRACE_SPLIT3 = S("gemm_decode_fp8", "gemm_decode_fp8_trace_bf16_split3",
+                                 _FP8_DECODE_TRACE)
+GEMM_DECODE_FP8_TRACE_SPLIT4 = S("gemm_decode_fp8", "gemm_decode_fp8_trace_bf16_split4",
+                                 _FP8_DECODE_TRACE)
 # one block that waits for the kernel before it and only then lets the next one launch: between
 # a kernel writing a weight (a dequantize) and a GEMM that prefetches weights before its PDL wait
 PDL_FENCE = S("gemv_fp8", "pdl_fence", "")

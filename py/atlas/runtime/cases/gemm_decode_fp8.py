@@ -2,8 +2,9 @@
 sm_90a; ops/matmul_fp8_wgmma.py): its three outputs (bf16, f32 logits, the SwiGLU activation
 of a fused [gate | up] weight) against the float64 oracle, at both wgmma widths (m <= 4: N =
 8; m <= 8: N = 16), every cluster split 1..8 and the rule's own pick, the three FP8 scale
-layouts, Qwen3-8B's projection shapes, ragged n, a k ending inside a 128-column tile, and x
-with massive activations beside ordinary ones in one tile.
+layouts, Qwen3-8B's projection shapes, ragged n, a k ending inside a 128-column tile, x
+with massive activations beside ordinary ones in one tile, and the traced twins
+(tools/gpu/trace_decode_fp8.py) computing the same product.
 
 Tolerance, per element (`fp8_mma_slack`): Hopper's FP8 MMAs sum a k-tile's products at
 reduced precision (about 14 bits, DeepSeek-V3's measurement; each k32 step aligns its products
@@ -56,9 +57,11 @@ def fp8_mma_slack(x: np.ndarray, w: np.ndarray, swiglu: bool) -> np.ndarray:
 
 def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, k: int,
                          out: Out = "bf16", split: int | None = None,
-                         x_spikes: Mapping[int, float] | None = None) -> KernelCase:
+                         x_spikes: Mapping[int, float] | None = None,
+                         traced: bool = False) -> KernelCase:
     """y = x @ dequant(w).T (`out` 'bf16' / 'f32'), or act = swiglu of it for w = [gate | up]
-    ('swiglu', n even), through `matmul_fp8_wgmma.gemm_fp8` at `split` (None: its rule)."""
+    ('swiglu', n even), through `matmul_fp8_wgmma.gemm_fp8` at `split` (None: its rule);
+    `traced` (bf16, split 1..4): through the traced twin (`gemm_fp8_traced`)."""
     codes, scales, smap = random_fp8(rng, n, k, layout)
     inputs = {"x": with_spikes(random_bf16(rng, (m, k)), x_spikes), "w": codes,
               "s": scales.reshape(-1)}
@@ -71,9 +74,18 @@ def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, 
         x, w = operands(v)
         return x @ w.T
 
+    if traced:  # the stamps' buffer: an input (uploaded zeroed), never compared
+        inputs["trace"] = np.zeros((matmul_fp8_wgmma.grid_blocks(n, split or 1),
+                                    matmul_fp8_wgmma.TRACE_WORDS), np.uint64)
+
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
-        matmul_fp8_wgmma.gemm_fp8(KernelCache(backend), stream, p["x"],
-                                  Fp8Weight(p["w"], p["s"], n, k, smap), p["y"], m, out, split)
+        w = Fp8Weight(p["w"], p["s"], n, k, smap)
+        if traced:
+            matmul_fp8_wgmma.gemm_fp8_traced(KernelCache(backend), stream, p["x"], w, p["y"],
+                                             m, split or 1, p["trace"])
+        else:
+            matmul_fp8_wgmma.gemm_fp8(KernelCache(backend), stream, p["x"], w, p["y"], m,
+                                      out, split)
 
     if out == "swiglu":
         def oracle(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -94,7 +106,7 @@ def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, 
     slack = fp8_mma_slack(*operands(inputs), out == "swiglu")
     atol, rtol = DEFAULT_TOL[spec.precision]
     spec.tol = (max(atol, float(slack.max())), rtol)
-    label = "auto" if split is None else f"split{split}"
+    label = ("traced " if traced else "") + ("auto" if split is None else f"split{split}")
     return KernelCase(f"gemm_decode_fp8 {out} {layout} {label} m{m} n{n} k{k}"
                       f"{spikes_tag(x_spikes)}", "gemm_decode_fp8", inputs, {"y": spec}, run,
                       oracle, reference_abs_tol=tol, reference_slack={"y": slack})
@@ -125,4 +137,7 @@ def gemm_decode_fp8_cases(rng: np.random.Generator) -> list[KernelCase]:
                                    x_spikes={5: 3.0e4, 700: -1.2e4, 4095: 2.5e3}),
               gemm_decode_fp8_case(rng, "block", 3, 2048, 4096, "swiglu",
                                    x_spikes={130: -6.0e4})]
+    # the traced twins (tools/gpu/trace_decode_fp8.py) compute the same product
+    cases += [gemm_decode_fp8_case(rng, "block", 1, 6144, 4096, split=2, traced=True),
+              gemm_decode_fp8_case(rng, "channel", 6, 515, 2048, split=3, traced=True)]
     return cases

@@ -33,12 +33,24 @@ FP8_X_SCALE_BYTES = 512
 #: its dynamic shared memory: the ring, the x tiles, their scales, the 1 KiB alignment slack
 FP8_SMEM = FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + 1024
 
+#: u64 words of a block's trace (gemm_decode_fp8.cu kTraceWords): phase stamps (ns) at
+#: TRACE_PHASES' indices, the block's SM id at TRACE_SM_WORD
+TRACE_WORDS = 16
+TRACE_SM_WORD = 15
+TRACE_PHASES = {"start": 0, "waited": 1, "x staged": 2, "first tile": 3, "last tile": 4,
+                "epilogue": 5, "end": 6, "producer ring issued": 8, "producer waited": 9,
+                "producer all issued": 10}
+
 Out = Literal["bf16", "f32", "swiglu"]
 _KIND = {"bf16": "bf16", "f32": "f32", "swiglu": "swiglu_bf16"}
 _SIGS: dict[tuple[Out, int], KernelSig] = {}
+_TRACE_SIGS: dict[int, KernelSig] = {}
 for _sig in vars(kernel_abi).values():
     if isinstance(_sig, KernelSig) and _sig.module == "gemm_decode_fp8":
         _name, _, _split = _sig.func.removeprefix("gemm_decode_fp8_").partition("_split")
+        if _name == "trace_bf16":
+            _TRACE_SIGS[int(_split or 1)] = _sig
+            continue
         _out = next(o for o, kind in _KIND.items() if kind == _name)
         _SIGS[_out, int(_split or 1)] = _sig
 
@@ -121,5 +133,25 @@ def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8W
     rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
     launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
-    launch(stream, -(-w.n // 64) * split, FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y, m,
-           w.n, w.k, *w.map_args, wmap)
+    launch(stream, grid_blocks(w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y,
+           m, w.n, w.k, *w.map_args, wmap)
+
+
+def grid_blocks(n: int, split: int) -> int:
+    """Blocks of a launch: a 64-row tile (32 gate/up pairs) per cluster of `split`."""
+    return -(-n // 64) * split
+
+
+def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
+                    w: matmul_quant.Fp8Weight, y: DevicePtr, m: int, split: int,
+                    trace: DevicePtr) -> None:
+    """The bf16 product of `gemm_fp8` at `split` (1..4, fitting) on the traced twin: the
+    same instructions, each block's phase stamps in trace (u64 [grid_blocks, TRACE_WORDS],
+    zeroed by the caller; tools/gpu/trace_decode_fp8.py)."""
+    if not supports(w, m) or split not in _TRACE_SIGS or split not in fitting_splits(m, w.k):
+        raise ValueError(f"gemm_fp8_traced: m={m}, FP8 [{w.n}, {w.k}] at split {split} has no "
+                         f"traced entry (splits {sorted(_TRACE_SIGS)} that fit)")
+    wmap = kc.tensor_map(w.codes, w.n, w.k // 2, 64)
+    launch = kc.get_with_shared(_TRACE_SIGS[split], FP8_SMEM)
+    launch(stream, grid_blocks(w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y,
+           m, w.n, w.k, *w.map_args, wmap, trace)

@@ -203,21 +203,25 @@ def pdl_fence(mem: HostMemory, grid: Dim3, block: Dim3) -> None:
     return None
 
 
-def _without_map(product: ReferenceFn) -> ReferenceFn:
-    """`product` for an entry point that also takes its codes' tensor map, last (the device
-    reads w through it; the host reads w itself)."""
+def _without(product: ReferenceFn, trailing: int) -> ReferenceFn:
+    """`product` for an entry point that also takes `trailing` parameters last: its codes'
+    tensor map (the device reads w through it; the host reads w itself) and, on the traced
+    twins, the trace buffer (stamps of device time, which the host has none of)."""
 
     def run(mem: HostMemory, grid: Dim3, block: Dim3, *values: int) -> None:
-        product(mem, grid, block, *values[:-1])
+        product(mem, grid, block, *values[:-trailing])
 
     return run
 
 
 # gemm_decode_fp8.cu (1..8 rows on the FP8 tensor cores, ops/matmul_fp8_wgmma.py): every
-# split's plain, logits and SwiGLU entry computes the GEMVs' product (its k-tile partial sums
-# on the tensor cores: cases/gemm_decode_fp8.py states the tolerance)
+# split's plain, logits and SwiGLU entry, and the traced twins of the plain one, compute the
+# GEMVs' product (its k-tile partial sums on the tensor cores: cases/gemm_decode_fp8.py
+# states the tolerance)
 for _sig in [s for s in vars(kernel_abi).values()
              if isinstance(s, KernelSig) and s.module == "gemm_decode_fp8"]:
     _kind = _sig.func.removeprefix("gemm_decode_fp8_").partition("_split")[0]
-    reference(_sig)(_without_map({"bf16": gemv_fp8_bf16, "f32": gemv_fp8_f32,
-                                  "swiglu_bf16": gemv_fp8_swiglu_bf16}[_kind]))
+    _traced = _kind == "trace_bf16"
+    reference(_sig)(_without({"bf16": gemv_fp8_bf16, "trace_bf16": gemv_fp8_bf16,
+                              "f32": gemv_fp8_f32, "swiglu_bf16": gemv_fp8_swiglu_bf16}[_kind],
+                             2 if _traced else 1))
