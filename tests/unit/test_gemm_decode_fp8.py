@@ -134,6 +134,16 @@ def test_builder_mirrors_the_kernel_constants() -> None:
     assert _constant("kXBytes") == matmul_fp8_wgmma.FP8_X_BYTES
     assert _constant("kXScaleBytes") == matmul_fp8_wgmma.FP8_X_SCALE_BYTES
     assert _constant("kKTile") == matmul_fp8_wgmma.K_TILE
+    assert _constant("kTraceWords") == matmul_fp8_wgmma.TRACE_WORDS
+    assert _constant("kTraceSm") == matmul_fp8_wgmma.TRACE_SM_WORD
+    # the phase enum's values, in order, are TRACE_PHASES' words
+    enum = re.search(r"enum Fp8Phase : int \{(.*?)\};", SOURCE.read_text(), re.S).group(1)
+    names = re.findall(r"^\s*(kFp8\w+)(?: = (\d+))?,", enum, re.M)
+    words, word = [], -1
+    for _, value in names:
+        word = int(value) if value else word + 1
+        words.append(word)
+    assert words == list(matmul_fp8_wgmma.TRACE_PHASES.values())
     assert (_constant("kStages") * _constant("kSlotBytes") + _constant("kXBytes")
             + _constant("kXScaleBytes") + 1024) == matmul_fp8_wgmma.FP8_SMEM
 

@@ -138,7 +138,8 @@ enum Fp8Phase : int {
   kFp8ProducerWaited,  // producer: its griddepcontrol.wait returned
   kFp8AllIssued,       // producer: every copy issued
 };
-constexpr int kTraceWords = 16, kTraceSm = 15;  // ops/matmul_fp8_wgmma.py TRACE_WORDS
+constexpr int kTraceWords = 16;  // ops/matmul_fp8_wgmma.py TRACE_WORDS
+constexpr int kTraceSm = 15;     // ... TRACE_SM_WORD
 
 __device__ __forceinline__ void stamp(unsigned long long* trace, int phase) {
   if (trace == nullptr) return;
