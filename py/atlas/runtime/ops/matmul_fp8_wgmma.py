@@ -102,14 +102,23 @@ def split_for(kc: KernelCache, m: int, n: int, k: int, out: Out) -> int:
     forced = kc.routes.decode_gemm_split
     if forced is not None and forced in splits:
         return forced
-    resident: dict[int, int] | None = {} if kc.routes.decode_gemm_occupancy else None
+    return decode_split(m, n, k // 2, kc.facts.sm_count, None, 1,
+                        _resident(kc, out, splits), splits)
+
+
+def _resident(kc: KernelCache, out: Out, splits: tuple[int, ...]) -> dict[int, int] | None:
+    """The blocks the device holds at once for each split's entry (asked once per shape by
+    KernelCache); None where the routes do not ask or the backend cannot say."""
+    if not kc.routes.decode_gemm_occupancy:
+        return None
+    resident = {}
     for split in splits:
-        if resident is None:
-            break
         launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
         blocks = kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM, split)
-        resident = None if blocks is None else {**resident, split: blocks}
-    return decode_split(m, n, k // 2, kc.facts.sm_count, None, 1, resident, splits)
+        if blocks is None:
+            return None
+        resident[split] = blocks
+    return resident
 
 
 def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8Weight,
