@@ -111,7 +111,15 @@ def test_trace_report_reads_the_stamps() -> None:
         stamps[b, phases["end"]] = end
         stamps[b, matmul_fp8_wgmma.TRACE_SM_WORD] = 7
     head, line = trace_decode_fp8.trace_lines("qkv", stamps, 64, 4096, 2)
-    assert "2 blocks on 1 SMs (max 2, min 2 a SM; busiest SM 32 k-tiles" in head
+    assert ("2 blocks in 1 clusters for 1 tiles on 1 SMs (max 2, min 2 a SM; busiest SM 32 "
+            "k-tiles vs mean 32.0)") in head
+    # persistent: 4 blocks (2 clusters) for 3 tiles, one SM each: cluster 0 has two
+    stamps = np.zeros((4, matmul_fp8_wgmma.TRACE_WORDS), np.uint64)
+    stamps[:, phases["start"]], stamps[:, phases["end"]] = 1000, 5000
+    stamps[:, matmul_fp8_wgmma.TRACE_SM_WORD] = [0, 1, 2, 3]
+    persistent, _ = trace_decode_fp8.trace_lines("o", stamps, 192, 4096, 2)
+    assert "4 blocks in 2 clusters for 3 tiles on 4 SMs" in persistent
+    assert "busiest SM 32 k-tiles vs mean 24.0" in persistent
     assert "span 10.00 us" in head
     assert "start 0.20/0.40" in line and "x staged 1.70/1.90" in line
     assert "waited" not in line  # never stamped: left out
@@ -123,10 +131,15 @@ def test_entry_points_match_the_abi() -> None:
 
 
 def _constant(name: str) -> int:
-    """A `constexpr int name = <expression>;` of the kernel source, evaluated."""
-    match = re.search(rf"constexpr int {name} = ([^;]+);", SOURCE.read_text())
+    """A `constexpr int name = <expression>;` of the kernel source, evaluated (the constants
+    it names too; gemm_decode_tile.cuh's kGroupRows and partial_pitch as defined there)."""
+    match = re.search(rf"constexpr int {name} =\s*([^;]+);", SOURCE.read_text())
     assert match, name
-    return int(eval(match.group(1).replace("kGroupRows", "64").replace("kKTile", "128")))
+    expr = match.group(1)
+    scope = {"kGroupRows": 64, "kAlign": 1024, "partial_pitch": lambda groups: 64 * groups + 4}
+    for other in set(re.findall(r"\bk[A-Z]\w*", expr)) - set(scope):
+        scope[other] = _constant(other)
+    return int(eval(expr, scope))
 
 
 def test_builder_mirrors_the_kernel_constants() -> None:
@@ -144,8 +157,18 @@ def test_builder_mirrors_the_kernel_constants() -> None:
         word = int(value) if value else word + 1
         words.append(word)
     assert words == list(matmul_fp8_wgmma.TRACE_PHASES.values())
-    assert (_constant("kStages") * _constant("kSlotBytes") + _constant("kXBytes")
-            + _constant("kXScaleBytes") + 1024) == matmul_fp8_wgmma.FP8_SMEM
+    assert _constant("kPartBytes") == matmul_fp8_wgmma.FP8_PART_BYTES
+    assert _constant("kSmemBytes") == matmul_fp8_wgmma.FP8_SMEM
+
+
+def test_persistent_grid_holds_what_the_device_holds() -> None:
+    """A cluster a tile up to the clusters resident at once (the kernel loops over the
+    rest); unknown residency: a cluster a tile."""
+    assert matmul_fp8_wgmma.grid_blocks(6144, 2, 264) == 192  # 96 tiles: one each
+    assert matmul_fp8_wgmma.grid_blocks(24576, 2, 264) == 264  # 384 tiles on 132 clusters
+    assert matmul_fp8_wgmma.grid_blocks(24576, 3, 250) == 83 * 3  # whole clusters only
+    assert matmul_fp8_wgmma.grid_blocks(4100, 1, None) == 65
+    assert matmul_fp8_wgmma.grid_blocks(4096, 8, 4) == 8  # never below one cluster
 
 
 class _Fp8Mock(MockGpuBackend):

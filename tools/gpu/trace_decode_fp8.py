@@ -53,14 +53,19 @@ def trace_lines(name: str, trace: np.ndarray, n: int, k: int, split: int) -> lis
         parts.append(f"{phase} {np.median(rel):.2f}/{rel.max():.2f}")
     sm = trace[:, fp8.TRACE_SM_WORD].astype(np.int64)
     per_sm = np.bincount(sm)
-    per_sm = per_sm[per_sm > 0]
-    k_tiles = -(-k // fp8.K_TILE)
-    tiles_per_block = k_tiles / split
+    used = per_sm > 0
+    # the k-tiles each block streams: its cluster's tiles (persistent: c, c + C, ...) times
+    # its share of k
+    clusters, tiles = len(trace) // split, -(-n // 64)
+    cluster = np.arange(len(trace)) // split
+    block_k_tiles = np.maximum(0, -(-(tiles - cluster) // clusters)) * (-(-k // fp8.K_TILE) / split)
+    sm_k_tiles = np.bincount(sm, weights=block_k_tiles, minlength=len(per_sm))[used]
+    per_sm = per_sm[used]
     span = (int(trace[:, fp8.TRACE_PHASES["end"]].max()) - t0) / 1e3
-    return [f"{name} n{n} k{k} split {split}: {len(trace)} blocks on {len(per_sm)} SMs "
-            f"(max {per_sm.max()}, min {per_sm.min()} a SM; busiest SM "
-            f"{per_sm.max() * tiles_per_block:.0f} k-tiles vs mean "
-            f"{len(trace) * tiles_per_block / max(1, len(per_sm)):.1f}); span {span:.2f} us",
+    return [f"{name} n{n} k{k} split {split}: {len(trace)} blocks in {clusters} clusters for "
+            f"{tiles} tiles on {len(per_sm)} SMs (max {per_sm.max()}, min {per_sm.min()} a "
+            f"SM; busiest SM {sm_k_tiles.max():.0f} k-tiles vs mean {sm_k_tiles.mean():.1f}); "
+            f"span {span:.2f} us",
             "  us since the first start, median/max over blocks: " + "; ".join(parts)]
 
 
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         smap = Fp8ScaleMap.block(n, k)
         scales = np.full(smap.shape, 1.0 / (100.0 * k ** 0.5), np.float32)
         x = f32_to_bf16_bits(rng.uniform(-1, 1, (1, k)).astype(np.float32))
-        blocks = fp8.grid_blocks(n, split)
+        blocks = fp8.traced_blocks(kc, n, split)
         bufs = [backend.upload(a) for a in (codes, scales, x)]
         y = backend.alloc(2 * n)
         traces = [backend.upload(np.zeros((blocks, fp8.TRACE_WORDS), np.uint64))

@@ -40,6 +40,17 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// The split halves of a cluster barrier, every thread of every block of the cluster taking
+// part (exited threads count as arrived): an arrive without memory ordering (the caller says
+// why none is needed) and a wait.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait;\n" ::: "memory");
+}
+
 // The usual entry prologue of a kernel with nothing to prefetch: wait for the previous
 // kernel, then let the next one start launching.
 __device__ __forceinline__ void pdl_enter() {

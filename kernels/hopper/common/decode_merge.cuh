@@ -91,16 +91,6 @@ __device__ __forceinline__ float merge_warp_partials(const DecodeScratch& red, i
   return acc / total;
 }
 
-// The split halves of a cluster barrier, every thread of every block of the cluster taking
-// part: an arrive without memory ordering (the caller says why none is needed) and a wait.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait;\n" ::: "memory");
-}
-
 // A block's merged partial in its shared memory, for its cluster peers to read: per q head
 // of the pass, o normalized by l, m (log2 units) and l, as merge_warp_partials returns them.
 struct ClusterPart {

@@ -40,11 +40,28 @@
 // Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, two
 // blocks an SM. Shared memory: a ring of kStages 8 KiB weight slots, the x tiles of the block's
 // k range (at most kXBytes: ops/matmul_fp8_wgmma.py picks splits whose blocks' ranges fit),
-// their scales, the 1 KiB alignment slack; the epilogue's partial tile reuses the ring.
+// their scales, two partial tiles, the 1 KiB alignment slack.
 // Entry points: *_split{2..8} for clusters of S blocks over K (rank r takes k-tiles
-// [K r / S, K (r + 1) / S)). Grid ceil(n / 64) * S (gated: n / 2 pairs in 32-pair tiles: the
-// same count). Preconditions (host): 1 <= m <= 8, k % 16 == 0, codes 16-byte aligned, x
-// 8-byte aligned, gated entries n even.
+// [K r / S, K (r + 1) / S)). Tiles: ceil(n / 64) (gated: n / 2 pairs in 32-pair tiles, the
+// same count).
+//
+// Persistent: a launch of C clusters (the host launches min(tiles, the clusters the device
+// holds at once)) gives cluster c tiles c, c + C, ...: each block stages its x once, and the
+// producer streams the weight tiles of all the block's tiles through the ring without a break,
+// so the next tile's first weights land while the consumers sum the last one (gpu198's trace of
+// the one-tile-a-cluster form: x staging ~5 us a block, the cluster epilogue ~1.5 us, every
+// block of a multi-wave grid paying both, and clusters of a later wave waiting for a GPC's
+// slots). The split-K sum runs on mbarriers, not cluster barriers (the producer, streaming
+// ahead, never joins them): each consumer warp writes its rows of the tile's partial into part
+// buffer j % 2 and arrives on that buffer's part_full in every rank (release, cluster scope);
+// each rank waits for its own part_full, sums its batch rows [m r / S, m (r + 1) / S) over the
+// S partials (distributed shared memory, ranks in order: bit-reproducible) and arrives on every
+// rank's part_free; a rank writes a buffer again (two tiles later) and exits only once its
+// part_free says every rank has read it. Without a split one named barrier orders the
+// warpgroup's writes and reads of a buffer.
+//
+// Preconditions (host): 1 <= m <= 8, k % 16 == 0, codes 16-byte aligned, x 8-byte aligned,
+// gated entries n even, the grid a multiple of S.
 #include "atlas_common.cuh"
 #include "bulk_copy.cuh"
 #include <cuda_fp16.h>
@@ -63,11 +80,21 @@ constexpr int kSlotBytes = kGroupRows * kKTile;       // a [64][128] weight tile
 constexpr int kStages = 9;                            // ops/matmul_fp8_wgmma.py FP8_STAGES
 constexpr int kXBytes = 32 * 1024;                    // ... FP8_X_BYTES
 constexpr int kXScaleBytes = 512;                     // a float per (token, k-tile)
+constexpr int kPitch = partial_pitch(1);              // a partial tile's row (floats)
+constexpr int kPartFloats = 8 * kPitch;               // one for each of 8 tokens
+constexpr int kPartBytes = 2 * kPartFloats * 4;       // two: ... FP8_PART_BYTES
 constexpr int kProducerThreads = 32;
 constexpr int kThreads = kGroupThreads + kProducerThreads;
-constexpr int kSmemBytes = kStages * kSlotBytes + kXBytes + kXScaleBytes + kAlign;  // FP8_SMEM
+constexpr int kSmemBytes =
+    kStages * kSlotBytes + kXBytes + kXScaleBytes + kPartBytes + kAlign;  // FP8_SMEM
 constexpr long long kHangCycles = 4000000000LL;  // gemm_decode_tma.cu's trap, not a hang
-static_assert(kSmemBytes + 2 * kStages * 8 + 1024 <= 114 * 1024, "two blocks fit an SM");
+
+// The block's mbarriers: the ring's (a slot landed / drained) and the part buffers' (every
+// rank's partial of the buffer's tile written / every rank has summed from it).
+struct Barriers {
+  uint64_t full[kStages], empty[kStages], part_full[2], part_free[2];
+};
+static_assert(kSmemBytes + sizeof(Barriers) + 1024 <= 114 * 1024, "two blocks fit an SM");
 static_assert(kXBytes / (8 * kKTile) * 4 * 4 <= kXScaleBytes &&
                   kXBytes / (16 * kKTile) * 8 * 4 <= kXScaleBytes,
               "a scale for every (token, k-tile) the x tiles hold");
@@ -131,9 +158,9 @@ enum Fp8Phase : int {
   kFp8Waited,      // its griddepcontrol.wait returned
   kFp8XStaged,     // the block's x tiles staged (the warpgroup barrier passed)
   kFp8FirstTile,   // the first weight tile landed and its MMAs issued
-  kFp8LastTile,    // the last tile's MMAs retired into the totals
-  kFp8Epilogue,    // the block barrier before the epilogue passed
-  kFp8End,         // the tile stored (store_part returned)
+  kFp8LastTile,    // the block's last tile: its last k-tile's MMAs retired into the totals
+  kFp8Epilogue,    // ... its part buffer free (the partial's stores next)
+  kFp8End,         // the block's sums stored and its part buffers read by every rank
   kFp8RingIssued = 8,  // producer: the first ring's copies issued (before its wait)
   kFp8ProducerWaited,  // producer: its griddepcontrol.wait returned
   kFp8AllIssued,       // producer: every copy issued
@@ -214,30 +241,30 @@ __device__ __forceinline__ void stage_x(const __nv_bfloat16* __restrict__ x, int
   }
 }
 
-// The block's tile (header). kCols: wgmma N, twice the tokens it can hold.
+// The block's tiles (header): clusters c, c + C, ... of the launch's C = gridDim / kSplit take
+// tiles c, c + C, ...; kCols: wgmma N, twice the tokens it can hold.
 template <int kCols, int kSplit, bool kF32Out, Glu kGlu>
 __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
                                                 const __nv_bfloat16* __restrict__ x,
                                                 const ScaleMap& smap, void* __restrict__ y,
                                                 int m, int n, int k, uint8_t* smem_raw,
-                                                uint64_t* full, uint64_t* empty,
-                                                unsigned long long* trace) {
+                                                Barriers& bars, unsigned long long* trace) {
   constexpr int kAcc = kCols / 2, kTokens = kCols / 2, kTileBytes = kCols * kKTile;
   constexpr bool kGated = kGlu != Glu::kNone;
   constexpr int kOutRows = kGated ? kGroupRows / 2 : kGroupRows;
-  constexpr int kPitch = partial_pitch(1);
-  static_assert(kTokens * kPitch * 4 <= kStages * kSlotBytes, "the partial tile fits the ring");
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
   uint8_t* base = smem_raw + (smem - raw);
   const uint32_t xtiles = smem + kStages * kSlotBytes;
   float* xscale = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes);
-  float* part = reinterpret_cast<float*>(base);  // once every slot has drained
+  float* parts = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes + kXScaleBytes);
 
-  const int tile = static_cast<int>(blockIdx.x) / kSplit;
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
-  const int row0 = tile * kOutRows;  // first output column (gated: first gate/up pair)
-  const int inter = n / 2;           // activation width (kGated)
+  const int cluster = static_cast<int>(blockIdx.x) / kSplit;
+  const int clusters = static_cast<int>(gridDim.x) / kSplit;
+  const int inter = n / 2;  // activation width (kGated)
+  const int tiles = ((kGated ? inter : n) + kOutRows - 1) / kOutRows;
+  const int my_tiles = cluster < tiles ? (tiles - cluster + clusters - 1) / clusters : 0;
   const int k_tiles = (k + kKTile - 1) / kKTile;
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;
@@ -251,77 +278,95 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      atlas::bulk::init_barrier(&full[s], 1);
-      atlas::bulk::init_barrier(&empty[s], kGroupThreads / 32);  // per consumer warp
+      atlas::bulk::init_barrier(&bars.full[s], 1);
+      atlas::bulk::init_barrier(&bars.empty[s], kGroupThreads / 32);  // per consumer warp
+    }
+    for (int b = 0; b < 2; ++b) {  // per consumer warp of every rank
+      atlas::bulk::init_barrier(&bars.part_full[b], kSplit * kGroupThreads / 32);
+      atlas::bulk::init_barrier(&bars.part_free[b], kSplit * kGroupThreads / 32);
     }
     atlas::bulk::fence_barrier_init();
   }
   __syncthreads();
+  // peers arrive on this block's part barriers only past the cluster barrier's wait, which
+  // the init's release fence precedes
+  if constexpr (kSplit > 1) atlas::cluster_arrive_relaxed();
 
-  float tot[kAcc];
-#pragma unroll
-  for (int j = 0; j < kAcc; ++j) tot[j] = 0.f;
-  if (tid >= kGroupThreads) {  // the producer warp: its first lane streams the weight tiles
+  if (tid >= kGroupThreads) {  // the producer warp: its first lane streams every weight tile
     if (tid == kGroupThreads) {
       atlas::bulk::prefetch_map(&wmap);
       const uint64_t policy = atlas::l2_stream_policy();
+      // load g: k-tile g % count of the block's tile g / count, into slot g % kStages
       auto load = [&](int g) {
-        const int s = g % kStages;
+        const int s = g % kStages, j = g / count;
         if (g >= kStages)
-          atlas::bulk::wait_parity_or_trap(&empty[s], (g / kStages - 1) & 1, kHangCycles);
-        atlas::bulk::expect_bytes(&full[s], kSlotBytes);
+          atlas::bulk::wait_parity_or_trap(&bars.empty[s], (g / kStages - 1) & 1, kHangCycles);
+        atlas::bulk::expect_bytes(&bars.full[s], kSlotBytes);
         const uint32_t dst = smem + s * kSlotBytes;
-        const int c0 = (kt0 + g) * (kKTile / 2);  // the codes seen as bf16 [n][k / 2]
+        const int row0 = (cluster + j * clusters) * kOutRows;
+        const int c0 = (kt0 + g - j * count) * (kKTile / 2);  // the codes as bf16 [n][k / 2]
         if constexpr (kGated) {  // gate rows [row0, +32), then the up rows I past them
-          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &full[s], policy);
+          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &bars.full[s], policy);
           atlas::bulk::copy_tile_2d_stream(dst + kSlotBytes / 2, &wmap, c0, inter + row0,
-                                           &full[s], policy);
+                                           &bars.full[s], policy);
         } else {
-          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &full[s], policy);
+          atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &bars.full[s], policy);
         }
       };
       // the first ring before the PDL wait (no kernel writes weights), the rest after it
-      const int ahead = count < kStages ? count : kStages;
+      const int loads = my_tiles * count;
+      const int ahead = loads < kStages ? loads : kStages;
       for (int g = 0; g < ahead; ++g) load(g);
       stamp(trace, kFp8RingIssued);
       atlas::pdl_enter();
       stamp(trace, kFp8ProducerWaited);
-      for (int g = ahead; g < count; ++g) load(g);
+      for (int g = ahead; g < loads; ++g) load(g);
       stamp(trace, kFp8AllIssued);
     } else {
       atlas::pdl_enter();
     }
-  } else {  // the consumer warpgroup
-    const int lane = tid & 31, warp = tid >> 5;
-    // this thread's two weight rows of the tile (wgmma_util.cuh fragment), clamped into the
-    // weight for their scales (rows past n or I feed no output)
-    const int r_lo = 16 * warp + (lane >> 2), r_hi = r_lo + 8;
+    if constexpr (kSplit > 1) atlas::cluster_wait();  // the arrive's pair
+    return;  // the consumers' barriers never count this warp
+  }
+
+  // the consumer warpgroup
+  const int lane = tid & 31, warp = tid >> 5;
+  // this thread's two rows of a tile (wgmma_util.cuh fragment)
+  const int r_lo = 16 * warp + (lane >> 2), r_hi = r_lo + 8;
+  atlas::pdl_enter();
+  if (tid == 0) stamp(trace, kFp8Waited);
+  stage_x<kCols>(x, m, k, kt0, count, xtiles, xscale);
+  // the x tiles (generic-proxy stores) before any wgmma reads them (async proxy), for all
+  // four warps
+  atlas::bulk::fence_async_shared();
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
+  if (tid == 0) stamp(trace, kFp8XStaged);
+  if constexpr (kSplit > 1) atlas::cluster_wait();  // every peer's part barriers initialized
+
+  float tot[kAcc], a0[kAcc], a1[kAcc];
+#pragma unroll
+  for (int j = 0; j < kAcc; ++j) a0[j] = a1[j] = 0.f;
+  const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;  // this rank's sums
+  for (int j = 0, g = 0; j < my_tiles; ++j, g += count) {
+    const int row0 = (cluster + j * clusters) * kOutRows;  // first output column (pair)
+    // the weight rows of this thread's two tile rows, clamped into the weight for their
+    // scales (rows past n or I feed no output)
     auto weight_row = [&](int r) {
       if constexpr (kGated) {
-        const int g = gate_up_row<kGroupRows>(r, row0, inter);
-        return g < 0 ? 0 : g;
+        const int w = gate_up_row<kGroupRows>(r, row0, inter);
+        return w < 0 ? 0 : w;
       } else {
         return min(row0 + r, n - 1);
       }
     };
     const float* s_lo = smap.row(weight_row(r_lo));
     const float* s_hi = smap.row(weight_row(r_hi));
-    atlas::pdl_enter();
-    if (tid == 0) stamp(trace, kFp8Waited);
-    stage_x<kCols>(x, m, k, kt0, count, xtiles, xscale);
-    // the x tiles (generic-proxy stores) before any wgmma reads them (async proxy), for all
-    // four warps
-    atlas::bulk::fence_async_shared();
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
-    if (tid == 0) stamp(trace, kFp8XStaged);
-
-    float a0[kAcc], a1[kAcc];
 #pragma unroll
-    for (int j = 0; j < kAcc; ++j) a0[j] = a1[j] = 0.f;
+    for (int i = 0; i < kAcc; ++i) tot[i] = 0.f;
     // k-tile i's four k32 MMAs into a fresh accumulator set, in flight on return
     auto issue = [&](float (&a)[kAcc], int i) {
-      const int s = i % kStages;
-      atlas::bulk::wait_parity_or_trap(&full[s], (i / kStages) & 1, kHangCycles);
+      const int s = (g + i) % kStages;
+      atlas::bulk::wait_parity_or_trap(&bars.full[s], ((g + i) / kStages) & 1, kHangCycles);
       atlas::wgmma_fence();
       const uint32_t wt = smem + s * kSlotBytes, xt = xtiles + i * kTileBytes;
 #pragma unroll
@@ -334,21 +379,21 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     auto retire = [&](float (&a)[kAcc], int i, float wlo, float whi) {
       atlas::fence_acc(a);
 #pragma unroll
-      for (int j = 0; j < kAcc; ++j) {
-        const float xs = xscale[i * kTokens + (lane & 3) + 4 * (j >> 2)];
-        const float f = ((j >> 1) & 1 ? whi : wlo) * xs * ((j & 1) ? 0.0625f : 1.f);
-        tot[j] = fmaf(a[j], f, tot[j]);
+      for (int q = 0; q < kAcc; ++q) {
+        const float xs = xscale[i * kTokens + (lane & 3) + 4 * (q >> 2)];
+        const float f = ((q >> 1) & 1 ? whi : wlo) * xs * ((q & 1) ? 0.0625f : 1.f);
+        tot[q] = fmaf(a[q], f, tot[q]);
       }
-      if (lane == 0) atlas::bulk::arrive(&empty[i % kStages]);
+      if (lane == 0) atlas::bulk::arrive(&bars.empty[(g + i) % kStages]);
     };
-    // two accumulator sets: tile i's MMAs run while tile i - 1's are promoted; each tile's
-    // weight scales are read when it is issued and used when it retires
+    // two accumulator sets: k-tile i's MMAs run while k-tile i - 1's are promoted; each
+    // k-tile's weight scales are read when it is issued and used when it retires
     float w0lo = 0.f, w0hi = 0.f, w1lo = 0.f, w1hi = 0.f;
     for (int i = 0; i < count; i += 2) {
       const uint32_t c0 = smap.col(kt0 + i);
       const float nlo = s_lo[c0], nhi = s_hi[c0];
       issue(a0, i);
-      if (i == 0 && tid == 0) stamp(trace, kFp8FirstTile);
+      if (j == 0 && i == 0 && tid == 0) stamp(trace, kFp8FirstTile);
       atlas::wgmma_wait<1>();
       if (i > 0) retire(a1, i - 1, w1lo, w1hi);
       w0lo = nlo;
@@ -371,20 +416,43 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
         retire(a1, count - 1, w1lo, w1hi);
     }
     if (tid == 0) stamp(trace, kFp8LastTile);
-  }
-  // every wgmma retired and every copy landed (each full phase was awaited): the ring is free
-  __syncthreads();
-  if (tid == 0) stamp(trace, kFp8Epilogue);
-  if (tid < kGroupThreads) {
-    const int lane = tid & 31, r_lo = 16 * (tid >> 5) + (lane >> 2);
+
+    // the tile's partial into part buffer j % 2 (free again once every rank has summed what
+    // it held two tiles ago), then this rank's batch rows summed over the cluster's partials
+    const int buf = j & 1, use = j >> 1;
+    float* part = parts + buf * kPartFloats;
+    if (kSplit > 1 && j >= 2)
+      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_free[buf], (use - 1) & 1,
+                                               kHangCycles);
+    if (tid == 0) stamp(trace, kFp8Epilogue);
 #pragma unroll
-    for (int j = 0; j < kAcc; j += 4) {  // token (lane & 3) + j / 4 ... : hi + mid / 16
-      const int t = (lane & 3) + j;
-      part[t * kPitch + r_lo] = tot[j] + tot[j + 1];
-      part[t * kPitch + r_lo + 8] = tot[j + 2] + tot[j + 3];
+    for (int q = 0; q < kAcc; q += 4) {  // token (lane & 3) + q / 4 ... : hi + mid / 16
+      const int t = (lane & 3) + q;
+      part[t * kPitch + r_lo] = tot[q] + tot[q + 1];
+      part[t * kPitch + r_lo + 8] = tot[q + 2] + tot[q + 3];
+    }
+    if constexpr (kSplit > 1) {
+      __syncwarp();  // the warp's stores before its release arrivals
+      if (lane == 0)
+        for (int p = 0; p < kSplit; ++p) atlas::bulk::arrive_cluster(&bars.part_full[buf], p);
+      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_full[buf], use & 1, kHangCycles);
+    } else {
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
+    }
+    sum_store_quads<kSplit, kF32Out, kGlu, kGroupThreads, kOutRows, kPitch>(part, y, n, row0,
+                                                                           mi0, mi1, true);
+    if constexpr (kSplit > 1) {
+      __syncwarp();  // the warp's reads of every rank's part before it frees them
+      if (lane == 0)
+        for (int p = 0; p < kSplit; ++p) atlas::bulk::arrive_cluster(&bars.part_free[buf], p);
     }
   }
-  store_part<kSplit, kF32Out, 1, kGlu, true, true>(part, y, m, n, row0, rank);
+  // no peer still reads this block's part buffers when it exits
+  if constexpr (kSplit > 1) {
+    for (int j = my_tiles > 2 ? my_tiles - 2 : 0; j < my_tiles; ++j)
+      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_free[j & 1], (j >> 1) & 1,
+                                               kHangCycles);
+  }
   if (tid == 0) stamp(trace, kFp8End);
 }
 
@@ -393,14 +461,14 @@ __device__ __forceinline__ void dispatch(const TensorMap& wmap, const __nv_bfloa
                                          const ScaleMap& smap, void* y, uint32_t m, uint32_t n,
                                          uint32_t k, unsigned long long* trace = nullptr) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  __shared__ Barriers bars;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (mi <= 4)
-    gemm_decode_fp8<8, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
-                                              empty, trace);
+    gemm_decode_fp8<8, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, bars,
+                                              trace);
   else if (mi <= 8)
-    gemm_decode_fp8<16, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, full,
-                                               empty, trace);
+    gemm_decode_fp8<16, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, bars,
+                                               trace);
   else
     __trap();  // ops/matmul_fp8_wgmma.py checks 1 <= m <= 8
 }

@@ -115,7 +115,9 @@ def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, 
 #: (layout, m, n, k, out, split): Qwen3-8B's qkv / o_proj / down / gate_up + SwiGLU at batch 1
 #: and the rule's splits, a wide published shape (k 5,120), ragged n with k ending 16 columns
 #: into a tile (1,040), both wgmma widths (m 1..4, 5..8), every split, per-channel and
-#: per-tensor scales, logits, SwiGLU on a k that is not a multiple of 128
+#: per-tensor scales, logits, SwiGLU on a k that is not a multiple of 128; the last three
+#: give each cluster several tiles (the persistent loop and its part buffers' reuse) at
+#: splits 4, 1 and 3
 FP8_WGMMA_SHAPES: list[tuple[str, int, int, int, Out, int | None]] = [
     ("block", 1, 6144, 4096, "bf16", None), ("block", 1, 4096, 4096, "bf16", None),
     ("block", 1, 4096, 12288, "bf16", None), ("block", 1, 24576, 4096, "swiglu", None),
@@ -126,7 +128,9 @@ FP8_WGMMA_SHAPES: list[tuple[str, int, int, int, Out, int | None]] = [
     ("block", 6, 1024, 3584, "bf16", 7), ("block", 7, 513, 4096, "bf16", 8),
     ("block", 8, 4096, 4096, "bf16", None), ("block", 1, 9001, 4096, "f32", None),
     ("channel", 6, 515, 1024, "f32", 2), ("block", 2, 3072, 2048, "swiglu", 3),
-    ("channel", 7, 600, 448, "swiglu", None), ("block", 1, 1536, 2048, "swiglu", 2)]
+    ("channel", 7, 600, 448, "swiglu", None), ("block", 1, 1536, 2048, "swiglu", 2),
+    ("block", 2, 16384, 2048, "bf16", 4), ("block", 4, 36864, 1024, "bf16", 1),
+    ("block", 8, 12288, 2048, "f32", 3)]
 
 
 @kernel_cases("gemm_decode_fp8")

@@ -30,8 +30,12 @@ K_TILE = 128
 FP8_STAGES = 9
 FP8_X_BYTES = 32 * 1024
 FP8_X_SCALE_BYTES = 512
-#: its dynamic shared memory: the ring, the x tiles, their scales, the 1 KiB alignment slack
-FP8_SMEM = FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + 1024
+#: its two partial tiles of 8 tokens x (64 + 4) f32 (gemm_decode_tile.cuh partial_pitch)
+FP8_PART_BYTES = 2 * 8 * 68 * 4
+#: its dynamic shared memory: the ring, the x tiles, their scales, the partial tiles, the
+#: 1 KiB alignment slack
+FP8_SMEM = (FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + FP8_PART_BYTES
+            + 1024)
 
 #: u64 words of a block's trace (gemm_decode_fp8.cu kTraceWords): phase stamps (ns) at
 #: TRACE_PHASES' indices, the block's SM id at TRACE_SM_WORD
@@ -142,13 +146,19 @@ def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8W
     rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
     launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
-    launch(stream, grid_blocks(w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y,
-           m, w.n, w.k, *w.map_args, wmap)
+    resident = kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM, split)
+    launch(stream, grid_blocks(w.n, split, resident), FP8_THREADS, FP8_SMEM, x, w.codes,
+           w.scales, y, m, w.n, w.k, *w.map_args, wmap)
 
 
-def grid_blocks(n: int, split: int) -> int:
-    """Blocks of a launch: a 64-row tile (32 gate/up pairs) per cluster of `split`."""
-    return -(-n // 64) * split
+def grid_blocks(n: int, split: int, resident: int | None = None) -> int:
+    """Blocks of a launch: clusters of `split`, one for each 64-row tile (32 gate/up pairs)
+    up to the clusters the device holds at once (`resident` blocks; None: unknown, a cluster
+    a tile); the kernel is persistent, cluster c taking tiles c, c + C, ... of C clusters."""
+    clusters = -(-n // 64)
+    if resident is not None:
+        clusters = max(1, min(clusters, resident // split))
+    return clusters * split
 
 
 def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
@@ -162,5 +172,13 @@ def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
                          f"traced entry (splits {sorted(_TRACE_SIGS)} that fit)")
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, 64)
     launch = kc.get_with_shared(_TRACE_SIGS[split], FP8_SMEM)
-    launch(stream, grid_blocks(w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes, w.scales, y,
-           m, w.n, w.k, *w.map_args, wmap, trace)
+    launch(stream, traced_blocks(kc, w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes,
+           w.scales, y, m, w.n, w.k, *w.map_args, wmap, trace)
+
+
+def traced_blocks(kc: KernelCache, n: int, split: int) -> int:
+    """Blocks of a traced launch at `split` (its trace holds a row for each): gemm_fp8's
+    grid for the traced entry."""
+    launch = kc.get_with_shared(_TRACE_SIGS[split], FP8_SMEM)
+    return grid_blocks(n, split, kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM,
+                                                    split))
