@@ -110,14 +110,17 @@ def test_trace_report_reads_the_stamps() -> None:
         stamps[b, phases["x staged"]] = staged
         stamps[b, phases["end"]] = end
         stamps[b, matmul_fp8_wgmma.TRACE_SM_WORD] = 7
-    head, line = trace_decode_fp8.trace_lines("qkv", stamps, 64, 4096, 2)
+    stamps[:, matmul_fp8_wgmma.TRACE_WAITS["consumer waited for weights"]] = [300, 700]
+    head, line, waits = trace_decode_fp8.trace_lines("qkv", stamps, 64, 4096, 2)
+    assert "consumer waited for weights 0.50/0.70" in waits
+    assert "producer waited for slots 0.00/0.00" in waits
     assert ("2 blocks in 1 clusters for 1 tiles on 1 SMs (max 2, min 2 a SM; busiest SM 32 "
             "k-tiles vs mean 32.0)") in head
     # persistent: 4 blocks (2 clusters) for 3 tiles, one SM each: cluster 0 has two
     stamps = np.zeros((4, matmul_fp8_wgmma.TRACE_WORDS), np.uint64)
     stamps[:, phases["start"]], stamps[:, phases["end"]] = 1000, 5000
     stamps[:, matmul_fp8_wgmma.TRACE_SM_WORD] = [0, 1, 2, 3]
-    persistent, _ = trace_decode_fp8.trace_lines("o", stamps, 192, 4096, 2)
+    persistent = trace_decode_fp8.trace_lines("o", stamps, 192, 4096, 2)[0]
     assert "4 blocks in 2 clusters for 3 tiles on 4 SMs" in persistent
     assert "busiest SM 32 k-tiles vs mean 24.0" in persistent
     assert "span 10.00 us" in head
@@ -135,7 +138,7 @@ def _constant(name: str) -> int:
     it names too; gemm_decode_tile.cuh's kGroupRows and partial_pitch as defined there)."""
     match = re.search(rf"constexpr int {name} =\s*([^;]+);", SOURCE.read_text())
     assert match, name
-    expr = match.group(1)
+    expr = " ".join(match.group(1).split())
     scope = {"kGroupRows": 64, "kAlign": 1024, "partial_pitch": lambda groups: 64 * groups + 4}
     for other in set(re.findall(r"\bk[A-Z]\w*", expr)) - set(scope):
         scope[other] = _constant(other)
@@ -158,6 +161,9 @@ def test_builder_mirrors_the_kernel_constants() -> None:
         words.append(word)
     assert words == list(matmul_fp8_wgmma.TRACE_PHASES.values())
     assert _constant("kPartBytes") == matmul_fp8_wgmma.FP8_PART_BYTES
+    assert _constant("kWScaleBytes") == matmul_fp8_wgmma.FP8_W_SCALE_BYTES
+    assert {_constant("kTraceConsumerWaitNs"), _constant("kTraceProducerWaitNs")} == set(
+        matmul_fp8_wgmma.TRACE_WAITS.values())
     assert _constant("kSmemBytes") == matmul_fp8_wgmma.FP8_SMEM
 
 

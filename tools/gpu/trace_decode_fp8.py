@@ -12,7 +12,9 @@ the stream, the cluster epilogue) instead of guessing.
 
 Per shape: for each phase the median and the largest over blocks of the time since the
 launch's first block start (us), the launch's span, the blocks resident on one SM (most
-and fewest), and the k-tiles of the busiest SM against the mean. --dry-run: the host
+and fewest), the k-tiles of the busiest SM against the mean, and how long a block's
+consumers waited for landed weight slots and its producer for drained ones (the stream
+late, or the MMAs). --dry-run: the host
 backend (checks the plumbing; no device times)."""
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ def trace_lines(name: str, trace: np.ndarray, n: int, k: int, split: int) -> lis
             f"{tiles} tiles on {len(per_sm)} SMs (max {per_sm.max()}, min {per_sm.min()} a "
             f"SM; busiest SM {sm_k_tiles.max():.0f} k-tiles vs mean {sm_k_tiles.mean():.1f}); "
             f"span {span:.2f} us",
-            "  us since the first start, median/max over blocks: " + "; ".join(parts)]
+            "  us since the first start, median/max over blocks: " + "; ".join(parts),
+            "  us waited, median/max over blocks: " + "; ".join(
+                f"{what} {np.median(trace[:, word]) / 1e3:.2f}/{trace[:, word].max() / 1e3:.2f}"
+                for what, word in fp8.TRACE_WAITS.items())]
 
 
 def open_backend(args: argparse.Namespace) -> tuple[GpuBackend, str]:

@@ -51,6 +51,13 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait;\n" ::: "memory");
 }
 
+// The address of the same shared-memory location in cluster block `rank`.
+__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
+  unsigned out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+
 // The usual entry prologue of a kernel with nothing to prefetch: wait for the previous
 // kernel, then let the next one start launching.
 __device__ __forceinline__ void pdl_enter() {

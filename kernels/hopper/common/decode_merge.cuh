@@ -167,13 +167,6 @@ __device__ __forceinline__ unsigned shared_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// The address of the same shared-memory location in cluster block `rank`.
-__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
-  unsigned out;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
-  return out;
-}
-
 // Before any peer may send (thread 0): the barrier expecting `arrivals` local arrivals
 // besides this one and `bytes` from peers (this arrive: the phase completes once both have
 // come, whichever first; bytes arriving before it only take the count below zero

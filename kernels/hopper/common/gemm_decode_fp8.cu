@@ -80,19 +80,21 @@ constexpr int kSlotBytes = kGroupRows * kKTile;       // a [64][128] weight tile
 constexpr int kStages = 9;                            // ops/matmul_fp8_wgmma.py FP8_STAGES
 constexpr int kXBytes = 32 * 1024;                    // ... FP8_X_BYTES
 constexpr int kXScaleBytes = 512;                     // a float per (token, k-tile)
+constexpr int kWScaleBytes = kStages * kGroupRows * 4;  // a slot's tile rows' scales
 constexpr int kPitch = partial_pitch(1);              // a partial tile's row (floats)
 constexpr int kPartFloats = 8 * kPitch;               // one for each of 8 tokens
 constexpr int kPartBytes = 2 * kPartFloats * 4;       // two: ... FP8_PART_BYTES
 constexpr int kProducerThreads = 32;
 constexpr int kThreads = kGroupThreads + kProducerThreads;
-constexpr int kSmemBytes =
-    kStages * kSlotBytes + kXBytes + kXScaleBytes + kPartBytes + kAlign;  // FP8_SMEM
+constexpr int kSmemBytes = kStages * kSlotBytes + kXBytes + kXScaleBytes + kWScaleBytes +
+                           kPartBytes + kAlign;  // FP8_SMEM
 constexpr long long kHangCycles = 4000000000LL;  // gemm_decode_tma.cu's trap, not a hang
 
-// The block's mbarriers: the ring's (a slot landed / drained) and the part buffers' (every
-// rank's partial of the buffer's tile written / every rank has summed from it).
+// The block's mbarriers: the ring's (a slot's weight tile and scales landed / its MMAs
+// retired), the inbox's (every rank's partial of this rank's batch rows landed) and sent_ok
+// (every rank has summed out of its inbox: the next tile's partials may go).
 struct Barriers {
-  uint64_t full[kStages], empty[kStages], part_full[2], part_free[2];
+  uint64_t full[kStages], empty[kStages], inbox_full, sent_ok;
 };
 static_assert(kSmemBytes + sizeof(Barriers) + 1024 <= 114 * 1024, "two blocks fit an SM");
 static_assert(kXBytes / (8 * kKTile) * 4 * 4 <= kXScaleBytes &&
@@ -167,12 +169,42 @@ enum Fp8Phase : int {
 };
 constexpr int kTraceWords = 16;  // ops/matmul_fp8_wgmma.py TRACE_WORDS
 constexpr int kTraceSm = 15;     // ... TRACE_SM_WORD
+// durations (ns): consumer thread 0's waits for landed slots, the producer's for drained ones
+// (weights late vs MMAs late; ... TRACE_WAITS)
+constexpr int kTraceConsumerWaitNs = 11;
+constexpr int kTraceProducerWaitNs = 12;
+
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  return ns;
+}
 
 __device__ __forceinline__ void stamp(unsigned long long* trace, int phase) {
   if (trace == nullptr) return;
-  unsigned long long ns;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-  trace[static_cast<size_t>(blockIdx.x) * kTraceWords + phase] = ns;
+  trace[static_cast<size_t>(blockIdx.x) * kTraceWords + phase] = now_ns();
+}
+
+// One f32 from global into shared memory without waiting for it (cp.async); copies_arrive
+// makes the landing of all the thread's copies so far an arrival on `bar` (noinc: the
+// barrier's count includes it).
+__device__ __forceinline__ void copy_f32_async(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(atlas::smem_addr(dst)),
+               "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void copies_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(atlas::smem_addr(bar))
+               : "memory");
+}
+
+// v into cluster block `rank`'s shared memory at `dst`'s offset, its bytes counted on that
+// block's mbarrier at `bar`'s offset (st.async: the sender neither waits nor needs to stay).
+__device__ __forceinline__ void push_f32(float* dst, float v, uint64_t* bar, int rank) {
+  const uint32_t d = atlas::map_rank(atlas::smem_addr(dst), rank);
+  const uint32_t b = atlas::map_rank(atlas::smem_addr(bar), rank);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n"
+               ::"r"(d), "f"(v), "r"(b) : "memory");
 }
 
 // The block's x, tokens [0, m) and k-tiles [kt0, kt0 + count), into `tiles` (tile i at
@@ -242,8 +274,9 @@ __device__ __forceinline__ void stage_x(const __nv_bfloat16* __restrict__ x, int
 }
 
 // The block's tiles (header): clusters c, c + C, ... of the launch's C = gridDim / kSplit take
-// tiles c, c + C, ...; kCols: wgmma N, twice the tokens it can hold.
-template <int kCols, int kSplit, bool kF32Out, Glu kGlu>
+// tiles c, c + C, ...; kCols: wgmma N, twice the tokens it can hold; kTraced: the traced
+// twins' wait accounting (trace words kTraceConsumerWaitNs, kTraceProducerWaitNs).
+template <int kCols, int kSplit, bool kF32Out, Glu kGlu, bool kTraced>
 __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
                                                 const __nv_bfloat16* __restrict__ x,
                                                 const ScaleMap& smap, void* __restrict__ y,
@@ -252,12 +285,15 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   constexpr int kAcc = kCols / 2, kTokens = kCols / 2, kTileBytes = kCols * kKTile;
   constexpr bool kGated = kGlu != Glu::kNone;
   constexpr int kOutRows = kGated ? kGroupRows / 2 : kGroupRows;
+  constexpr int kOwn = (kTokens + kSplit - 1) / kSplit;  // tokens a rank sums, at most
+  static_assert(kSplit == 1 || kSplit * kOwn * kPitch * 4 <= kPartBytes, "the inbox fits");
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
   uint8_t* base = smem_raw + (smem - raw);
   const uint32_t xtiles = smem + kStages * kSlotBytes;
   float* xscale = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes);
-  float* parts = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes + kXScaleBytes);
+  float* wscale = xscale + kXScaleBytes / 4;  // [slot][tile row]
+  float* parts = wscale + kWScaleBytes / 4;   // split: the inbox; else two partial tiles
 
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
   const int cluster = static_cast<int>(blockIdx.x) / kSplit;
@@ -268,6 +304,9 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   const int k_tiles = (k + kKTile - 1) / kKTile;
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;
+  const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;  // this rank's sums
+  // a tile's bytes into this rank's inbox: every rank's partial of its batch rows
+  const uint32_t inbox_bytes = kSplit * (mi1 - mi0) * kGroupRows * 4;
   const int tid = static_cast<int>(threadIdx.x);
   if (trace != nullptr && tid == 0) {
     stamp(trace, kFp8Start);
@@ -275,36 +314,55 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
     trace[static_cast<size_t>(blockIdx.x) * kTraceWords + kTraceSm] = smid;
   }
+  // the weight row whose scales tile row r of tile `row0` takes, clamped into the weight
+  // (rows past n or I feed no output)
+  auto weight_row = [&](int r, int row0) {
+    if constexpr (kGated) {
+      const int w = gate_up_row<kGroupRows>(r, row0, inter);
+      return w < 0 ? 0 : w;
+    } else {
+      return min(row0 + r, n - 1);
+    }
+  };
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      atlas::bulk::init_barrier(&bars.full[s], 1);
+      // the producer's expect_tx and each producer lane's scale copies (cp.async, noinc)
+      atlas::bulk::init_barrier(&bars.full[s], 1 + kProducerThreads);
       atlas::bulk::init_barrier(&bars.empty[s], kGroupThreads / 32);  // per consumer warp
     }
-    for (int b = 0; b < 2; ++b) {  // per consumer warp of every rank
-      atlas::bulk::init_barrier(&bars.part_full[b], kSplit * kGroupThreads / 32);
-      atlas::bulk::init_barrier(&bars.part_free[b], kSplit * kGroupThreads / 32);
-    }
+    atlas::bulk::init_barrier(&bars.inbox_full, 1);                    // + the tile's bytes
+    atlas::bulk::init_barrier(&bars.sent_ok, kSplit * kGroupThreads / 32);  // every rank's warps
     atlas::bulk::fence_barrier_init();
+    if constexpr (kSplit > 1)
+      if (my_tiles > 0) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
   }
   __syncthreads();
-  // peers arrive on this block's part barriers only past the cluster barrier's wait, which
-  // the init's release fence precedes
+  // peers send to this block only past the cluster barrier's wait, which the init's release
+  // fence precedes
   if constexpr (kSplit > 1) atlas::cluster_arrive_relaxed();
 
-  if (tid >= kGroupThreads) {  // the producer warp: its first lane streams every weight tile
-    if (tid == kGroupThreads) {
-      atlas::bulk::prefetch_map(&wmap);
-      const uint64_t policy = atlas::l2_stream_policy();
-      // load g: k-tile g % count of the block's tile g / count, into slot g % kStages
-      auto load = [&](int g) {
-        const int s = g % kStages, j = g / count;
-        if (g >= kStages)
-          atlas::bulk::wait_parity_or_trap(&bars.empty[s], (g / kStages - 1) & 1, kHangCycles);
+  if (tid >= kGroupThreads) {  // the producer warp: the weight tiles and their scales
+    const int lane = tid - kGroupThreads;
+    const bool lead = lane == 0;
+    if (lead) atlas::bulk::prefetch_map(&wmap);
+    const uint64_t policy = atlas::l2_stream_policy();
+    unsigned long long waited = 0;
+    // load g: k-tile g % count of the block's tile g / count, into slot g % kStages; each
+    // lane copies the k-tile's scales of tile rows lane and lane + 32
+    auto load = [&](int g) {
+      const int s = g % kStages, j = g / count, i = g - j * count;
+      if (g >= kStages) {
+        unsigned long long t0 = 0;
+        if constexpr (kTraced) t0 = now_ns();
+        atlas::bulk::wait_parity_or_trap(&bars.empty[s], (g / kStages - 1) & 1, kHangCycles);
+        if constexpr (kTraced) waited += now_ns() - t0;
+      }
+      const int row0 = (cluster + j * clusters) * kOutRows;
+      if (lead) {
         atlas::bulk::expect_bytes(&bars.full[s], kSlotBytes);
         const uint32_t dst = smem + s * kSlotBytes;
-        const int row0 = (cluster + j * clusters) * kOutRows;
-        const int c0 = (kt0 + g - j * count) * (kKTile / 2);  // the codes as bf16 [n][k / 2]
+        const int c0 = (kt0 + i) * (kKTile / 2);  // the codes seen as bf16 [n][k / 2]
         if constexpr (kGated) {  // gate rows [row0, +32), then the up rows I past them
           atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &bars.full[s], policy);
           atlas::bulk::copy_tile_2d_stream(dst + kSlotBytes / 2, &wmap, c0, inter + row0,
@@ -312,18 +370,25 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
         } else {
           atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &bars.full[s], policy);
         }
-      };
-      // the first ring before the PDL wait (no kernel writes weights), the rest after it
-      const int loads = my_tiles * count;
-      const int ahead = loads < kStages ? loads : kStages;
-      for (int g = 0; g < ahead; ++g) load(g);
-      stamp(trace, kFp8RingIssued);
-      atlas::pdl_enter();
-      stamp(trace, kFp8ProducerWaited);
-      for (int g = ahead; g < loads; ++g) load(g);
+      }
+      const uint32_t col = smap.col(kt0 + i);
+      float* sc = wscale + s * kGroupRows;
+      copy_f32_async(sc + lane, smap.row(weight_row(lane, row0)) + col);
+      copy_f32_async(sc + lane + 32, smap.row(weight_row(lane + 32, row0)) + col);
+      copies_arrive(&bars.full[s]);
+    };
+    // the first ring before the PDL wait (no kernel writes weights), the rest after it
+    const int loads = my_tiles * count;
+    const int ahead = loads < kStages ? loads : kStages;
+    for (int g = 0; g < ahead; ++g) load(g);
+    if (lead) stamp(trace, kFp8RingIssued);
+    atlas::pdl_enter();
+    if (lead) stamp(trace, kFp8ProducerWaited);
+    for (int g = ahead; g < loads; ++g) load(g);
+    if (lead) {
       stamp(trace, kFp8AllIssued);
-    } else {
-      atlas::pdl_enter();
+      if constexpr (kTraced) trace[static_cast<size_t>(blockIdx.x) * kTraceWords +
+                                   kTraceProducerWaitNs] = waited;
     }
     if constexpr (kSplit > 1) atlas::cluster_wait();  // the arrive's pair
     return;  // the consumers' barriers never count this warp
@@ -341,41 +406,35 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   atlas::bulk::fence_async_shared();
   asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
   if (tid == 0) stamp(trace, kFp8XStaged);
-  if constexpr (kSplit > 1) atlas::cluster_wait();  // every peer's part barriers initialized
+  if constexpr (kSplit > 1) atlas::cluster_wait();  // every peer's barriers initialized
 
+  unsigned long long waited = 0;
   float tot[kAcc], a0[kAcc], a1[kAcc];
 #pragma unroll
   for (int j = 0; j < kAcc; ++j) a0[j] = a1[j] = 0.f;
-  const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;  // this rank's sums
   for (int j = 0, g = 0; j < my_tiles; ++j, g += count) {
     const int row0 = (cluster + j * clusters) * kOutRows;  // first output column (pair)
-    // the weight rows of this thread's two tile rows, clamped into the weight for their
-    // scales (rows past n or I feed no output)
-    auto weight_row = [&](int r) {
-      if constexpr (kGated) {
-        const int w = gate_up_row<kGroupRows>(r, row0, inter);
-        return w < 0 ? 0 : w;
-      } else {
-        return min(row0 + r, n - 1);
-      }
-    };
-    const float* s_lo = smap.row(weight_row(r_lo));
-    const float* s_hi = smap.row(weight_row(r_hi));
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) tot[i] = 0.f;
-    // k-tile i's four k32 MMAs into a fresh accumulator set, in flight on return
-    auto issue = [&](float (&a)[kAcc], int i) {
+    // k-tile i's four k32 MMAs into a fresh accumulator set, in flight on return; its
+    // weight scales (this thread's two rows) out of the slot
+    auto issue = [&](float (&a)[kAcc], int i, float& wlo, float& whi) {
       const int s = (g + i) % kStages;
+      unsigned long long t0 = 0;
+      if constexpr (kTraced) t0 = now_ns();
       atlas::bulk::wait_parity_or_trap(&bars.full[s], ((g + i) / kStages) & 1, kHangCycles);
+      if constexpr (kTraced) waited += now_ns() - t0;
       atlas::wgmma_fence();
       const uint32_t wt = smem + s * kSlotBytes, xt = xtiles + i * kTileBytes;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         wgmma_e4m3_k32(a, atlas::smem_desc(wt + 32 * kk), atlas::smem_desc(xt + 32 * kk), kk);
       atlas::wgmma_commit();
+      wlo = wscale[s * kGroupRows + r_lo];
+      whi = wscale[s * kGroupRows + r_hi];
     };
-    // k-tile i's retired products into the f32 totals, scaled by its weight scales (wlo,
-    // whi: this thread's two rows) and x scales; mid parts carry their 1/16; its slot freed
+    // k-tile i's retired products into the f32 totals, scaled by its weight scales and x
+    // scales; mid parts carry their 1/16; its slot freed
     auto retire = [&](float (&a)[kAcc], int i, float wlo, float whi) {
       atlas::fence_acc(a);
 #pragma unroll
@@ -386,26 +445,17 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       }
       if (lane == 0) atlas::bulk::arrive(&bars.empty[(g + i) % kStages]);
     };
-    // two accumulator sets: k-tile i's MMAs run while k-tile i - 1's are promoted; each
-    // k-tile's weight scales are read when it is issued and used when it retires
+    // two accumulator sets: k-tile i's MMAs run while k-tile i - 1's are promoted
     float w0lo = 0.f, w0hi = 0.f, w1lo = 0.f, w1hi = 0.f;
     for (int i = 0; i < count; i += 2) {
-      const uint32_t c0 = smap.col(kt0 + i);
-      const float nlo = s_lo[c0], nhi = s_hi[c0];
-      issue(a0, i);
+      issue(a0, i, w0lo, w0hi);
       if (j == 0 && i == 0 && tid == 0) stamp(trace, kFp8FirstTile);
       atlas::wgmma_wait<1>();
       if (i > 0) retire(a1, i - 1, w1lo, w1hi);
-      w0lo = nlo;
-      w0hi = nhi;
       if (i + 1 < count) {
-        const uint32_t c1 = smap.col(kt0 + i + 1);
-        const float mlo = s_lo[c1], mhi = s_hi[c1];
-        issue(a1, i + 1);
+        issue(a1, i + 1, w1lo, w1hi);
         atlas::wgmma_wait<1>();
         retire(a0, i, w0lo, w0hi);
-        w1lo = mlo;
-        w1hi = mhi;
       }
     }
     atlas::wgmma_wait<0>();
@@ -417,46 +467,71 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     }
     if (tid == 0) stamp(trace, kFp8LastTile);
 
-    // the tile's partial into part buffer j % 2 (free again once every rank has summed what
-    // it held two tiles ago), then this rank's batch rows summed over the cluster's partials
-    const int buf = j & 1, use = j >> 1;
-    float* part = parts + buf * kPartFloats;
-    if (kSplit > 1 && j >= 2)
-      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_free[buf], (use - 1) & 1,
-                                               kHangCycles);
-    if (tid == 0) stamp(trace, kFp8Epilogue);
+    if constexpr (kSplit > 1) {
+      // push: this thread's sums of each batch row t < m into the inbox of the rank that sums
+      // row t (slot [rank][t - its first row]), counted on that rank's inbox_full; the
+      // inboxes are free once every rank's warps have read the tile before (sent_ok)
+      if (j > 0)
+        atlas::bulk::wait_parity_cluster_or_trap(&bars.sent_ok, (j - 1) & 1, kHangCycles);
+      if (tid == 0) stamp(trace, kFp8Epilogue);
 #pragma unroll
-    for (int q = 0; q < kAcc; q += 4) {  // token (lane & 3) + q / 4 ... : hi + mid / 16
-      const int t = (lane & 3) + q;
-      part[t * kPitch + r_lo] = tot[q] + tot[q + 1];
-      part[t * kPitch + r_lo + 8] = tot[q + 2] + tot[q + 3];
-    }
-    if constexpr (kSplit > 1) {
-      __syncwarp();  // the warp's stores before its release arrivals
-      if (lane == 0)
-        for (int p = 0; p < kSplit; ++p) atlas::bulk::arrive_cluster(&bars.part_full[buf], p);
-      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_full[buf], use & 1, kHangCycles);
+      for (int q = 0; q < kAcc; q += 4) {  // token (lane & 3) + q / 4 ... : hi + mid / 16
+        const int t = (lane & 3) + q;
+        if (t >= m) continue;
+        int owner = kSplit - 1;  // the rank whose batch rows [m o / S, m (o + 1) / S) hold t
+        while (m * owner / kSplit > t) --owner;
+        const int slot = (rank * kOwn + t - m * owner / kSplit) * kPitch;
+        push_f32(parts + slot + r_lo, tot[q] + tot[q + 1], &bars.inbox_full, owner);
+        push_f32(parts + slot + r_lo + 8, tot[q + 2] + tot[q + 3], &bars.inbox_full, owner);
+      }
+      // this rank's batch rows, once every rank's partial of them has landed
+      atlas::bulk::wait_parity_cluster_or_trap(&bars.inbox_full, j & 1, kHangCycles);
+      const bool more = j + 1 < my_tiles;
+      if (tid == 0 && more) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
+      auto whole4 = [&](int mi, int r, float (&v)[4]) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = 0.f;
+#pragma unroll
+        for (int p = 0; p < kSplit; ++p) {  // ranks in order: the one-tile form's sums
+          const float4 t = *reinterpret_cast<const float4*>(
+              parts + (p * kOwn + mi - mi0) * kPitch + r);
+          v[0] += t.x;
+          v[1] += t.y;
+          v[2] += t.z;
+          v[3] += t.w;
+        }
+      };
+      store_quads<kF32Out, kGlu, kGroupThreads, kOutRows>(whole4, y, n, row0, mi0, mi1, true);
+      __syncwarp();  // the warp's inbox reads before it lets the ranks send again
+      if (lane == 0 && more)
+        for (int p = 0; p < kSplit; ++p) atlas::bulk::arrive_cluster(&bars.sent_ok, p);
     } else {
+      // the tile's partial into part buffer j % 2 (the warpgroup barrier of tile j - 1
+      // ordered every read of the tile before), then its sums stored
+      float* part = parts + (j & 1) * kPartFloats;
+      if (tid == 0) stamp(trace, kFp8Epilogue);
+#pragma unroll
+      for (int q = 0; q < kAcc; q += 4) {
+        const int t = (lane & 3) + q;
+        part[t * kPitch + r_lo] = tot[q] + tot[q + 1];
+        part[t * kPitch + r_lo + 8] = tot[q + 2] + tot[q + 3];
+      }
       asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
-    }
-    sum_store_quads<kSplit, kF32Out, kGlu, kGroupThreads, kOutRows, kPitch>(part, y, n, row0,
-                                                                           mi0, mi1, true);
-    if constexpr (kSplit > 1) {
-      __syncwarp();  // the warp's reads of every rank's part before it frees them
-      if (lane == 0)
-        for (int p = 0; p < kSplit; ++p) atlas::bulk::arrive_cluster(&bars.part_free[buf], p);
+      sum_store_quads<1, kF32Out, kGlu, kGroupThreads, kOutRows, kPitch>(part, y, n, row0, 0,
+                                                                        m, true);
     }
   }
-  // no peer still reads this block's part buffers when it exits
-  if constexpr (kSplit > 1) {
-    for (int j = my_tiles > 2 ? my_tiles - 2 : 0; j < my_tiles; ++j)
-      atlas::bulk::wait_parity_cluster_or_trap(&bars.part_free[j & 1], (j >> 1) & 1,
-                                               kHangCycles);
+  // a block exits once its inbox has taken every byte sent to it (each tile's wait) and no
+  // rank will arrive on its sent_ok again (none does after the last tile)
+  if (tid == 0) {
+    stamp(trace, kFp8End);
+    if constexpr (kTraced)
+      trace[static_cast<size_t>(blockIdx.x) * kTraceWords + kTraceConsumerWaitNs] = waited;
   }
-  if (tid == 0) stamp(trace, kFp8End);
 }
 
-template <int kSplit, bool kF32Out, Glu kGlu>
+// trace: the traced twins' stamps (non-null there only)
+template <int kSplit, bool kF32Out, Glu kGlu, bool kTraced = false>
 __device__ __forceinline__ void dispatch(const TensorMap& wmap, const __nv_bfloat16* x,
                                          const ScaleMap& smap, void* y, uint32_t m, uint32_t n,
                                          uint32_t k, unsigned long long* trace = nullptr) {
@@ -464,11 +539,11 @@ __device__ __forceinline__ void dispatch(const TensorMap& wmap, const __nv_bfloa
   __shared__ Barriers bars;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (mi <= 4)
-    gemm_decode_fp8<8, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, bars,
-                                              trace);
+    gemm_decode_fp8<8, kSplit, kF32Out, kGlu, kTraced>(wmap, x, smap, y, mi, ni, ki, smem_raw,
+                                                       bars, trace);
   else if (mi <= 8)
-    gemm_decode_fp8<16, kSplit, kF32Out, kGlu>(wmap, x, smap, y, mi, ni, ki, smem_raw, bars,
-                                               trace);
+    gemm_decode_fp8<16, kSplit, kF32Out, kGlu, kTraced>(wmap, x, smap, y, mi, ni, ki, smem_raw,
+                                                        bars, trace);
   else
     __trap();  // ops/matmul_fp8_wgmma.py checks 1 <= m <= 8
 }
@@ -706,7 +781,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
         const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
   const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
-  dispatch<1, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+  dispatch<1, false, Glu::kNone, true>(wmap, x, smap, y, m, n, k, trace);
 }
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
@@ -715,7 +790,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
         uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
         const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
   const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
-  dispatch<2, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+  dispatch<2, false, Glu::kNone, true>(wmap, x, smap, y, m, n, k, trace);
 }
 
 extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
@@ -724,7 +799,7 @@ extern "C" __global__ void __cluster_dims__(3, 1, 1) __launch_bounds__(kThreads)
         uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
         const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
   const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
-  dispatch<3, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+  dispatch<3, false, Glu::kNone, true>(wmap, x, smap, y, m, n, k, trace);
 }
 
 extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
@@ -733,5 +808,5 @@ extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(kThreads)
         uint32_t row_stride, uint32_t col_shift, uint32_t col_stride,
         const __grid_constant__ TensorMap wmap, unsigned long long* trace) {
   const ScaleMap smap{scale, row_shift, row_stride, col_shift, col_stride};
-  dispatch<4, false, Glu::kNone>(wmap, x, smap, y, m, n, k, trace);
+  dispatch<4, false, Glu::kNone, true>(wmap, x, smap, y, m, n, k, trace);
 }

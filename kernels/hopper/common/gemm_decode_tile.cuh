@@ -64,42 +64,18 @@ __device__ __forceinline__ int gate_up_row(int r, int pair0, int inter) {
   return j >= inter ? -1 : r < ROWS / 2 ? j : inter + j;
 }
 
-// The sum-and-store half of store_tile four output columns a thread: each rank's partial is
-// read with one 16-byte (distributed) shared-memory load per quad instead of four 4-byte ones,
-// and each quad is stored with one 8-byte (bf16) or 16-byte (f32) store where the output row's
-// width is a multiple of 4 (every quad then is aligned; else element by element). The sums are
-// store_tile's scalar ones element for element (0 + p0 + p1 + ... in rank order for a split,
-// the partial itself without one), so the bits are the same. Threads with `active` false only
-// skip the loop.
-template <int kSplit, bool kF32Out, Glu kGlu, int kThreads, int kOutRows, int kPitch>
-__device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int row0, int mi0,
-                                                int mi1, bool active) {
+// The store of a tile's sums four output columns a thread: `whole4(mi, r, v)` gives the sums
+// of batch row mi, tile rows [r, r + 4) (gated: gate rows; r + kOutRows: their up rows), and
+// each quad is stored with one 8-byte (bf16) or 16-byte (f32) store where the output row's
+// width is a multiple of 4 (every quad then is aligned; else element by element), batch rows
+// [mi0, mi1). Threads with `active` false only skip the loop.
+template <bool kF32Out, Glu kGlu, int kThreads, int kOutRows, typename Whole4>
+__device__ __forceinline__ void store_quads(const Whole4& whole4, void* y, int n, int row0,
+                                            int mi0, int mi1, bool active) {
   constexpr int kQuads = kOutRows / 4;  // quads of a batch row
-  static_assert(kOutRows % 4 == 0 && kPitch % 4 == 0, "quads stay 16-byte aligned");
+  static_assert(kOutRows % 4 == 0, "quads stay 16-byte aligned");
   const int width = kGlu != Glu::kNone ? n / 2 : n;  // output columns of a row
   const bool vec = width % 4 == 0;
-  auto whole4 = [&](int mi, int r, float (&v)[4]) {
-    if constexpr (kSplit > 1) {
-      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = 0.f;
-#pragma unroll
-      for (int p = 0; p < kSplit; ++p) {
-        const float* rank_part = cluster.map_shared_rank(part, p);
-        const float4 t = *reinterpret_cast<const float4*>(rank_part + mi * kPitch + r);
-        v[0] += t.x;
-        v[1] += t.y;
-        v[2] += t.z;
-        v[3] += t.w;
-      }
-    } else {
-      const float4 t = *reinterpret_cast<const float4*>(part + mi * kPitch + r);
-      v[0] = t.x;
-      v[1] = t.y;
-      v[2] = t.z;
-      v[3] = t.w;
-    }
-  };
   const int total = (mi1 - mi0) * kQuads;
 #pragma unroll 2
   for (int e = active ? static_cast<int>(threadIdx.x) : total; e < total; e += kThreads) {
@@ -138,6 +114,40 @@ __device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int
       }
     }
   }
+}
+
+// The sum-and-store half of store_tile four output columns a thread: each rank's partial is
+// read with one 16-byte (distributed) shared-memory load per quad instead of four 4-byte ones
+// (store_quads stores them). The sums are store_tile's scalar ones element for element (0 +
+// p0 + p1 + ... in rank order for a split, the partial itself without one), so the bits are
+// the same.
+template <int kSplit, bool kF32Out, Glu kGlu, int kThreads, int kOutRows, int kPitch>
+__device__ __forceinline__ void sum_store_quads(float* part, void* y, int n, int row0, int mi0,
+                                                int mi1, bool active) {
+  static_assert(kPitch % 4 == 0, "quads stay 16-byte aligned");
+  auto whole4 = [&](int mi, int r, float (&v)[4]) {
+    if constexpr (kSplit > 1) {
+      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = 0.f;
+#pragma unroll
+      for (int p = 0; p < kSplit; ++p) {
+        const float* rank_part = cluster.map_shared_rank(part, p);
+        const float4 t = *reinterpret_cast<const float4*>(rank_part + mi * kPitch + r);
+        v[0] += t.x;
+        v[1] += t.y;
+        v[2] += t.z;
+        v[3] += t.w;
+      }
+    } else {
+      const float4 t = *reinterpret_cast<const float4*>(part + mi * kPitch + r);
+      v[0] = t.x;
+      v[1] = t.y;
+      v[2] = t.z;
+      v[3] = t.w;
+    }
+  };
+  store_quads<kF32Out, kGlu, kThreads, kOutRows>(whole4, y, n, row0, mi0, mi1, active);
 }
 
 // A consumer thread's accumulators into the [batch row][weight row] f32 partial tile `part`

@@ -30,12 +30,15 @@ K_TILE = 128
 FP8_STAGES = 9
 FP8_X_BYTES = 32 * 1024
 FP8_X_SCALE_BYTES = 512
-#: its two partial tiles of 8 tokens x (64 + 4) f32 (gemm_decode_tile.cuh partial_pitch)
+#: a slot's 64 tile rows' weight scales, for each slot
+FP8_W_SCALE_BYTES = FP8_STAGES * 64 * 4
+#: its two partial tiles of 8 tokens x (64 + 4) f32 (gemm_decode_tile.cuh partial_pitch), or
+#: a split's inbox
 FP8_PART_BYTES = 2 * 8 * 68 * 4
-#: its dynamic shared memory: the ring, the x tiles, their scales, the partial tiles, the
-#: 1 KiB alignment slack
-FP8_SMEM = (FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + FP8_PART_BYTES
-            + 1024)
+#: its dynamic shared memory: the ring, the x tiles, their scales, the weight scales, the
+#: partial tiles, the 1 KiB alignment slack
+FP8_SMEM = (FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + FP8_W_SCALE_BYTES
+            + FP8_PART_BYTES + 1024)
 
 #: u64 words of a block's trace (gemm_decode_fp8.cu kTraceWords): phase stamps (ns) at
 #: TRACE_PHASES' indices, the block's SM id at TRACE_SM_WORD
@@ -44,6 +47,9 @@ TRACE_SM_WORD = 15
 TRACE_PHASES = {"start": 0, "waited": 1, "x staged": 2, "first tile": 3, "last tile": 4,
                 "epilogue": 5, "end": 6, "producer ring issued": 8, "producer waited": 9,
                 "producer all issued": 10}
+#: words of the traced twins' wait totals (ns): consumer thread 0 waiting for landed slots,
+#: the producer for drained ones
+TRACE_WAITS = {"consumer waited for weights": 11, "producer waited for slots": 12}
 
 Out = Literal["bf16", "f32", "swiglu"]
 _KIND = {"bf16": "bf16", "f32": "f32", "swiglu": "swiglu_bf16"}
