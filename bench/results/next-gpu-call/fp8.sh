@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Prepared in session 57 for the persistent FP8 tensor-core decode GEMM (gemm_decode_fp8.cu,
-# ATLAS_QUANT_FP8_WGMMA=1): clusters hold their tiles in a loop, stage x once, stream the ring
-# across tiles and sum split-K partials on mbarriers (gpu198's trace of the one-tile form: x
-# staging ~5 us a block, a 1.5 us cluster epilogue, gate_up's 768 blocks at 50 us = 2 TB/s).
-# Any card: its check cases (30: three new ones give clusters several tiles), the phase trace
-# of Qwen3-8B's projections, the b1 FP8 kernel rows (GEMVs vs wg), Qwen3-8B FP8 batch 1 x 512
-# default / wgmma / default (+ the LM-head-quantized checkpoint both ways, bf16 for the ratio).
-# On an H200 also the four gate records.
-# Expectation (H100, gpu198 the baseline): gate_up + SwiGLU 40.4 -> ~35 us (copy rate, the
-# GEMV's 34.6), LM head unchanged (~198-202), qkv / o_proj / down ~unchanged (one tile a
-# cluster: the persistence changes only their epilogue's barriers, a few hundred ns).
+# Prepared in session 57 for the FP8 tensor-core decode GEMM's second persistent form
+# (gemm_decode_fp8.cu, ATLAS_QUANT_FP8_WGMMA=1): split-K partials pushed into the summing
+# rank's inbox with st.async (no DSMEM reads, no peer waits at the end), the weight scales
+# copied into each slot by the producer warp (cp.async with the slot's mbarrier) instead of
+# two global loads a k-tile in the consumers, the trace's wait totals (consumers for weights,
+# producer for slots). Any card: its checks, the trace, the b1 FP8 kernel rows (GEMVs vs wg),
+# Qwen3-8B FP8 batch 1 x 512 default / wgmma / default (+ the LM-head-quantized checkpoint
+# both ways, bf16 for the ratio).
+# Expectation (H200 gpu199 the baseline: end - last tile 1.6-2.1 us, qkv 10.62 / o_proj 8.66 /
+# gate_up 30.15 / down 17.10 us): the tail under 1 us, each projection 1-1.5 us faster; the
+# consumer wait total says whether the stream (large) or the MMAs (small) bind between tiles.
 source tools/gpu/call_head.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 TAILN=3 t 240 chk_fp8 python3 tools/gpu/check_kernels.py -m gemm_decode_fp8
@@ -26,7 +26,4 @@ for v in def:X=1 wg:$WG; do
   PLIM=60 prof f8h_${v%%:*} "${v#*:}" --model $F8H --batch 1 --context 512 > /dev/null; done
 echo "== Qwen3-8B batch 1 x 512: GPU replay / async wall ms a step"
 for n in f8_def f8_wg f8_defb bf16 f8h_def f8h_wg; do printf "%-8s %s\n" $n "$(aw $n)"; done
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "ALL DONE"; exit 0; }
-h200_gates
-echo "== gates"; grep -h -E "PASS|FAIL|recorded" $L/gate_*.log 2>/dev/null | head -8
 echo "ALL DONE"
