@@ -335,7 +335,8 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     atlas::bulk::init_barrier(&bars.sent_ok, kSplit * kGroupThreads / 32);  // every rank's warps
     atlas::bulk::fence_barrier_init();
     if constexpr (kSplit > 1)
-      if (my_tiles > 0) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
+      if (my_tiles > 0 && inbox_bytes > 0)
+        atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
   }
   __syncthreads();
   // peers send to this block only past the cluster barrier's wait, which the init's release
@@ -484,10 +485,14 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
         push_f32(parts + slot + r_lo, tot[q] + tot[q + 1], &bars.inbox_full, owner);
         push_f32(parts + slot + r_lo + 8, tot[q + 2] + tot[q + 3], &bars.inbox_full, owner);
       }
-      // this rank's batch rows, once every rank's partial of them has landed
-      atlas::bulk::wait_parity_cluster_or_trap(&bars.inbox_full, j & 1, kHangCycles);
+      // this rank's batch rows, once every rank's partial of them has landed (a rank with
+      // none has no inbox: an empty phase would complete on its own arrival and could run
+      // two phases ahead of a warp still waiting, which parity cannot tell apart)
       const bool more = j + 1 < my_tiles;
-      if (tid == 0 && more) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
+      if (inbox_bytes > 0) {
+        atlas::bulk::wait_parity_cluster_or_trap(&bars.inbox_full, j & 1, kHangCycles);
+        if (tid == 0 && more) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
+      }
       auto whole4 = [&](int mi, int r, float (&v)[4]) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) v[i] = 0.f;
