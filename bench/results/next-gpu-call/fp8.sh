@@ -6,7 +6,7 @@
 # two global loads a k-tile in the consumers, the trace's wait totals (consumers for weights,
 # producer for slots). Any card: its checks, the trace, the b1 FP8 kernel rows (GEMVs vs wg),
 # Qwen3-8B FP8 batch 1 x 512 default / wgmma / default (+ the LM-head-quantized checkpoint
-# both ways, bf16 for the ratio).
+# both ways, bf16 for the ratio; batch 8 both ways).
 # Expectation (H200 gpu199 the baseline: end - last tile 1.6-2.1 us, qkv 10.62 / o_proj 8.66 /
 # gate_up 30.15 / down 17.10 us): the tail under 1 us, each projection 1-1.5 us faster; the
 # consumer wait total says whether the stream (large) or the MMAs (small) bind between tiles.
@@ -24,6 +24,9 @@ for v in def:X=1 wg:$WG defb:X=1; do
 PLIM=60 prof bf16 X=1 --model $G/qwen3-8b --batch 1 --context 512 > /dev/null
 for v in def:X=1 wg:$WG; do
   PLIM=60 prof f8h_${v%%:*} "${v#*:}" --model $F8H --batch 1 --context 512 > /dev/null; done
-echo "== Qwen3-8B batch 1 x 512: GPU replay / async wall ms a step"
-for n in f8_def f8_wg f8_defb bf16 f8h_def f8h_wg; do printf "%-8s %s\n" $n "$(aw $n)"; done
+for v in def:X=1 wg:$WG; do
+  PLIM=60 prof f8b8_${v%%:*} "${v#*:}" --model $F8 --batch 8 --context 512 > /dev/null; done
+echo "== Qwen3-8B batch 1 (b8: batch 8) x 512: GPU replay / async wall ms a step"
+for n in f8_def f8_wg f8_defb bf16 f8h_def f8h_wg f8b8_def f8b8_wg; do
+  printf "%-8s %s\n" $n "$(aw $n)"; done
 echo "ALL DONE"
