@@ -139,14 +139,27 @@ __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
 
 // Whether the barrier's phase `parity` has completed (its bytes have all landed); the
 // instruction itself waits a while (an implementation-defined time) before answering no.
+// kCluster: acquire at cluster scope, so what other blocks of the cluster wrote before their
+// release arrivals on `bar` (arrive_cluster) is visible to the caller once it says yes.
+template <bool kCluster = false>
 __device__ __forceinline__ bool try_wait_parity(uint64_t* bar, uint32_t parity) {
   uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(shared_addr(bar)), "r"(parity)
-      : "memory");
+  if constexpr (kCluster) {
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_addr(bar)), "r"(parity)
+        : "memory");
+  } else {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_addr(bar)), "r"(parity)
+        : "memory");
+  }
   return done != 0;
 }
 
@@ -156,37 +169,15 @@ __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// try_wait_parity with acquire at cluster scope: what other blocks of the cluster wrote before
-// their release arrivals on `bar` (arrive_cluster) is visible to the caller once it says yes.
-__device__ __forceinline__ bool try_wait_parity_cluster(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(shared_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // wait_parity for a phase that must complete within `max_cycles` SM clocks of the first
 // refusal, else the kernel traps: a byte count its copies can never meet (a launch whose
 // geometry disagrees with the kernel's) then fails the launch instead of hanging the device.
+template <bool kCluster = false>
 __device__ __forceinline__ void wait_parity_or_trap(uint64_t* bar, uint32_t parity,
                                                     long long max_cycles) {
-  if (try_wait_parity(bar, parity)) return;
+  if (try_wait_parity<kCluster>(bar, parity)) return;
   const long long start = clock64();
-  while (!try_wait_parity(bar, parity))
-    if (clock64() - start > max_cycles) __trap();
-}
-
-// wait_parity_or_trap with try_wait_parity_cluster's acquire at cluster scope.
-__device__ __forceinline__ void wait_parity_cluster_or_trap(uint64_t* bar, uint32_t parity,
-                                                            long long max_cycles) {
-  if (try_wait_parity_cluster(bar, parity)) return;
-  const long long start = clock64();
-  while (!try_wait_parity_cluster(bar, parity))
+  while (!try_wait_parity<kCluster>(bar, parity))
     if (clock64() - start > max_cycles) __trap();
 }
 

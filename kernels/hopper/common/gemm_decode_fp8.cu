@@ -473,7 +473,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       // row t (slot [rank][t - its first row]), counted on that rank's inbox_full; the
       // inboxes are free once every rank's warps have read the tile before (sent_ok)
       if (j > 0)
-        atlas::bulk::wait_parity_cluster_or_trap(&bars.sent_ok, (j - 1) & 1, kHangCycles);
+        atlas::bulk::wait_parity_or_trap<true>(&bars.sent_ok, (j - 1) & 1, kHangCycles);
       if (tid == 0) stamp(trace, kFp8Epilogue);
 #pragma unroll
       for (int q = 0; q < kAcc; q += 4) {  // token (lane & 3) + q / 4 ... : hi + mid / 16
@@ -490,7 +490,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
       // two phases ahead of a warp still waiting, which parity cannot tell apart)
       const bool more = j + 1 < my_tiles;
       if (inbox_bytes > 0) {
-        atlas::bulk::wait_parity_cluster_or_trap(&bars.inbox_full, j & 1, kHangCycles);
+        atlas::bulk::wait_parity_or_trap<true>(&bars.inbox_full, j & 1, kHangCycles);
         if (tid == 0 && more) atlas::bulk::expect_bytes(&bars.inbox_full, inbox_bytes);
       }
       auto whole4 = [&](int mi, int r, float (&v)[4]) {
