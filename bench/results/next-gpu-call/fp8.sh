@@ -19,13 +19,15 @@ KLIM=150 kt f8 X=1 -k "qwen3-8b qkv b1 fp8-block" -k "qwen3-8b o_proj b1 fp8-blo
   -k "qwen3-8b gate_up b1 fp8-block" -k "qwen3-8b down b1 fp8-block" \
   -k "qwen3-8b gate_up+swiglu b1 fp8-block" -k "qwen3-8b lm_head b1 fp8-block" | grep -vE " (ring|n1|n2|tc|h2) "
 F8=$G/q-fp8-block/qwen3-8b; F8H=$G/q-fp8-block-head/qwen3-8b; WG=ATLAS_QUANT_FP8_WGMMA=1
-for v in def:X=1 wg:$WG defb:X=1; do
-  PLIM=60 prof f8_${v%%:*} "${v#*:}" --model $F8 --batch 1 --context 512 > /dev/null; done
-PLIM=60 prof bf16 X=1 --model $G/qwen3-8b --batch 1 --context 512 > /dev/null
+# in order of need (a call cut short keeps what ran)
 for v in def:X=1 wg:$WG; do
-  PLIM=60 prof f8h_${v%%:*} "${v#*:}" --model $F8H --batch 1 --context 512 > /dev/null; done
+  PLIM=60 prof f8_${v%%:*} "${v#*:}" --model $F8 --batch 1 --context 512 > /dev/null; done
 for v in def:X=1 wg:$WG; do
   PLIM=60 prof f8b8_${v%%:*} "${v#*:}" --model $F8 --batch 8 --context 512 > /dev/null; done
+PLIM=60 prof bf16 X=1 --model $G/qwen3-8b --batch 1 --context 512 > /dev/null
+PLIM=60 prof f8_defb X=1 --model $F8 --batch 1 --context 512 > /dev/null
+for v in def:X=1 wg:$WG; do
+  PLIM=60 prof f8h_${v%%:*} "${v#*:}" --model $F8H --batch 1 --context 512 > /dev/null; done
 echo "== Qwen3-8B batch 1 (b8: batch 8) x 512: GPU replay / async wall ms a step"
 for n in f8_def f8_wg f8_defb bf16 f8h_def f8h_wg f8b8_def f8b8_wg; do
   printf "%-8s %s\n" $n "$(aw $n)"; done
