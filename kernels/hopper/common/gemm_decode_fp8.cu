@@ -34,13 +34,16 @@
 //
 // Scales: the FP8 index map of gemv_fp8.cu, s(n, k) = scale[(n >> row_shift) row_stride +
 // (k >> col_shift) col_stride], constant over each k-tile (col_shift >= 7 or col_stride 0:
-// the 128x128 blocks, per channel, per tensor; ops/matmul_fp8_wgmma.py checks it); each thread
-// reads its two weight rows' scales a tile ahead.
+// the 128x128 blocks, per channel, per tensor; ops/matmul_fp8_wgmma.py checks it). The
+// producer warp's lanes copy each k-tile's 64 row scales into the slot beside its weights
+// (cp.async, their landing an arrival on the slot's mbarrier), so the consumers read them from
+// shared memory with the tile.
 //
 // Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, two
 // blocks an SM. Shared memory: a ring of kStages 8 KiB weight slots, the x tiles of the block's
 // k range (at most kXBytes: ops/matmul_fp8_wgmma.py picks splits whose blocks' ranges fit),
-// their scales, two partial tiles, the 1 KiB alignment slack.
+// their scales, each slot's weight scales, two partial tiles (split: the inbox), the 1 KiB
+// alignment slack.
 // Entry points: *_split{2..8} for clusters of S blocks over K (rank r takes k-tiles
 // [K r / S, K (r + 1) / S)). Tiles: ceil(n / 64) (gated: n / 2 pairs in 32-pair tiles, the
 // same count).
@@ -52,13 +55,14 @@
 // the one-tile-a-cluster form: x staging ~5 us a block, the cluster epilogue ~1.5 us, every
 // block of a multi-wave grid paying both, and clusters of a later wave waiting for a GPC's
 // slots). The split-K sum runs on mbarriers, not cluster barriers (the producer, streaming
-// ahead, never joins them): each consumer warp writes its rows of the tile's partial into part
-// buffer j % 2 and arrives on that buffer's part_full in every rank (release, cluster scope);
-// each rank waits for its own part_full, sums its batch rows [m r / S, m (r + 1) / S) over the
-// S partials (distributed shared memory, ranks in order: bit-reproducible) and arrives on every
-// rank's part_free; a rank writes a buffer again (two tiles later) and exits only once its
-// part_free says every rank has read it. Without a split one named barrier orders the
-// warpgroup's writes and reads of a buffer.
+// ahead, never joins them): rank r sums batch rows [m r / S, m (r + 1) / S); each consumer
+// thread pushes its sums of every row into the summing rank's inbox with st.async, counted on
+// that rank's inbox_full; the rank sums its inbox in rank order (bit-reproducible), stores, and
+// its warps arrive on every rank's sent_ok, which a rank awaits before pushing its next tile.
+// No block reads a peer's shared memory, so a block exits once its own sums are stored; a rank
+// without rows (m < S) keeps no inbox phases (tests/unit/test_gemm_decode_fp8_protocol.py
+// models the protocol). Without a split one named barrier orders the warpgroup's writes and
+// reads of its two partial tiles.
 //
 // Preconditions (host): 1 <= m <= 8, k % 16 == 0, codes 16-byte aligned, x 8-byte aligned,
 // gated entries n even, the grid a multiple of S.

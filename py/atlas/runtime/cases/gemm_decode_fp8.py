@@ -116,7 +116,7 @@ def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, 
 #: and the rule's splits, a wide published shape (k 5,120), ragged n with k ending 16 columns
 #: into a tile (1,040), both wgmma widths (m 1..4, 5..8), every split, per-channel and
 #: per-tensor scales, logits, SwiGLU on a k that is not a multiple of 128; the last three
-#: give each cluster several tiles (the persistent loop and its part buffers' reuse) at
+#: give each cluster several tiles (the persistent loop and its inbox's reuse) at
 #: splits 4, 1 and 3
 FP8_WGMMA_SHAPES: list[tuple[str, int, int, int, Out, int | None]] = [
     ("block", 1, 6144, 4096, "bf16", None), ("block", 1, 4096, 4096, "bf16", None),

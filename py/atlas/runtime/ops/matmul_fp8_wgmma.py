@@ -151,10 +151,17 @@ def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8W
                          f"(k={w.k}, m={m})")
     rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
-    launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
-    resident = kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM, split)
-    launch(stream, grid_blocks(w.n, split, resident), FP8_THREADS, FP8_SMEM, x, w.codes,
+    sig = _SIGS[out, split]
+    launch = kc.get_with_shared(sig, FP8_SMEM)
+    launch(stream, _launch_blocks(kc, sig, w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes,
            w.scales, y, m, w.n, w.k, *w.map_args, wmap)
+
+
+def _launch_blocks(kc: KernelCache, sig: KernelSig, n: int, split: int) -> int:
+    """grid_blocks for entry `sig` with the blocks the device holds of it at once."""
+    launch = kc.get_with_shared(sig, FP8_SMEM)
+    return grid_blocks(n, split, kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM,
+                                                    split))
 
 
 def grid_blocks(n: int, split: int, resident: int | None = None) -> int:
@@ -185,6 +192,4 @@ def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
 def traced_blocks(kc: KernelCache, n: int, split: int) -> int:
     """Blocks of a traced launch at `split` (its trace holds a row for each): gemm_fp8's
     grid for the traced entry."""
-    launch = kc.get_with_shared(_TRACE_SIGS[split], FP8_SMEM)
-    return grid_blocks(n, split, kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM,
-                                                    split))
+    return _launch_blocks(kc, _TRACE_SIGS[split], n, split)
