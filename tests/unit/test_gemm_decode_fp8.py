@@ -146,7 +146,9 @@ def _constant(name: str) -> int:
 
 
 def test_builder_mirrors_the_kernel_constants() -> None:
-    assert _constant("kStages") == matmul_fp8_wgmma.FP8_STAGES
+    assert _constant("kMaxStages") == matmul_fp8_wgmma.FP8_MAX_STAGES
+    assert _constant("kSlotBytes") == matmul_fp8_wgmma.FP8_SLOT_BYTES
+    assert _constant("kSlotScaleBytes") == matmul_fp8_wgmma.FP8_SLOT_SCALE_BYTES
     assert _constant("kXBytes") == matmul_fp8_wgmma.FP8_X_BYTES
     assert _constant("kXScaleBytes") == matmul_fp8_wgmma.FP8_X_SCALE_BYTES
     assert _constant("kKTile") == matmul_fp8_wgmma.K_TILE
@@ -161,10 +163,29 @@ def test_builder_mirrors_the_kernel_constants() -> None:
         words.append(word)
     assert words == list(matmul_fp8_wgmma.TRACE_PHASES.values())
     assert _constant("kPartBytes") == matmul_fp8_wgmma.FP8_PART_BYTES
-    assert _constant("kWScaleBytes") == matmul_fp8_wgmma.FP8_W_SCALE_BYTES
     assert {_constant("kTraceConsumerWaitNs"), _constant("kTraceProducerWaitNs")} == set(
         matmul_fp8_wgmma.TRACE_WAITS.values())
-    assert _constant("kSmemBytes") == matmul_fp8_wgmma.FP8_SMEM
+    assert _constant("kSmemBytes") == matmul_fp8_wgmma.FP8_SMEM_MAX
+
+
+def test_launch_shared_memory_holds_the_ring_past_the_x_tiles() -> None:
+    """The kernel derives its ring's depth from the launch's dynamic shared memory
+    ((bytes - slack - x - scales - partials) / a slot and its scales): smem_bytes must give
+    back exactly the asked depth, and the x tiles follow the rank's k range."""
+    fp8 = matmul_fp8_wgmma
+    fixed = fp8.FP8_ALIGN + fp8.FP8_X_SCALE_BYTES + fp8.FP8_PART_BYTES
+    slot = fp8.FP8_SLOT_BYTES + fp8.FP8_SLOT_SCALE_BYTES
+    for m, k, split, x_tiles in ((1, 4096, 2, 16 * 1024), (1, 12288, 3, 32 * 1024),
+                                 (8, 4096, 2, 16 * 2048), (1, 4100, 1, 33 * 1024)):
+        assert fp8.x_bytes(m, k, split) == x_tiles
+        for stages in (2, 4, 9, 16):
+            nbytes = fp8.smem_bytes(m, k, split, stages)
+            assert (nbytes - fixed - x_tiles) // slot == stages
+    # the sessions 56-57 form: 112 KB at the largest x, two blocks an SM
+    assert fp8.smem_bytes(1, 4096, 1, 9) == 114_688
+    assert fp8.smem_bytes(1, 4096, 2, 4) < 64 * 1024  # two and a 101.8 KB attention block
+    with pytest.raises(ValueError, match="outside 2..16"):
+        fp8.smem_bytes(1, 4096, 2, 1)
 
 
 def test_persistent_grid_holds_what_the_device_holds() -> None:
@@ -200,6 +221,12 @@ def _weight(dev: MockGpuBackend, n: int, k: int, smap: Fp8ScaleMap | None = None
                      n, k, smap)
 
 
+def split_of(record: object) -> int:
+    """The cluster split a launch record's entry name carries (1 without a suffix)."""
+    _, _, split = record.func.partition("_split")
+    return int(split or 1)
+
+
 def _routes(on: bool) -> KernelRoutes:
     return KernelRoutes.from_env({"ATLAS_QUANT_FP8_WGMMA": "1"} if on else {})
 
@@ -219,7 +246,8 @@ def test_switch_sends_every_output_of_one_to_eight_rows_to_the_kernel() -> None:
         assert swiglu.func.startswith("gemm_decode_fp8_swiglu_bf16"), swiglu.func
         assert logits.func.startswith("gemm_decode_fp8_f32"), logits.func
         for record in (plain, swiglu, logits):
-            assert record.block == (160, 1, 1) and record.shared == matmul_fp8_wgmma.FP8_SMEM
+            assert record.block == (160, 1, 1)
+            assert record.shared == matmul_fp8_wgmma.smem_bytes(m, 4096, split_of(record), 9)
             assert record.args["m"] == m
     # the codes seen as bf16 [n][k / 2], 64-row boxes (SwiGLU: 32, gate and up apart)
     assert (qkv.codes, 6144, 2048, 64) in dev.encoded

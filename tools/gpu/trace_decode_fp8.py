@@ -114,12 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         smap = Fp8ScaleMap.block(n, k)
         scales = np.full(smap.shape, 1.0 / (100.0 * k ** 0.5), np.float32)
         x = f32_to_bf16_bits(rng.uniform(-1, 1, (1, k)).astype(np.float32))
-        blocks = fp8.traced_blocks(kc, n, split)
         bufs = [backend.upload(a) for a in (codes, scales, x)]
         y = backend.alloc(2 * n)
+        w = Fp8Weight(bufs[0], bufs[1], n, k, smap)
+        blocks = fp8.traced_blocks(kc, w, 1, split)
         traces = [backend.upload(np.zeros((blocks, fp8.TRACE_WORDS), np.uint64))
                   for _ in range(2)]
-        w = Fp8Weight(bufs[0], bufs[1], n, k, smap)
         fp8.gemm_fp8(kc, stream, bufs[2], w, y, 1, split=split)  # warm-up
         for t in traces:  # the second right behind the first
             fp8.gemm_fp8_traced(kc, stream, bufs[2], w, y, 1, split, t)

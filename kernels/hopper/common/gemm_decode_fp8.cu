@@ -39,11 +39,16 @@
 // (cp.async, their landing an arrival on the slot's mbarrier), so the consumers read them from
 // shared memory with the tile.
 //
-// Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, two
-// blocks an SM. Shared memory: a ring of kStages 8 KiB weight slots, the x tiles of the block's
-// k range (at most kXBytes: ops/matmul_fp8_wgmma.py picks splits whose blocks' ranges fit),
-// their scales, each slot's weight scales, two partial tiles (split: the inbox), the 1 KiB
-// alignment slack.
+// Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, up to
+// two blocks an SM. Shared memory, sized by the launch (ops/matmul_fp8_wgmma.py smem_bytes):
+// the x tiles of the block's k range (at most kXBytes: the host picks splits whose blocks'
+// ranges fit), their scales, two partial tiles (split: the inbox), then a ring of 8 KiB weight
+// slots with each slot's weight scales, as many slots (2..kMaxStages) as the launch's dynamic
+// shared memory holds past the rest. Why the ring's depth is the launch's: under PDL the
+// kernels beside this one (the attention after qkv, the norm and projection after o_proj)
+// become resident, and issue their own early reads, only where this one leaves an SM room
+// (gpu201: at 112 KB a block, two an SM, each projection was faster alone and the step
+// slower).
 // Entry points: *_split{2..8} for clusters of S blocks over K (rank r takes k-tiles
 // [K r / S, K (r + 1) / S)). Tiles: ceil(n / 64) (gated: n / 2 pairs in 32-pair tiles, the
 // same count).
@@ -81,26 +86,27 @@ using atlas::bulk::TensorMap;
 
 constexpr int kKTile = 128;                           // E4M3 values (bytes) of a k-tile
 constexpr int kSlotBytes = kGroupRows * kKTile;       // a [64][128] weight tile: 8 KiB
-constexpr int kStages = 9;                            // ops/matmul_fp8_wgmma.py FP8_STAGES
+constexpr int kMaxStages = 16;                        // ops/matmul_fp8_wgmma.py FP8_MAX_STAGES
 constexpr int kXBytes = 32 * 1024;                    // ... FP8_X_BYTES
 constexpr int kXScaleBytes = 512;                     // a float per (token, k-tile)
-constexpr int kWScaleBytes = kStages * kGroupRows * 4;  // a slot's tile rows' scales
+constexpr int kSlotScaleBytes = kGroupRows * 4;       // a slot's tile rows' scales
 constexpr int kPitch = partial_pitch(1);              // a partial tile's row (floats)
 constexpr int kPartFloats = 8 * kPitch;               // one for each of 8 tokens
 constexpr int kPartBytes = 2 * kPartFloats * 4;       // two: ... FP8_PART_BYTES
 constexpr int kProducerThreads = 32;
 constexpr int kThreads = kGroupThreads + kProducerThreads;
-constexpr int kSmemBytes = kStages * kSlotBytes + kXBytes + kXScaleBytes + kWScaleBytes +
-                           kPartBytes + kAlign;  // FP8_SMEM
+// the most a launch asks (the deepest ring past the largest x): ... FP8_SMEM_MAX
+constexpr int kSmemBytes = kAlign + kXBytes + kXScaleBytes + kPartBytes +
+                           kMaxStages * (kSlotBytes + kSlotScaleBytes);
 constexpr long long kHangCycles = 4000000000LL;  // gemm_decode_tma.cu's trap, not a hang
 
 // The block's mbarriers: the ring's (a slot's weight tile and scales landed / its MMAs
 // retired), the inbox's (every rank's partial of this rank's batch rows landed) and sent_ok
 // (every rank has summed out of its inbox: the next tile's partials may go).
 struct Barriers {
-  uint64_t full[kStages], empty[kStages], inbox_full, sent_ok;
+  uint64_t full[kMaxStages], empty[kMaxStages], inbox_full, sent_ok;
 };
-static_assert(kSmemBytes + sizeof(Barriers) + 1024 <= 114 * 1024, "two blocks fit an SM");
+static_assert(kSmemBytes + sizeof(Barriers) + 1024 <= 227 * 1024, "the deepest ring fits");
 static_assert(kXBytes / (8 * kKTile) * 4 * 4 <= kXScaleBytes &&
                   kXBytes / (16 * kKTile) * 8 * 4 <= kXScaleBytes,
               "a scale for every (token, k-tile) the x tiles hold");
@@ -294,10 +300,22 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   const uint32_t raw = atlas::smem_addr(smem_raw);
   const uint32_t smem = (raw + kAlign - 1) & ~uint32_t(kAlign - 1);
   uint8_t* base = smem_raw + (smem - raw);
-  const uint32_t xtiles = smem + kStages * kSlotBytes;
-  float* xscale = reinterpret_cast<float*>(base + kStages * kSlotBytes + kXBytes);
-  float* wscale = xscale + kXScaleBytes / 4;  // [slot][tile row]
-  float* parts = wscale + kWScaleBytes / 4;   // split: the inbox; else two partial tiles
+  const int k_tiles = (k + kKTile - 1) / kKTile;
+  // the layout (header): the ring's slots, as many as the launch's shared memory holds past
+  // the rest (the host sized it: smem_bytes), the x tiles of the largest k range of a rank
+  // (both 1 KiB-aligned for their swizzle), the x scales, the partial tiles, the slots' scales
+  const int x_bytes = (k_tiles + kSplit - 1) / kSplit * kTileBytes;
+  uint32_t dynamic_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_bytes));
+  const int stages = min(kMaxStages, (static_cast<int>(dynamic_bytes) - kAlign - x_bytes -
+                                      kXScaleBytes - kPartBytes) /
+                                         (kSlotBytes + kSlotScaleBytes));
+  if (stages < 2) __trap();  // the host sizes at least two slots
+  const uint32_t ring = smem;
+  const uint32_t xtiles = smem + stages * kSlotBytes;
+  float* xscale = reinterpret_cast<float*>(base + stages * kSlotBytes + x_bytes);
+  float* parts = xscale + kXScaleBytes / 4;  // split: the inbox; else two partial tiles
+  float* wscale = parts + kPartBytes / 4;    // [slot][tile row]
 
   const int rank = static_cast<int>(blockIdx.x) % kSplit;  // == the cluster rank
   const int cluster = static_cast<int>(blockIdx.x) / kSplit;
@@ -305,7 +323,6 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   const int inter = n / 2;  // activation width (kGated)
   const int tiles = ((kGated ? inter : n) + kOutRows - 1) / kOutRows;
   const int my_tiles = cluster < tiles ? (tiles - cluster + clusters - 1) / clusters : 0;
-  const int k_tiles = (k + kKTile - 1) / kKTile;
   const int kt0 = k_tiles * rank / kSplit;
   const int count = k_tiles * (rank + 1) / kSplit - kt0;
   const int mi0 = m * rank / kSplit, mi1 = m * (rank + 1) / kSplit;  // this rank's sums
@@ -330,7 +347,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
   };
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < stages; ++s) {
       // the producer's expect_tx and each producer lane's scale copies (cp.async, noinc)
       atlas::bulk::init_barrier(&bars.full[s], 1 + kProducerThreads);
       atlas::bulk::init_barrier(&bars.empty[s], kGroupThreads / 32);  // per consumer warp
@@ -353,20 +370,20 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     if (lead) atlas::bulk::prefetch_map(&wmap);
     const uint64_t policy = atlas::l2_stream_policy();
     unsigned long long waited = 0;
-    // load g: k-tile g % count of the block's tile g / count, into slot g % kStages; each
+    // load g: k-tile g % count of the block's tile g / count, into slot g % stages; each
     // lane copies the k-tile's scales of tile rows lane and lane + 32
     auto load = [&](int g) {
-      const int s = g % kStages, j = g / count, i = g - j * count;
-      if (g >= kStages) {
+      const int s = g % stages, j = g / count, i = g - j * count;
+      if (g >= stages) {
         unsigned long long t0 = 0;
         if constexpr (kTraced) t0 = now_ns();
-        atlas::bulk::wait_parity_or_trap(&bars.empty[s], (g / kStages - 1) & 1, kHangCycles);
+        atlas::bulk::wait_parity_or_trap(&bars.empty[s], (g / stages - 1) & 1, kHangCycles);
         if constexpr (kTraced) waited += now_ns() - t0;
       }
       const int row0 = (cluster + j * clusters) * kOutRows;
       if (lead) {
         atlas::bulk::expect_bytes(&bars.full[s], kSlotBytes);
-        const uint32_t dst = smem + s * kSlotBytes;
+        const uint32_t dst = ring + s * kSlotBytes;
         const int c0 = (kt0 + i) * (kKTile / 2);  // the codes seen as bf16 [n][k / 2]
         if constexpr (kGated) {  // gate rows [row0, +32), then the up rows I past them
           atlas::bulk::copy_tile_2d_stream(dst, &wmap, c0, row0, &bars.full[s], policy);
@@ -384,7 +401,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     };
     // the first ring before the PDL wait (no kernel writes weights), the rest after it
     const int loads = my_tiles * count;
-    const int ahead = loads < kStages ? loads : kStages;
+    const int ahead = loads < stages ? loads : stages;
     for (int g = 0; g < ahead; ++g) load(g);
     if (lead) stamp(trace, kFp8RingIssued);
     atlas::pdl_enter();
@@ -424,13 +441,13 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
     // k-tile i's four k32 MMAs into a fresh accumulator set, in flight on return; its
     // weight scales (this thread's two rows) out of the slot
     auto issue = [&](float (&a)[kAcc], int i, float& wlo, float& whi) {
-      const int s = (g + i) % kStages;
+      const int s = (g + i) % stages;
       unsigned long long t0 = 0;
       if constexpr (kTraced) t0 = now_ns();
-      atlas::bulk::wait_parity_or_trap(&bars.full[s], ((g + i) / kStages) & 1, kHangCycles);
+      atlas::bulk::wait_parity_or_trap(&bars.full[s], ((g + i) / stages) & 1, kHangCycles);
       if constexpr (kTraced) waited += now_ns() - t0;
       atlas::wgmma_fence();
-      const uint32_t wt = smem + s * kSlotBytes, xt = xtiles + i * kTileBytes;
+      const uint32_t wt = ring + s * kSlotBytes, xt = xtiles + i * kTileBytes;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
         wgmma_e4m3_k32(a, atlas::smem_desc(wt + 32 * kk), atlas::smem_desc(xt + 32 * kk), kk);
@@ -448,7 +465,7 @@ __device__ __forceinline__ void gemm_decode_fp8(const TensorMap& wmap,
         const float f = ((q >> 1) & 1 ? whi : wlo) * xs * ((q & 1) ? 0.0625f : 1.f);
         tot[q] = fmaf(a[q], f, tot[q]);
       }
-      if (lane == 0) atlas::bulk::arrive(&bars.empty[(g + i) % kStages]);
+      if (lane == 0) atlas::bulk::arrive(&bars.empty[(g + i) % stages]);
     };
     // two accumulator sets: k-tile i's MMAs run while k-tile i - 1's are promoted
     float w0lo = 0.f, w0hi = 0.f, w1lo = 0.f, w1hi = 0.f;

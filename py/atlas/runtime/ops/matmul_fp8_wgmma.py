@@ -26,19 +26,39 @@ FP8_WGMMA_MAX_M = 8
 FP8_THREADS = 160
 #: E4M3 values of a k-tile (one 128-byte swizzle row)
 K_TILE = 128
-#: gemm_decode_fp8.cu's ring slots (8 KiB weight tiles), x tile bytes, x scale bytes
-FP8_STAGES = 9
+#: gemm_decode_fp8.cu's ring: an 8 KiB weight tile a slot and its 64 rows' scales; the most
+#: slots a launch may ask for
+FP8_SLOT_BYTES = 64 * K_TILE
+FP8_SLOT_SCALE_BYTES = 64 * 4
+FP8_MAX_STAGES = 16
+#: ... the most x tile bytes a block holds, the x scale bytes
 FP8_X_BYTES = 32 * 1024
 FP8_X_SCALE_BYTES = 512
-#: a slot's 64 tile rows' weight scales, for each slot
-FP8_W_SCALE_BYTES = FP8_STAGES * 64 * 4
 #: its two partial tiles of 8 tokens x (64 + 4) f32 (gemm_decode_tile.cuh partial_pitch), or
 #: a split's inbox
 FP8_PART_BYTES = 2 * 8 * 68 * 4
-#: its dynamic shared memory: the ring, the x tiles, their scales, the weight scales, the
-#: partial tiles, the 1 KiB alignment slack
-FP8_SMEM = (FP8_STAGES * 64 * K_TILE + FP8_X_BYTES + FP8_X_SCALE_BYTES + FP8_W_SCALE_BYTES
-            + FP8_PART_BYTES + 1024)
+#: the 1 KiB alignment slack
+FP8_ALIGN = 1024
+#: the most dynamic shared memory a launch asks for (the deepest ring past the largest x)
+FP8_SMEM_MAX = (FP8_ALIGN + FP8_X_BYTES + FP8_X_SCALE_BYTES + FP8_PART_BYTES
+                + FP8_MAX_STAGES * (FP8_SLOT_BYTES + FP8_SLOT_SCALE_BYTES))
+
+
+def x_bytes(m: int, k: int, split: int) -> int:
+    """The x tiles of the largest k range a rank of `split` takes (its wgmma N rows of 128
+    bytes a k-tile)."""
+    return -(-(-(-k // K_TILE)) // split) * wgmma_cols(m) * K_TILE
+
+
+def smem_bytes(m: int, k: int, split: int, stages: int) -> int:
+    """A launch's dynamic shared memory: a ring of `stages` slots past its x tiles, scales and
+    partial tiles (the kernel derives its ring's depth from this size). Smaller than the
+    deepest ring so that the kernels launched beside it under PDL find room on its SMs."""
+    if not 2 <= stages <= FP8_MAX_STAGES:
+        raise ValueError(f"gemm_fp8: {stages} ring slots is outside 2..{FP8_MAX_STAGES}")
+    return (FP8_ALIGN + x_bytes(m, k, split) + FP8_X_SCALE_BYTES + FP8_PART_BYTES
+            + stages * (FP8_SLOT_BYTES + FP8_SLOT_SCALE_BYTES))
+
 
 #: u64 words of a block's trace (gemm_decode_fp8.cu kTraceWords): phase stamps (ns) at
 #: TRACE_PHASES' indices, the block's SM id at TRACE_SM_WORD
@@ -113,22 +133,36 @@ def split_for(kc: KernelCache, m: int, n: int, k: int, out: Out) -> int:
     if forced is not None and forced in splits:
         return forced
     return decode_split(m, n, k // 2, kc.facts.sm_count, None, 1,
-                        _resident(kc, out, splits), splits)
+                        _resident(kc, out, m, k, splits), splits)
 
 
-def _resident(kc: KernelCache, out: Out, splits: tuple[int, ...]) -> dict[int, int] | None:
-    """The blocks the device holds at once for each split's entry (asked once per shape by
-    KernelCache); None where the routes do not ask or the backend cannot say."""
+def _resident(kc: KernelCache, out: Out, m: int, k: int,
+              splits: tuple[int, ...]) -> dict[int, int] | None:
+    """The blocks of each split's entry the launch may keep at once (`resident`, asked once
+    per shape by KernelCache); None where the routes do not ask or the backend cannot say."""
     if not kc.routes.decode_gemm_occupancy:
         return None
-    resident = {}
+    counts = {}
     for split in splits:
-        launch = kc.get_with_shared(_SIGS[out, split], FP8_SMEM)
-        blocks = kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM, split)
+        blocks = resident(kc, _SIGS[out, split], m, k, split)
         if blocks is None:
             return None
-        resident[split] = blocks
-    return resident
+        counts[split] = blocks
+    return counts
+
+
+def resident(kc: KernelCache, sig: KernelSig, m: int, k: int, split: int) -> int | None:
+    """The blocks of entry `sig` at its launch's shared memory that the device holds at once,
+    at most the routes' blocks an SM (ATLAS_QUANT_FP8_WGMMA_SM_BLOCKS: a shallow ring must
+    not spread the grid over more slots than the deep one's two); None: the backend cannot
+    say."""
+    nbytes = smem_bytes(m, k, split, kc.routes.quant_fp8_wgmma_stages)
+    launch = kc.get_with_shared(sig, FP8_SMEM_MAX)
+    blocks = kc.resident_blocks(launch.handle, FP8_THREADS, nbytes, split)
+    if blocks is None:
+        return None
+    cap = kc.routes.quant_fp8_wgmma_sm_blocks * kc.facts.sm_count
+    return min(blocks, max(split, cap // split * split))
 
 
 def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8Weight,
@@ -151,17 +185,18 @@ def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8W
                          f"(k={w.k}, m={m})")
     rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
-    sig = _SIGS[out, split]
-    launch = kc.get_with_shared(sig, FP8_SMEM)
-    launch(stream, _launch_blocks(kc, sig, w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes,
-           w.scales, y, m, w.n, w.k, *w.map_args, wmap)
+    _launch(kc, stream, _SIGS[out, split], x, w, y, m, split, wmap)
 
 
-def _launch_blocks(kc: KernelCache, sig: KernelSig, n: int, split: int) -> int:
-    """grid_blocks for entry `sig` with the blocks the device holds of it at once."""
-    launch = kc.get_with_shared(sig, FP8_SMEM)
-    return grid_blocks(n, split, kc.resident_blocks(launch.handle, FP8_THREADS, FP8_SMEM,
-                                                    split))
+def _launch(kc: KernelCache, stream: Stream, sig: KernelSig, x: DevicePtr,
+            w: matmul_quant.Fp8Weight, y: DevicePtr, m: int, split: int, wmap: bytes,
+            *extra: DevicePtr) -> None:
+    """Entry `sig` on its persistent grid with the routes' ring depth."""
+    nbytes = smem_bytes(m, w.k, split, kc.routes.quant_fp8_wgmma_stages)
+    launch = kc.get_with_shared(sig, FP8_SMEM_MAX)
+    blocks = grid_blocks(w.n, split, resident(kc, sig, m, w.k, split))
+    launch(stream, blocks, FP8_THREADS, nbytes, x, w.codes, w.scales, y, m, w.n, w.k,
+           *w.map_args, wmap, *extra)
 
 
 def grid_blocks(n: int, split: int, resident: int | None = None) -> int:
@@ -184,12 +219,10 @@ def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
         raise ValueError(f"gemm_fp8_traced: m={m}, FP8 [{w.n}, {w.k}] at split {split} has no "
                          f"traced entry (splits {sorted(_TRACE_SIGS)} that fit)")
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, 64)
-    launch = kc.get_with_shared(_TRACE_SIGS[split], FP8_SMEM)
-    launch(stream, traced_blocks(kc, w.n, split), FP8_THREADS, FP8_SMEM, x, w.codes,
-           w.scales, y, m, w.n, w.k, *w.map_args, wmap, trace)
+    _launch(kc, stream, _TRACE_SIGS[split], x, w, y, m, split, wmap, trace)
 
 
-def traced_blocks(kc: KernelCache, n: int, split: int) -> int:
-    """Blocks of a traced launch at `split` (its trace holds a row for each): gemm_fp8's
+def traced_blocks(kc: KernelCache, w: matmul_quant.Fp8Weight, m: int, split: int) -> int:
+    """Blocks of a traced launch of w at `split` (its trace holds a row for each): gemm_fp8's
     grid for the traced entry."""
-    return _launch_blocks(kc, _TRACE_SIGS[split], n, split)
+    return grid_blocks(w.n, split, resident(kc, _TRACE_SIGS[split], m, w.k, split))

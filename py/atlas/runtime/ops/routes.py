@@ -109,6 +109,10 @@ what it asked for each time, and importing Atlas never depends on the environmen
   no convert instruction, x split exactly into two E4M3 parts) ahead of every GEMV route,
   where the weight's scale layout is constant over 128-column tiles. Off until a device
   run times it against the convert GEMV (issue 12's 1.75x).
+* ATLAS_QUANT_FP8_WGMMA_STAGES=2..16 / ATLAS_QUANT_FP8_WGMMA_SM_BLOCKS=1..4: that kernel's
+  ring slots (8 KiB weight tiles; the launch's shared memory follows, so a shallower ring
+  leaves its SMs room for the kernels PDL launches beside it) and its persistent grid's
+  blocks an SM at most (defaults DEFAULT_FP8_WGMMA_STAGES, DEFAULT_FP8_WGMMA_SM_BLOCKS).
 * ATLAS_DECODE_GEMM=0: decode batches never on the Hopper skinny wgmma GEMM
   (gemm_decode_sm90); they take the batched GEMV / GEMM routes as before it existed.
 * ATLAS_DECODE_GEMM_MIN_M=N / ATLAS_DECODE_GEMM_MAX_M=N: the row range routed to it
@@ -518,6 +522,14 @@ DEFAULT_BATCHED_GEMV_MIN_M = 3
 #: and all load, then all store, in step; at 8 and more too few blocks keep loads in flight
 DEFAULT_NORM_ROWS_PER_BLOCK = 3
 
+#: The FP8 tensor-core decode GEMM's ring slots and persistent blocks an SM
+#: (gemm_decode_fp8.cu; ops/matmul_fp8_wgmma.smem_bytes): 9 slots and two blocks are the
+#: sessions 56-57 form (112 KB a block), whose projections each beat the convert GEMV alone on
+#: the H200 while the step lost (gpu201: the attention and norms PDL launches beside it found
+#: no room on its SMs); the depth is the A/B of gpu202.
+DEFAULT_FP8_WGMMA_STAGES = 9
+DEFAULT_FP8_WGMMA_SM_BLOCKS = 2
+
 #: Row range of the skinny wgmma GEMM (gemm_decode_sm90) where the loaded set has it: from just
 #: past the CUDA-core GEMV's 8 rows to its widest wgmma N. Unmeasured against gemv_mma (9..64)
 #: and the GEMMs (65..256) when set: A/B with the switches above (tools/gpu/run_suite.sh).
@@ -655,6 +667,8 @@ class KernelRoutes:
     quant_h2_rows: int | None = None
     quant_fp8_h2: bool | None = None
     quant_fp8_wgmma: bool = False
+    quant_fp8_wgmma_stages: int = DEFAULT_FP8_WGMMA_STAGES
+    quant_fp8_wgmma_sm_blocks: int = DEFAULT_FP8_WGMMA_SM_BLOCKS
     early_trigger: frozenset[str] | None = None
     norm_rows_per_block: int = DEFAULT_NORM_ROWS_PER_BLOCK
     norm_late: bool | None = None
@@ -798,6 +812,12 @@ class KernelRoutes:
                    quant_h2_rows=int(h2_rows) if h2_rows else None,
                    quant_fp8_h2=_env_tristate(env, "ATLAS_QUANT_FP8_H2"),
                    quant_fp8_wgmma=env_switch(env, "ATLAS_QUANT_FP8_WGMMA", False),
+                   quant_fp8_wgmma_stages=_env_bounded(
+                       env, "ATLAS_QUANT_FP8_WGMMA_STAGES", DEFAULT_FP8_WGMMA_STAGES, 16,
+                       "the FP8 tensor-core GEMM's ring slots, at least 2"),
+                   quant_fp8_wgmma_sm_blocks=_env_bounded(
+                       env, "ATLAS_QUANT_FP8_WGMMA_SM_BLOCKS", DEFAULT_FP8_WGMMA_SM_BLOCKS, 4,
+                       "its persistent grid's blocks an SM"),
                    early_trigger=_env_kinds(env, "ATLAS_EARLY_TRIGGER", EARLY_TRIGGER_KINDS),
                    norm_rows_per_block=_env_bounded(env, "ATLAS_NORM_ROWS_PER_BLOCK",
                                                     DEFAULT_NORM_ROWS_PER_BLOCK, 16,
