@@ -33,4 +33,8 @@ for f in sorted(r.glob("f8_*.json")):
     rows = [f"{c['kernel'][:28]}>{c['us_per_call']:.2f}" for c in d["critical_path"][:7]]
     print(f"{f.stem:9s} {d['gpu_ms']:.3f} | " + " ".join(rows))
 PY
+# ttft-warm (gpu202: 36.2 ms, bar 35, 28.4 a call before with no default-path change): the
+# request it times, a short question past a cached ~2,000-token prefix, as one profiled step
+TAILN=14 t 120 pf_warm python3 tools/gpu/profile_prefill.py --model $G/qwen3-8b --synthetic-seed 0 \
+  --tokens 24 --cached 2040 --out $R/pf_warm.json
 echo "ALL DONE"
