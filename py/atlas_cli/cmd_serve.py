@@ -371,7 +371,8 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
     workers.watch(worker_died)
     try:
         try:
-            runner = await serve(ctx, p["bind"], p["port"], load, limits, ready)
+            runner = await serve(ctx, p["bind"], p["port"], load, limits, ready,
+                                 freeze_heap=True)
         except OSError as exc:
             if exc.errno in _BIND_ERRORS:  # taken since the check at startup
                 raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: "

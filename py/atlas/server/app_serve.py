@@ -5,6 +5,7 @@ build the model's executor off the event loop, start the engine thread, then rep
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import dataclass
 from typing import Callable
 
@@ -70,9 +71,12 @@ def _drafter(name: str, executor: StepExecutor) -> Drafter:
 
 async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], StepExecutor],
                 limits: EngineLimits, on_ready: Callable[[], None],
-                pool_factory: Callable[[int], BlockPool] = BlockAllocator) -> web.AppRunner:
+                pool_factory: Callable[[int], BlockPool] = BlockAllocator,
+                freeze_heap: bool = False) -> web.AppRunner:
     """Start listening, load the model in a worker thread, then start the engine and call
-    `on_ready`. Returns the runner; the caller keeps the loop alive and cleans up."""
+    `on_ready`. Returns the runner; the caller keeps the loop alive and cleans up.
+    `freeze_heap` (the serving process: `atlas serve`) ends startup with
+    `freeze_startup_heap`; an embedding process (tests) keeps its collector as it is."""
     runner = await start_server(build_app(ctx), host, port, ctx.options.connection_limits)
     loop = asyncio.get_running_loop()
     try:
@@ -87,8 +91,23 @@ async def serve(ctx: ServerContext, host: str, port: int, load: Callable[[], Ste
     ctx.structured = StructuredOutputs(ctx.tokenizer, executor.vocab_size,
                                        ctx.options.tool_parser)
     ctx.engine = engine
+    if freeze_heap:
+        freeze_startup_heap()
     on_ready()
     return runner
+
+
+def freeze_startup_heap() -> None:
+    """Collect, then move every object startup made (model structures, kernel caches,
+    tokenizer and grammar tables, imported modules) into the collector's permanent
+    generation, so that each full collection while serving traces only what serving made.
+    Why: a full collection runs on whichever thread allocates, the engine thread included,
+    and holds the GIL throughout; after startup it traced ~66,000 objects (the CPU server on
+    the default model, 16-19 ms a collection on a 2-core machine; the Qwen3-8B CUDA runner
+    on the mock backend ~72,000, 18-26 ms), a stall of every stream's next token. Startup
+    garbage in reference cycles that dies later is never reclaimed: a one-time cost."""
+    gc.collect()
+    gc.freeze()
 
 
 async def shutdown(ctx: ServerContext, runner: web.AppRunner) -> None:
