@@ -90,7 +90,8 @@ def main() -> int:
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({"model": a.model.name, "tokens": a.tokens,
-                                     "cached": a.cached, "wall_ms": wall_ms, "kernel_busy_ms": kernel_total / 1e3,
+                                     "cached": a.cached, "wall_ms": wall_ms,
+                                     "kernel_busy_ms": kernel_total / 1e3,
                                      "kernels": rows}, indent=2))
     return 0
 
