@@ -176,13 +176,14 @@ def test_launch_shared_memory_holds_the_ring_past_the_x_tiles() -> None:
     fixed = fp8.FP8_ALIGN + fp8.FP8_X_SCALE_BYTES + fp8.FP8_PART_BYTES
     slot = fp8.FP8_SLOT_BYTES + fp8.FP8_SLOT_SCALE_BYTES
     for m, k, split, x_tiles in ((1, 4096, 2, 16 * 1024), (1, 12288, 3, 32 * 1024),
-                                 (8, 4096, 2, 16 * 2048), (1, 4100, 1, 33 * 1024)):
+                                 (8, 4096, 2, 16 * 2048), (8, 12288, 3, 32 * 2048),
+                                 (1, 4100, 1, 33 * 1024)):
         assert fp8.x_bytes(m, k, split) == x_tiles
         for stages in (2, 4, 9, 16):
             nbytes = fp8.smem_bytes(m, k, split, stages)
             assert (nbytes - fixed - x_tiles) // slot == stages
-    # the sessions 56-57 form: 112 KB at the largest x, two blocks an SM
-    assert fp8.smem_bytes(1, 4096, 1, 9) == 114_688
+    # the sessions 56-57 form: 112 KB at batch 1's largest x (32 KB), two blocks an SM
+    assert fp8.smem_bytes(1, 4096, 1, 9) == 114_688 + 512  # the x scales' 1 KB (was 512 B)
     assert fp8.smem_bytes(1, 4096, 2, 4) < 64 * 1024  # two and a 101.8 KB attention block
     with pytest.raises(ValueError, match="outside 2..16"):
         fp8.smem_bytes(1, 4096, 2, 1)
@@ -270,8 +271,8 @@ def test_splits_follow_the_wave_rule_within_the_x_tiles() -> None:
             matmul_quant.linear_quant(kc, 0, x, w, y, 1)
         (record,) = dev.drain_launches()
         assert record.grid == (grid, 1, 1), (n, k, record.func)
-    assert matmul_fp8_wgmma.fitting_splits(1, 12288) == (3, 4, 5, 6, 7, 8)
-    assert matmul_fp8_wgmma.fitting_splits(8, 4096) == (2, 3, 4, 5, 6, 7, 8)
+    assert matmul_fp8_wgmma.fitting_splits(12288) == (3, 4, 5, 6, 7, 8)
+    assert matmul_fp8_wgmma.fitting_splits(4096) == (1, 2, 3, 4, 5, 6, 7, 8)
     assert not matmul_fp8_wgmma.uses(kc, _weight(dev, 4096, 4096), 9)
 
 
@@ -297,8 +298,8 @@ def test_launch_builder_refuses_what_the_kernel_cannot_do() -> None:
     w = _weight(dev, 4096, 4096)
     with pytest.raises(ValueError, match="not a product"):
         matmul_fp8_wgmma.gemm_fp8(kc, 0, x, w, y, 9)
-    with pytest.raises(ValueError, match="split 1 is not one of"):
-        matmul_fp8_wgmma.gemm_fp8(kc, 0, x, w, y, 8, split=1)
+    with pytest.raises(ValueError, match="split 2 is not one of"):  # 48 k-tiles a block
+        matmul_fp8_wgmma.gemm_fp8(kc, 0, x, _weight(dev, 4096, 12288), y, 8, split=2)
     with pytest.raises(ValueError, match="even n"):
         matmul_fp8_wgmma.gemm_fp8(kc, 0, x, _weight(dev, 4097, 4096), y, 1, "swiglu")
     with pytest.raises(ValueError, match="aligned"):

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"backend: {backend.name}  PTX set: {ptx_set}")
     for name, n, k in TINY if args.dry_run else SHAPES:
         split = args.split or fp8.split_for(kc, 1, n, k, "bf16")
-        if split not in fp8.fitting_splits(1, k) or split > 4:
+        if split not in fp8.fitting_splits(k) or split > 4:
             print(f"{name}: split {split} has no traced entry (1..4 that fit)")
             continue
         codes = rng.integers(0, 256, (n, k), dtype=np.uint8)

@@ -41,8 +41,8 @@
 //
 // Block: one consumer warpgroup (64 weight rows) and one producer warp, 160 threads, up to
 // two blocks an SM. Shared memory, sized by the launch (ops/matmul_fp8_wgmma.py smem_bytes):
-// the x tiles of the block's k range (at most kXBytes: the host picks splits whose blocks'
-// ranges fit), their scales, two partial tiles (split: the inbox), then a ring of 8 KiB weight
+// the x tiles of the block's k range (at most kMaxXTiles k-tiles: the host picks splits
+// whose blocks' ranges fit), their scales, two partial tiles (split: the inbox), then a ring of 8 KiB weight
 // slots with each slot's weight scales, as many slots (2..kMaxStages) as the launch's dynamic
 // shared memory holds past the rest. Why the ring's depth is the launch's: under PDL the
 // kernels beside this one (the attention after qkv, the norm and projection after o_proj)
@@ -87,8 +87,9 @@ using atlas::bulk::TensorMap;
 constexpr int kKTile = 128;                           // E4M3 values (bytes) of a k-tile
 constexpr int kSlotBytes = kGroupRows * kKTile;       // a [64][128] weight tile: 8 KiB
 constexpr int kMaxStages = 16;                        // ops/matmul_fp8_wgmma.py FP8_MAX_STAGES
-constexpr int kXBytes = 32 * 1024;                    // ... FP8_X_BYTES
-constexpr int kXScaleBytes = 512;                     // a float per (token, k-tile)
+constexpr int kMaxXTiles = 32;                        // ... FP8_MAX_X_TILES: a block's k-tiles
+constexpr int kXBytes = kMaxXTiles * 16 * kKTile;     // ... at wgmma N = 16: FP8_X_BYTES
+constexpr int kXScaleBytes = kMaxXTiles * 8 * 4;      // a float per (token, k-tile)
 constexpr int kSlotScaleBytes = kGroupRows * 4;       // a slot's tile rows' scales
 constexpr int kPitch = partial_pitch(1);              // a partial tile's row (floats)
 constexpr int kPartFloats = 8 * kPitch;               // one for each of 8 tokens
@@ -107,8 +108,7 @@ struct Barriers {
   uint64_t full[kMaxStages], empty[kMaxStages], inbox_full, sent_ok;
 };
 static_assert(kSmemBytes + sizeof(Barriers) + 1024 <= 227 * 1024, "the deepest ring fits");
-static_assert(kXBytes / (8 * kKTile) * 4 * 4 <= kXScaleBytes &&
-                  kXBytes / (16 * kKTile) * 8 * 4 <= kXScaleBytes,
+static_assert(kMaxXTiles * 8 * 4 <= kXScaleBytes,
               "a scale for every (token, k-tile) the x tiles hold");
 
 // d[64 x N] (+)= A[64 x 32] * B[N x 32]^T, E4M3 operands K-major in shared memory (128-byte

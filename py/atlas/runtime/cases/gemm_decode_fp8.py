@@ -117,7 +117,8 @@ def gemm_decode_fp8_case(rng: np.random.Generator, layout: str, m: int, n: int, 
 #: into a tile (1,040), both wgmma widths (m 1..4, 5..8), every split, per-channel and
 #: per-tensor scales, logits, SwiGLU on a k that is not a multiple of 128; the last three
 #: give each cluster several tiles (the persistent loop and its inbox's reuse) at
-#: splits 4, 1 and 3
+#: splits 4, 1 and 3; then Qwen3-8B's down at batch 8 on split 3, 32 k-tiles of 2 KiB x a
+#: block (the widest x the launch-sized shared memory takes)
 FP8_WGMMA_SHAPES: list[tuple[str, int, int, int, Out, int | None]] = [
     ("block", 1, 6144, 4096, "bf16", None), ("block", 1, 4096, 4096, "bf16", None),
     ("block", 1, 4096, 12288, "bf16", None), ("block", 1, 24576, 4096, "swiglu", None),
@@ -130,7 +131,7 @@ FP8_WGMMA_SHAPES: list[tuple[str, int, int, int, Out, int | None]] = [
     ("channel", 6, 515, 1024, "f32", 2), ("block", 2, 3072, 2048, "swiglu", 3),
     ("channel", 7, 600, 448, "swiglu", None), ("block", 1, 1536, 2048, "swiglu", 2),
     ("block", 2, 16384, 2048, "bf16", 4), ("block", 4, 36864, 1024, "bf16", 1),
-    ("block", 8, 12288, 2048, "f32", 3)]
+    ("block", 8, 12288, 2048, "f32", 3), ("block", 8, 4096, 12288, "bf16", 3)]
 
 
 @kernel_cases("gemm_decode_fp8")

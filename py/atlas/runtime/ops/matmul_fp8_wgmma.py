@@ -31,9 +31,12 @@ K_TILE = 128
 FP8_SLOT_BYTES = 64 * K_TILE
 FP8_SLOT_SCALE_BYTES = 64 * 4
 FP8_MAX_STAGES = 16
-#: ... the most x tile bytes a block holds, the x scale bytes
-FP8_X_BYTES = 32 * 1024
-FP8_X_SCALE_BYTES = 512
+#: ... the most k-tiles of x a block holds (either wgmma width: the shared memory is the
+#: launch's, so batch 8's 2 KiB tiles need no narrower k range than batch 1's 1 KiB ones),
+#: their bytes at the widest, and a float scale per (token, k-tile)
+FP8_MAX_X_TILES = 32
+FP8_X_BYTES = FP8_MAX_X_TILES * 16 * K_TILE
+FP8_X_SCALE_BYTES = FP8_MAX_X_TILES * 8 * 4
 #: its two partial tiles of 8 tokens x (64 + 4) f32 (gemm_decode_tile.cuh partial_pitch), or
 #: a split's inbox
 FP8_PART_BYTES = 2 * 8 * 68 * 4
@@ -90,16 +93,10 @@ def wgmma_cols(m: int) -> int:
     return 8 if m <= 4 else 16
 
 
-def max_block_tiles(m: int) -> int:
-    """k-tiles of x one block holds in shared memory (32 at N = 8, 16 at N = 16): a split
-    must leave each block of the cluster at most this many."""
-    return FP8_X_BYTES // (wgmma_cols(m) * K_TILE)
-
-
-def fitting_splits(m: int, k: int) -> tuple[int, ...]:
-    """The cluster splits whose blocks' k ranges fit their x tiles."""
+def fitting_splits(k: int) -> tuple[int, ...]:
+    """The cluster splits whose blocks' k ranges fit their x tiles (FP8_MAX_X_TILES)."""
     k_tiles = -(-k // K_TILE)
-    return tuple(s for s in DECODE_GEMM_TMA_SPLITS if -(-k_tiles // s) <= max_block_tiles(m))
+    return tuple(s for s in DECODE_GEMM_TMA_SPLITS if -(-k_tiles // s) <= FP8_MAX_X_TILES)
 
 
 def supports(w: object, m: int) -> bool:
@@ -109,7 +106,7 @@ def supports(w: object, m: int) -> bool:
     return (isinstance(w, matmul_quant.Fp8Weight) and 1 <= m <= FP8_WGMMA_MAX_M and w.k % 16 == 0
             and w.codes % 16 == 0
             and (w.smap.col_stride == 0 or w.smap.col_shift >= 7)
-            and bool(fitting_splits(m, w.k)))
+            and bool(fitting_splits(w.k)))
 
 
 def available(kc: KernelCache) -> bool:
@@ -128,7 +125,7 @@ def split_for(kc: KernelCache, m: int, n: int, k: int, out: Out) -> int:
     it fits, else matmul_decode.decode_split's wave rule over the fitting splits, with the
     blocks the device holds at each (two 160-thread blocks an SM, clusters in a GPC). The
     rule counts k-tiles of 64 bf16 columns: 128 E4M3 columns are the same 128 bytes."""
-    splits = fitting_splits(m, k)
+    splits = fitting_splits(k)
     forced = kc.routes.decode_gemm_split
     if forced is not None and forced in splits:
         return forced
@@ -180,8 +177,8 @@ def gemm_fp8(kc: KernelCache, stream: Stream, x: DevicePtr, w: matmul_quant.Fp8W
     require_aligned("gemm_fp8", "y", y, 4 if out == "f32" else 2)
     if split is None:
         split = split_for(kc, m, w.n, w.k, out)
-    elif split not in fitting_splits(m, w.k):
-        raise ValueError(f"gemm_fp8: split {split} is not one of {fitting_splits(m, w.k)} "
+    elif split not in fitting_splits(w.k):
+        raise ValueError(f"gemm_fp8: split {split} is not one of {fitting_splits(w.k)} "
                          f"(k={w.k}, m={m})")
     rows = 32 if out == "swiglu" else 64  # a gated slot is two half boxes
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, rows)
@@ -215,7 +212,7 @@ def gemm_fp8_traced(kc: KernelCache, stream: Stream, x: DevicePtr,
     """The bf16 product of `gemm_fp8` at `split` (1..4, fitting) on the traced twin: the
     same instructions, each block's phase stamps in trace (u64 [grid_blocks, TRACE_WORDS],
     zeroed by the caller; tools/gpu/trace_decode_fp8.py)."""
-    if not supports(w, m) or split not in _TRACE_SIGS or split not in fitting_splits(m, w.k):
+    if not supports(w, m) or split not in _TRACE_SIGS or split not in fitting_splits(w.k):
         raise ValueError(f"gemm_fp8_traced: m={m}, FP8 [{w.n}, {w.k}] at split {split} has no "
                          f"traced entry (splits {sorted(_TRACE_SIGS)} that fit)")
     wmap = kc.tensor_map(w.codes, w.n, w.k // 2, 64)
