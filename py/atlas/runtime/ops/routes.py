@@ -525,8 +525,10 @@ DEFAULT_NORM_ROWS_PER_BLOCK = 3
 #: The FP8 tensor-core decode GEMM's ring slots and persistent blocks an SM
 #: (gemm_decode_fp8.cu; ops/matmul_fp8_wgmma.smem_bytes): 9 slots and two blocks are the
 #: sessions 56-57 form (112 KB a block), whose projections each beat the convert GEMV alone on
-#: the H200 while the step lost (gpu201: the attention and norms PDL launches beside it found
-#: no room on its SMs); the depth is the A/B of gpu202.
+#: the H200 while the step lost (gpu201: the attention and o_proj PDL launches beside it found
+#: no room on its SMs). gpu203 (H100) swept 3..12 slots x 1..3 blocks: a shallow ring gives
+#: the attention its room back and costs the projections as much; no depth won there, so
+#: these stay until the H200 sweep (bench/results/next-gpu-call/ring.sh).
 DEFAULT_FP8_WGMMA_STAGES = 9
 DEFAULT_FP8_WGMMA_SM_BLOCKS = 2
 
