@@ -372,7 +372,7 @@ async def _serve(ctx, model_dir: Path, backend: str, p: dict,
     try:
         try:
             runner = await serve(ctx, p["bind"], p["port"], load, limits, ready,
-                                 freeze_heap=True)
+                                 serving_process=True)
         except OSError as exc:
             if exc.errno in _BIND_ERRORS:  # taken since the check at startup
                 raise click.ClickException(f"cannot serve on {p['bind']}:{p['port']}: "

@@ -26,10 +26,10 @@ class ServerThread:
     def __init__(self, model_dir: Path, executor, *, options: ServerOptions | None = None,
                  limits: EngineLimits | None = None, auth_tokens: list[str] | None = None,
                  pool_factory=None, load_gate: threading.Event | None = None,
-                 freeze_heap: bool = False) -> None:
+                 serving_process: bool = False) -> None:
         """`load_gate`, when given, holds model loading until it is set (the server is
-        listening meanwhile and must answer 503); `freeze_heap`: serve()'s (the test
-        process's collector: the caller unfreezes it)."""
+        listening meanwhile and must answer 503); `serving_process`: serve()'s
+        (the test process's collector and switch interval: the caller restores them)."""
         assets = load_assets(model_dir, behavior_lookup=lambda cfg: {"tool_parser": "hermes"})
         self.tokenizer = assets.tokenizer
         self.options = options or ServerOptions(model_name="tiny")
@@ -41,7 +41,7 @@ class ServerThread:
                                              max_prefill_tokens=64)
         self.pool_factory = pool_factory
         self.load_gate = load_gate
-        self.freeze_heap = freeze_heap
+        self.serving_process = serving_process
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._ready = threading.Event()
@@ -53,7 +53,7 @@ class ServerThread:
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         kwargs = {"pool_factory": self.pool_factory} if self.pool_factory else {}
-        kwargs["freeze_heap"] = self.freeze_heap
+        kwargs["serving_process"] = self.serving_process
         try:
             self._runner = self._loop.run_until_complete(serve(
                 self.ctx, "127.0.0.1", self.port, self._load, self.limits,

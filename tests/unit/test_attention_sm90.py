@@ -133,7 +133,12 @@ def _kernel_model(case) -> np.ndarray:
     return f32_to_bf16_bits(out[..., :proj])
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+#: the cases of the plain entries' schedule (the split entry's partition is its host
+#: reference's, reference/attention_split.py, held to the oracle above)
+PLAIN = [c for c in CASES if " split " not in c.name]
+
+
+@pytest.mark.parametrize("case", PLAIN, ids=[c.name for c in PLAIN])
 def test_kernel_model_meets_the_case_tolerances(case) -> None:
     """The schedule (its masks, tiles and bf16 P) against the float64 oracle with the
     case's tolerance: the widened bound covers the P rounding (the host reference's bound
@@ -183,6 +188,68 @@ def test_route_is_on_by_default_and_off_by_switch() -> None:
     assert _launch(_Sm90Mock(), sm90=True).func == "prefill_attn_sm90_wide_bf16"
     with pytest.raises(ValueError, match="head_dim=64"):
         _launch(_Sm90Mock(), head_dim=64, sm90=True)
+
+
+# ---- the split entry (short chunks past long histories) ------------------------------------
+
+def test_split_plan_packs_short_chunks_and_fills_one_wave() -> None:
+    plan = attention_sm90.split_plan
+    # the warm prefix-cache request on Qwen3-8B heads: 8 packed blocks, splits up to the
+    # wave (132 // 8), bounded by the key tiles a split must take
+    assert plan(32, 8, 128, 24, 2064, 1, 132, 4096, 1) == attention_sm90.SplitPlan(16, True)
+    assert plan(32, 8, 128, 24, 2064, 1, 132, 4096, 2) == attention_sm90.SplitPlan(8, True)
+    assert plan(32, 8, 128, 24, 2064, 1, 132, 4096, 2).grid(32, 8, 24, 1) == (8, 1, 8)
+    # a long prompt fills the device on the plain grid: no split, no packing
+    assert plan(32, 8, 128, 2048, 2048, 1, 132, 1 << 20, 1) is None
+    # MHA: nothing to pack; split only where the history has the tiles
+    assert plan(4, 4, 128, 3, 900, 1, 132, 4096, 2) == attention_sm90.SplitPlan(4, False)
+    assert plan(4, 4, 128, 3, 200, 1, 132, 4096, 2) is None
+    # packing alone (a short history): one split writes out itself
+    assert plan(32, 8, 128, 24, 30, 1, 132, 4096, 2) == attention_sm90.SplitPlan(1, True)
+    # the partial buffers bound the splits: 24 tokens x 3 splits fit 80 slots
+    assert plan(32, 8, 128, 24, 2064, 1, 132, 80, 1) == attention_sm90.SplitPlan(3, True)
+    # D 256 splits 32-key tiles
+    assert attention_sm90.split_key_tile(256) == 32 and attention_sm90.split_key_tile(128) == 128
+
+
+@pytest.mark.parametrize("n_tiles, t0, splits", [(17, 0, 8), (9, 0, 8), (3, 0, 8), (20, 7, 5),
+                                                   (1, 0, 16)])
+def test_split_tiles_cover_every_tile_once_in_order(n_tiles: int, t0: int, splits: int) -> None:
+    runs = [attention_sm90.split_tiles(n_tiles, t0, splits, s) for s in range(splits)]
+    covered = [t for ts, te in runs for t in range(ts, te)]
+    assert covered == list(range(t0, n_tiles))
+    assert all(te >= ts for ts, te in runs)
+
+
+def test_split_route_launches_the_split_entry_and_its_merge() -> None:
+    dev = _Sm90Mock()
+    kc = KernelCache(dev, KernelRoutes.from_env({}))
+    ptrs = [dev.alloc(1 << 12) for _ in range(9)]
+    partials = attention_sm90.PrefillPartials(ptrs[7], ptrs[8], 4096)
+    attention.prefill_attention(kc, 0, *ptrs[:7], 1, 32, 8, 128, 16, 200, 128 ** -0.5, 24,
+                                max_kv_len=2064, partials=partials)
+    split, merge = dev.drain_launches()
+    assert split.func == "prefill_attn_sm90_split_bf16" and split.grid == (8, 1, 8)
+    assert split.shared == attention_sm90.prefill_sm90_smem(128, "wide")
+    assert merge.func == "prefill_attn_sm90_merge_bf16" and merge.grid == (8, 24, 1)
+    # switched off, or without the history's length: the plain entry
+    for env, kv in (({"ATLAS_PREFILL_ATTN_SPLIT": "0"}, 2064), ({}, 0)):
+        kc = KernelCache(dev, KernelRoutes.from_env(env))
+        attention.prefill_attention(kc, 0, *ptrs[:7], 1, 32, 8, 128, 16, 200, 128 ** -0.5, 24,
+                                    max_kv_len=kv, partials=partials if kv else None)
+        (record,) = dev.drain_launches()
+        assert record.func == "prefill_attn_sm90_wide_bf16"
+
+
+def test_split_cases_take_packing_and_splits_and_empty_splits() -> None:
+    shapes = case_defs.SM90_SPLIT_SHAPES
+    plans = [attention_sm90.split_plan(g.hq, g.hkv, g.head_dim, max(q), max(kv), len(q), 132,
+                                       len(q) * max(q) * case_defs.SPLIT_CASE_MAX_SPLITS, mt)
+             for _, g, q, kv, _, mt in shapes]
+    assert all(p is not None and p.splits > 1 for p in plans)
+    assert {p.pack for p in plans if p is not None} == {True, False}
+    assert {g.head_dim for _, g, *_ in shapes} == set(attention_sm90.PREFILL_SM90_HEAD_DIMS)
+    assert any(w for *_, w, _ in shapes) and any(g.proj_dim for _, g, *_ in shapes)
 
 
 def test_the_mma_sync_cases_stay_on_their_kernel_where_wgmma_is_loaded() -> None:

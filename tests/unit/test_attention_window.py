@@ -57,8 +57,12 @@ def test_the_models_transliterate_the_kernels_lines() -> None:
         assert line in LONG_SOURCE, line
     assert "const int n = window > 0 ? min(kv_len, static_cast<int>(window)) : kv_len;" \
         in PREFILL_SOURCE
+    # the wgmma kernel's rows are queries q0 / pk.. (pk = 1: the plain entries these models
+    # restate; the split entry's GQA-packed rows are its host reference's, attention_split)
+    assert "const int lo_key = window > 0 ? max(first_pos + q0 - span, 0) : 0;" in PREFILL_SOURCE
+    assert "const int lo_key = window > 0 ? max(first_pos + q0 / pk - span, 0) : 0;" \
+        in SM90_SOURCE
     for source in (PREFILL_SOURCE, SM90_SOURCE):
-        assert "const int lo_key = window > 0 ? max(first_pos + q0 - span, 0) : 0;" in source
         assert "p < n_keys && (!first || p >= lo_key)" in source
     assert "const int lo_tiles = window > 0 ? (max(n_keys - window, 0) + P::kBKV - 1) / " \
         "P::kBKV : 0;" in PREFILL_SOURCE

@@ -126,7 +126,7 @@ def core_phase(runner: Any, tok: Any, limits: Any, bodies: list[tuple[str, dict]
                                                add_generation_prompt=True,
                                                enable_thinking=False, extra=None)
         ids = tok.encode(text, add_special_tokens=False)
-        profiling = kind == "warm"
+        profiling = kind == "profiled"  # warm requests kept out of the medians
         if profiling:
             profiler.enable()
         start = time.perf_counter()
@@ -148,7 +148,7 @@ def core_phase(runner: Any, tok: Any, limits: Any, bodies: list[tuple[str, dict]
                      "marks": rel_marks(timeline, start, first)})
     stream = io.StringIO()
     pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(22)
-    print("\n== cProfile of the warm requests through the core (by own time)")
+    print("\n== cProfile of two more warm requests through the core (by own time)")
     print("\n".join(line for line in stream.getvalue().splitlines()[6:] if line.strip()))
     return rows
 
@@ -163,7 +163,11 @@ def rel_marks(timeline: Timeline, start: float, end: float | None) -> list[str]:
 # ---- the real server -------------------------------------------------------------------------
 
 def server_phase(model_dir: Path, runner: Any, limits: Any, bodies: list[tuple[str, dict]],
-                 timeline: Timeline, port: int) -> list[dict]:
+                 timeline: Timeline, port: int, switch_interval: float | None = None
+                 ) -> list[dict]:
+    """The requests through `serve()` as `atlas serve` runs it (its interpreter settings:
+    app_serve.tune_serving_process), with the GIL switch interval then set to
+    `switch_interval` where given."""
     from atlas.server.app_assets import load_assets
     from atlas.server.app_serve import serve, shutdown
     from atlas.server.context import ServerContext, ServerOptions
@@ -178,13 +182,15 @@ def server_phase(model_dir: Path, runner: Any, limits: Any, bodies: list[tuple[s
     def run() -> None:
         asyncio.set_event_loop(loop)
         holder["runner"] = loop.run_until_complete(serve(ctx, "127.0.0.1", port, lambda: runner,
-                                                         limits, ready.set, freeze_heap=True))
+                                                         limits, ready.set, serving_process=True))
         loop.run_forever()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     if not ready.wait(600):
         raise RuntimeError("the server did not start")
+    if switch_interval is not None:
+        sys.setswitchinterval(switch_interval)
     engine = ctx.engine
     timeline.wrap(engine.thread, "submit", "submit")
     timeline.wrap(engine, "_route", "outputs routed on the loop")
@@ -236,8 +242,8 @@ def main() -> int:
     ap.add_argument("--max-batch-size", type=int, default=256)
     ap.add_argument("--port", type=int, default=8911)
     ap.add_argument("--switch-intervals", default="",
-                    help="comma-separated sys.setswitchinterval seconds: the server phase again "
-                         "under each (the GIL hand-off between the engine thread and the loop)")
+                    help="comma-separated GIL switch intervals (seconds): the server phase again "
+                         "under each, set after serve()'s own (0.005: Python's default)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.client:
@@ -275,18 +281,17 @@ def main() -> int:
         for i in range(a.short):
             out.append(("short", {"messages": [{"role": "user", "content": prompt_words(
                 12, f"{salt}-s{i}")}], "max_tokens": a.max_tokens, "temperature": 0}))
-        return out
+        last_warm = out[a.rounds * (1 + a.warm) - 1][1]
+        return out + [("profiled", last_warm)] * 2
 
     core_rows = core_phase(runner, tok, limits, bodies("core"), timeline)
     summarize("engine core alone", core_rows)
     server_rows = server_phase(a.model, runner, limits, bodies("server"), timeline, a.port)
     summarize("server (HTTP from another process)", server_rows)
-    default_interval = sys.getswitchinterval()
     for i, interval in enumerate(float(x) for x in a.switch_intervals.split(",") if x):
-        sys.setswitchinterval(interval)
-        rows = server_phase(a.model, runner, limits, bodies(f"si{i}"), timeline, a.port + 1 + i)
+        rows = server_phase(a.model, runner, limits, bodies(f"si{i}"), timeline, a.port + 1 + i,
+                            interval)
         summarize(f"server, GIL switch interval {interval * 1e3:g} ms", rows)
-    sys.setswitchinterval(default_interval)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({"core": core_rows, "server": server_rows}, indent=1))

@@ -98,37 +98,80 @@ __device__ __forceinline__ void fence_frag(uint32_t (&a)[N][1][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][0][e])::"memory");
 }
 
-template <int D, bool kQRegs, bool kWide = false>
+// kSplit (prefill_attn_sm90_split_bf16): `splits` blocks share a tile's rows, each taking
+// its own run of the key tiles (split_tiles) and writing its rows' partials, and with `pack`
+// the rows are (query, q head of the kv head's group) pairs, so a short chunk's tile holds
+// the group's heads instead of padding (the grid's x is then the kv heads).
+template <int D, bool kQRegs, bool kWide = false, bool kSplit = false>
 __device__ __forceinline__ void prefill_attn_sm90(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k_cache,
     const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const int* __restrict__ cu_q, const int* __restrict__ kv_lens,
     __nv_bfloat16* __restrict__ out, int hq, int hkv, int block_size, int max_blocks,
-    float scale, int window, int proj_dim, uint8_t* smem_raw) {
+    float scale, int window, int proj_dim, uint8_t* smem_raw, int num_splits = 1,
+    bool pack = false, float* __restrict__ part_o = nullptr,
+    float* __restrict__ part_ml = nullptr) {
+  static_assert(!(kSplit && kQRegs), "the split entry loads Q through shared memory");
   using G = Sm90Geometry<D, kWide>;
   constexpr int kBKV = G::kBKV, R = G::kKVRows, kStages = G::kStages, kAhead = G::kAhead;
-  const int b = blockIdx.z, h = blockIdx.x, q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
-  const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start;
-  if (q0 >= q_len) return;  // uniform per block: this tile is past the sequence's chunk
+  const int splits = kSplit ? num_splits : 1;
+  const int b = blockIdx.z / splits, split = blockIdx.z % splits;
+  const int group = hq / hkv;
+  const int pk = kSplit && pack ? group : 1;  // rows a query holds: its group's heads, or 1
+  const int kvh = pk > 1 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / group;
+  // row r of the sequence's chunk: query r / pk of q head head_of(r)
+  auto head_of = [&](int r) { return pk > 1 ? kvh * pk + r % pk : static_cast<int>(blockIdx.x); };
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kBQ;
+  const int seq_start = cu_q[b], q_len = cu_q[b + 1] - seq_start, n_rows = q_len * pk;
+  if (q0 >= n_rows) return;  // uniform per block: this tile is past the sequence's chunk
   const int kv_len = kv_lens[b];
   const int first_pos = kv_len - q_len;  // absolute position of the chunk's query 0
-  const int kvh = h / (hq / hkv);
-  const int n_keys = first_pos + min(q0 + kBQ, q_len);  // keys any query here can see
+  const int n_keys = first_pos + min((q0 + kBQ - 1) / pk + 1, q_len);  // keys any row sees
   const int n_tiles = (n_keys + kBKV - 1) / kBKV;
   const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, warp = (tid >> 5) & 3;
   const int g = lane >> 2, c = lane & 3;
   // this warpgroup's rows [q0w, q0w + 64) and the tiles every one of them sees whole (no
   // causal mask) from lo_tiles on
   const int q0w = q0 + 64 * wg;
-  const int full_tiles = (first_pos + q0w + 1) / kBKV;
+  const int full_tiles = (first_pos + q0w / pk + 1) / kBKV;
   // A sliding window (window > 0) lets row p see keys [p - span, p]: the block's first row
   // sees from lo_key on (the tiles before t0 hold no key any row here sees), and below
   // lo_tiles (block-wide) some row's window begins inside a tile (the last row's, padding
   // rows' too, from n_keys - window)
   const int span = window - 1;
-  const int lo_key = window > 0 ? max(first_pos + q0 - span, 0) : 0;
+  const int lo_key = window > 0 ? max(first_pos + q0 / pk - span, 0) : 0;
   const int t0 = lo_key / kBKV;
   const int lo_tiles = window > 0 ? (max(n_keys - window, 0) + kBKV - 1) / kBKV : 0;
+  // this block's key tiles [ts, te): all of them, or its split's run of
+  // ceil((n_tiles - t0) / splits) (ops/attention_sm90.py split_tiles)
+  int ts = t0, te = n_tiles;
+  if constexpr (kSplit) {
+    const int per = (n_tiles - t0 + splits - 1) / splits;
+    ts = min(t0 + split * per, n_tiles);
+    te = min(ts + per, n_tiles);
+  }
+  const int row_g = q0w + warp * 16 + g;  // this thread's rows row_g and row_g + 8
+  // a split's partial of row r (splits > 1): o normalized by its own l, (m in log2 units
+  // of the scaled scores, l); a row that sees no key of the split: zeros, (-inf, 0)
+  auto partial_at = [&](int r) {
+    return (static_cast<size_t>(seq_start - cu_q[0] + r / pk) * hq + head_of(r)) * splits + split;
+  };
+  if (kSplit && ts >= te) {  // no tile of this split: an empty partial for every row
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = row_g + 8 * hh;
+      if (r >= n_rows) continue;
+      const size_t at = partial_at(r);
+#pragma unroll
+      for (int dh = 0; dh < G::kSlabs; ++dh)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<float2*>(part_o + at * D + 64 * dh + 8 * j + 2 * c) =
+              make_float2(0.f, 0.f);
+      if (c == 0) *reinterpret_cast<float2*>(part_ml + 2 * at) = make_float2(-INFINITY, 0.f);
+    }
+    return;
+  }
   const int* table = block_tables + static_cast<size_t>(b) * max_blocks;
 
   const uint32_t raw = atlas::smem_addr(smem_raw);
@@ -144,9 +187,11 @@ __device__ __forceinline__ void prefill_attn_sm90(
 #pragma unroll
     for (int j = 0; j < G::kQRows; ++j) {
       const int r = row0 + j * G::kRowStep;
-      const bool ok = q0 + r < q_len;  // rows past the chunk are zero
+      const bool ok = q0 + r < n_rows;  // rows past the chunk are zero
       const __nv_bfloat16* src =
-          ok ? q + (static_cast<size_t>(seq_start + q0 + r) * hq + h) * D + ch * 8 : q;
+          ok ? q + (static_cast<size_t>(seq_start + (q0 + r) / pk) * hq + head_of(q0 + r)) * D +
+                   ch * 8
+             : q;
       cp16(q_tile + ch_q + atlas::swizzle128(r, ch & 7), src, ok);
     }
   }
@@ -181,23 +226,22 @@ __device__ __forceinline__ void prefill_attn_sm90(
   int page[R];
 #pragma unroll
   for (int i = 0; i < kAhead; ++i) {
-    if (i == 0 || t0 + i < n_tiles) {
-      lookup(t0 + i, page);
-      issue(t0 + i, page, i == 0);
+    if (i == 0 || ts + i < te) {
+      lookup(ts + i, page);
+      issue(ts + i, page, ts + i == t0);
     }
     atlas::cp_async_commit();
   }
-  if (t0 + kAhead < n_tiles) lookup(t0 + kAhead, page);
+  if (ts + kAhead < te) lookup(ts + kAhead, page);
 
-  // This thread's two query rows (g and g + 8 of its warp's 16) and the last key each may
-  // see; rows past the chunk get kv_len - 1 (finite, never stored; with a window the last
-  // row's keys).
-  const int row_g = q0w + warp * 16 + g;
+  // This thread's two rows (g and g + 8 of its warp's 16) and the last key each may see;
+  // rows past the chunk get kv_len - 1 (finite, never stored; with a window the last row's
+  // keys).
   int limit[2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    const int qi = row_g + 8 * hh;
-    limit[hh] = qi < q_len ? first_pos + qi : kv_len - 1;
+    const int r = row_g + 8 * hh;
+    limit[hh] = r < n_rows ? first_pos + r / pk : kv_len - 1;
   }
   // kQRegs: Q as this warp's A fragments of every k16 step, straight from global memory
   // (rows past the chunk zero): S reads only K from shared memory
@@ -209,7 +253,7 @@ __device__ __forceinline__ void prefill_attn_sm90(
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int qi = row_g + 8 * (i & 1), col = 16 * kk + 2 * c + 8 * (i >> 1);
-        const size_t at = (static_cast<size_t>(seq_start + qi) * hq + h) * D + col;
+        const size_t at = (static_cast<size_t>(seq_start + qi) * hq + blockIdx.x) * D + col;
         qf[kk][i] = qi < q_len ? __ldg(q32 + at / 2) : 0u;
       }
   }
@@ -304,9 +348,9 @@ __device__ __forceinline__ void prefill_attn_sm90(
     atlas::cp_async_wait<kAhead - 1>();  // tile t (and Q) landed for this thread
     atlas::fence_proxy_async();          // visible to wgmma
     __syncthreads();  // ... for every thread; PV_{t-2} done in both warpgroups
-    if (t + kAhead < n_tiles) {
+    if (t + kAhead < te) {
       issue(t + kAhead, page, false);
-      if (t + kAhead + 1 < n_tiles) lookup(t + kAhead + 1, page);
+      if (t + kAhead + 1 < te) lookup(t + kAhead + 1, page);
     }
     atlas::cp_async_commit();
   };
@@ -316,11 +360,11 @@ __device__ __forceinline__ void prefill_attn_sm90(
   // free of thread-dependent branches (ptxas serializes wgmma in divergent code).
   // The tiles below lo_tiles (block-uniform: the loops hold wgmma) are masked to the rows'
   // windows, the rest as without a window.
-  next_tile(t0);
-  issue_s(t0);
+  next_tile(ts);
+  issue_s(ts);
   atlas::wgmma_wait<0>();
   atlas::fence_acc(s_acc);
-  softmax_tile(t0, false, t0 < lo_tiles);
+  softmax_tile(ts, false, ts < lo_tiles);
   auto step = [&](int t, bool window_tile) {
     next_tile(t);
     issue_s(t);
@@ -329,10 +373,10 @@ __device__ __forceinline__ void prefill_attn_sm90(
     atlas::fence_acc(s_acc);
     softmax_tile(t, true, window_tile);
   };
-  int t = t0 + 1;
-  for (; t < lo_tiles; ++t) step(t, true);
-  for (; t < n_tiles; ++t) step(t, false);
-  issue_pv(n_tiles - 1);
+  int t = ts + 1;
+  for (; t < min(lo_tiles, te); ++t) step(t, true);
+  for (; t < te; ++t) step(t, false);
+  issue_pv(te - 1);
   pv_done();
   atlas::cp_async_wait<0>();  // only empty groups remain
 
@@ -341,10 +385,25 @@ __device__ __forceinline__ void prefill_attn_sm90(
     float l = l_run[hh];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int qi = row_g + 8 * hh;
-    if (qi >= q_len) continue;
+    const int r = row_g + 8 * hh;
+    if (r >= n_rows) continue;
+    if (kSplit && splits > 1) {
+      const size_t at = partial_at(r);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int dh = 0; dh < G::kSlabs; ++dh)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<float2*>(part_o + at * D + 64 * dh + 8 * j + 2 * c) =
+              make_float2(o[dh][4 * j + 2 * hh] * inv, o[dh][4 * j + 2 * hh + 1] * inv);
+      if (c == 0)
+        *reinterpret_cast<float2*>(part_ml + 2 * at) =
+            make_float2(l > 0.f ? m_run[hh] : -INFINITY, l);
+      continue;
+    }
     const float inv = 1.f / l;
-    __nv_bfloat16* dst = out + (static_cast<size_t>(seq_start + qi) * hq + h) * proj_dim + 2 * c;
+    __nv_bfloat16* dst =
+        out + (static_cast<size_t>(seq_start + r / pk) * hq + head_of(r)) * proj_dim + 2 * c;
 #pragma unroll
     for (int dh = 0; dh < G::kSlabs; ++dh)
 #pragma unroll
@@ -411,4 +470,78 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   if (head_dim != 128) __trap();  // ops/attention_sm90.py PREFILL_SM90_WIDE_HEAD_DIM
   prefill_attn_sm90<128, false, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens, out,
                                       hq, hkv, block_size, max_blocks, scale, w, pd, sm90_smem);
+}
+
+// Short chunks past long histories (ops/attention_sm90.py split_plan): the default entry's
+// schedule (128-key tiles at head_dim 128, 64-key at 256) on a grid of (kv heads when `pack`,
+// else q heads; row tiles; sequences x num_splits). With pack, a tile's rows are (query,
+// q head) pairs of one kv head's group, so a 24-query chunk of a GQA-4 model fills 96 of its
+// 128 rows and its K/V are read once for the group. Split s of a block takes its run of the
+// key tiles and, when num_splits > 1, writes its rows' partials (part_o f32 [tokens, hq,
+// num_splits, head_dim], o normalized by its own l; part_ml f32 [tokens, hq, num_splits, 2]:
+// the max scaled score in log2 units and l; tokens counted from cu_q[0]) for
+// prefill_attn_sm90_merge_bf16; with one split it writes out itself.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    prefill_attn_sm90_split_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k_cache,
+                                 const __nv_bfloat16* v_cache, const int* block_tables,
+                                 const int* cu_q, const int* kv_lens, __nv_bfloat16* out,
+                                 uint32_t num_seqs, uint32_t hq, uint32_t hkv,
+                                 uint32_t head_dim, uint32_t block_size, uint32_t max_blocks,
+                                 float scale, uint32_t window, uint32_t proj_dim,
+                                 uint32_t num_splits, uint32_t pack, float* part_o,
+                                 float* part_ml) {
+  extern __shared__ __align__(16) uint8_t sm90_smem[];
+  const int w = static_cast<int>(window), pd = static_cast<int>(proj_dim);
+  const int ns = static_cast<int>(num_splits);
+  atlas::pdl_enter();
+  if (head_dim == 128)
+    prefill_attn_sm90<128, false, true, true>(q, k_cache, v_cache, block_tables, cu_q, kv_lens,
+                                              out, hq, hkv, block_size, max_blocks, scale, w, pd,
+                                              sm90_smem, ns, pack != 0, part_o, part_ml);
+  else if (head_dim == 256)
+    prefill_attn_sm90<256, false, false, true>(q, k_cache, v_cache, block_tables, cu_q,
+                                               kv_lens, out, hq, hkv, block_size, max_blocks,
+                                               scale, w, pd, sm90_smem, ns, pack != 0, part_o,
+                                               part_ml);
+  else
+    __trap();  // ops/attention_sm90.py PREFILL_SM90_HEAD_DIMS
+}
+
+// The merge of prefill_attn_sm90_split_bf16's partials: grid (ceil(hq * head_dim / 4 /
+// 128), tokens bound), 128 threads, a thread one 4-element quad of one (token, q head) row:
+// out = sum_s w_s o_s / sum_s w_s, w_s = l_s 2^(m_s - max m), splits without keys skipped;
+// a head's first proj_dim elements (out rows hq * proj_dim). Tokens past cu_q[num_seqs]
+// exit.
+extern "C" __global__ void __launch_bounds__(128)
+    prefill_attn_sm90_merge_bf16(const float* part_o, const float* part_ml, const int* cu_q,
+                                 __nv_bfloat16* out, uint32_t num_seqs, uint32_t hq,
+                                 uint32_t head_dim, uint32_t num_splits, uint32_t proj_dim) {
+  atlas::pdl_enter();  // the partials come from the kernel before
+  const int quads = static_cast<int>(head_dim) / 4;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  const int tok = blockIdx.y;
+  if (idx >= static_cast<int>(hq) * quads || cu_q[0] + tok >= cu_q[num_seqs]) return;
+  const int head = idx / quads, d = (idx % quads) * 4;
+  if (d >= static_cast<int>(proj_dim)) return;  // a padded head's tail: never read
+  const int ns = static_cast<int>(num_splits);
+  const size_t row = static_cast<size_t>(tok) * hq + head;
+  const float2* ml = reinterpret_cast<const float2*>(part_ml) + row * ns;
+  const float* o = part_o + row * ns * head_dim + d;
+  float top = -INFINITY, total = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < ns; ++s) {
+    const float2 e = __ldcg(ml + s);
+    if (e.y == 0.f) continue;  // no key of this split is visible to the row
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(o + static_cast<size_t>(s) * head_dim));
+    const float mx = fmaxf(top, e.x);
+    const float rescale = exp2f(top - mx), wt = e.y * exp2f(e.x - mx);
+    top = mx;
+    total = fmaf(total, rescale, wt);
+    acc[0] = fmaf(wt, v.x, acc[0] * rescale);
+    acc[1] = fmaf(wt, v.y, acc[1] * rescale);
+    acc[2] = fmaf(wt, v.z, acc[2] * rescale);
+    acc[3] = fmaf(wt, v.w, acc[3] * rescale);
+  }
+  __nv_bfloat16* dst = out + (static_cast<size_t>(cu_q[0] + tok) * hq + head) * proj_dim + d;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(atlas::pack_bf16x2(acc[0] / total, acc[1] / total),
+                                              atlas::pack_bf16x2(acc[2] / total, acc[3] / total));
 }

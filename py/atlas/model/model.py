@@ -21,6 +21,7 @@ from ..runtime.ops import KernelCache
 from ..runtime.ops import (activation, attention, attention_long, attention_verify, bias,
                            decode_persistent, embedding, gating, kv_quant, matmul, norm, rope)
 from ..runtime.ops import moe as moe_ops
+from ..runtime.ops.attention_sm90 import PrefillPartials
 from ..runtime.ops.decode_persistent import PersistentTables
 from ..runtime.ops.matmul_quant import Bf16Linear, LinearWeight
 from .gated_deltanet import GatedDeltaNetWeights, gated_deltanet
@@ -319,6 +320,12 @@ class AttentionPlan:
     #: tensor-core kernel's batch routing): a row-invariant runner's steps (runner.py), whose
     #: rows must compute what a batch-1 step computes
     row_invariant: bool = False
+    #: an eager prefill step's longest history after it (keys, its chunk's own included):
+    #: lets prefill attention split a short chunk's keys across the device
+    #: (ops/attention_sm90.split_plan); 0: unknown, no split
+    max_kv_len: int = 0
+    #: (token, split) pairs of every head the partial buffers (b.part_o, b.part_ml) hold
+    partial_slots: int = 0
 
 
 def persistent_pointers(dims: Dims, layers: list[LayerWeights], tensor_parallel: bool
@@ -699,7 +706,10 @@ class DenseDecoderModel:
                                         plan.num_seqs - rows, d.heads, d.kv_heads, d.attn_dim,
                                         self.block_size, self.max_blocks, self.scale,
                                         plan.max_q_len, window=lw.window, proj_dim=d.head_dim,
-                                        sinks=lw.sinks)
+                                        sinks=lw.sinks, max_kv_len=plan.max_kv_len,
+                                        partials=PrefillPartials(b.part_o, b.part_ml,
+                                                                 plan.partial_slots)
+                                        if plan.max_kv_len and plan.partial_slots else None)
         self._output_projection(s, b, lw, t, res)
 
     def _biased_linear(self, s: Stream, b: StepBuffers, w: LinearWeight, w_bias: DevicePtr,

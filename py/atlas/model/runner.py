@@ -552,10 +552,13 @@ class ModelRunner:
                                      row_invariant=self.row_invariant(n_tokens))
             else:
                 ones = leading_decode_rows(steps)
+                histories = [st.start_pos + len(st.token_ids) for st in steps[ones:]]
                 plan = AttentionPlan(decode=False, num_seqs=len(steps), max_q_len=max_q,
                                      num_splits=self.decode_splits(ones) if ones else 1,
                                      decode_rows=ones, split_capacity=self.split_capacity,
-                                     row_invariant=self.row_invariant(ones))
+                                     row_invariant=self.row_invariant(ones),
+                                     max_kv_len=max(histories, default=0),
+                                     partial_slots=self.partial_slots)
             self.model.forward(self.stream, self.bufs, n_tokens, plan, n_sample + n_scored)
         self._upload_token_masks(rows, masked)
         self._mark_inputs_sent()
@@ -849,6 +852,12 @@ class ModelRunner:
             return self.decode_splits(rows)
         seqs = -(-rows // (1 + self.max_num_draft_tokens))
         return self.limits.decode_splits(seqs, self.model.dims.kv_heads)
+
+    @property
+    def partial_slots(self) -> int:
+        """(row, split) pairs of every head the decode partial buffers hold: the scratch a
+        prefill step's split attention takes (ops/attention_sm90.PrefillPartials)."""
+        return self.limits.max_sample_rows * self.split_capacity
 
     @property
     def split_capacity(self) -> int:

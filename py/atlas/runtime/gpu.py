@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import enum
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -75,11 +75,23 @@ class KernelSig:
 
     The same signature drives the CUDA launch, the host reference call and the mock
     record, so a kernel and its reference cannot disagree about argument order.
+
+    Launch builders look a signature up in dicts on every launch (KernelCache), so its
+    hash is computed once: the generated one hashed every Param and ArgKind each time, a
+    third of an eager Qwen3-8B prefill step's host time (330 launches, ~55,000 hash calls,
+    tools/profile_host_step.py --prefill on the mock backend).
     """
 
     module: str
     func: str
     params: tuple[Param, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.module, self.func, self.params)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def of(cls, module: str, func: str, spec: str) -> "KernelSig":

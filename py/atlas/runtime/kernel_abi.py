@@ -578,6 +578,20 @@ PREFILL_ATTN_SM90_QREG = S("attention_sm90", "prefill_attn_sm90_qreg_bf16", _PRE
 # the same at head_dim 128 on 128-key tiles in a 3-stage ring (the default at D = 128;
 # ATLAS_PREFILL_ATTN_WIDE=0 takes PREFILL_ATTN_SM90)
 PREFILL_ATTN_SM90_WIDE = S("attention_sm90", "prefill_attn_sm90_wide_bf16", _PREFILL)
+# the default entry's schedule for short chunks past long histories: grid (kv heads when
+# pack, else q heads; 128-row tiles; num_seqs * num_splits), each split a run of the key
+# tiles (ops/attention_sm90.split_tiles); with num_splits > 1 it writes part_o f32 [tokens,
+# hq, num_splits, head_dim] (normalized by its own l) and part_ml f32 [tokens, hq,
+# num_splits, 2] (max scaled score in log2 units, l), tokens counted from cu_q[0], and
+# PREFILL_ATTN_SM90_MERGE writes out; with pack a tile's rows are (query, q head of the kv
+# head's group) pairs
+PREFILL_ATTN_SM90_SPLIT = S("attention_sm90", "prefill_attn_sm90_split_bf16",
+                            _PREFILL + " num_splits:u32 pack:u32 part_o:ptr part_ml:ptr")
+# out [tokens, hq * proj_dim] = the merge of those partials; grid (ceil(hq * head_dim / 512),
+# a bound on the tokens), 128 threads
+PREFILL_ATTN_SM90_MERGE = S("attention_sm90", "prefill_attn_sm90_merge_bf16",
+                            "part_o:ptr part_ml:ptr cu_q:ptr out:ptr num_seqs:u32 hq:u32 "
+                            "head_dim:u32 num_splits:u32 proj_dim:u32")
 # split-K decode: num_splits is the grid size (fixed per CUDA graph); each launch splits
 # a sequence's live kv_len into ceil(kv_len / c) active splits of
 # c = max(ceil(kv_len / num_splits), ops.attention.DECODE_MIN_KEYS_PER_SPLIT) keys. With

@@ -26,11 +26,14 @@ from ...core.numerics import bf16_bits_to_f32
 from ..gpu import DevicePtr, GpuBackend, Stream
 from ..kernel_check import KernelCase, OutputSpec, kernel_cases
 from ..ops import KernelCache, attention
+from ..ops.attention_sm90 import PrefillPartials, split_plan
 from ..ops.routes import KernelRoutes
 from .attention import Geometry, prefill_case
 
 #: bf16's relative rounding bound: |bf16(p) - p| <= 2^-9 p
 BF16_ROUNDING = 2.0 ** -9
+#: (token, split) pairs a split case's partial buffers hold per token of its longest chunk
+SPLIT_CASE_MAX_SPLITS = 16
 
 
 def probability_rounding_tol(v_cache: np.ndarray) -> float:
@@ -40,23 +43,39 @@ def probability_rounding_tol(v_cache: np.ndarray) -> float:
 
 
 def sm90_prefill_case(rng: np.random.Generator, name: str, g: Geometry, q_lens: list[int],
-                      kv_lens: list[int], variant: str = "", window: int = 0) -> KernelCase:
+                      kv_lens: list[int], variant: str = "", window: int = 0,
+                      split_min_tiles: int = 0) -> KernelCase:
     """cases/attention.prefill_case launched with `sm90=True` (on the A/B entry point
     `variant` where given; `window` its sliding window), tolerances widened by the bf16
-    probability rounding bound."""
+    probability rounding bound. `split_min_tiles` > 0: on the split entry (with that
+    routes.prefill_attn_split_min_tiles), its partial buffers NaN-filled; the launch fails
+    where split_plan would not take it."""
     case = prefill_case(rng, name + (f" {variant}" if variant else ""), g, q_lens, kv_lens,
                         window)
     num_seqs, max_blocks = len(q_lens), case.inputs["block_tables"].shape[1]
     p_tol = probability_rounding_tol(case.inputs["v_cache"])
+    slots = num_seqs * max(q_lens) * SPLIT_CASE_MAX_SPLITS
+    if split_min_tiles:
+        case.inputs["part_o"] = np.full((slots, g.hq, g.head_dim), np.nan, np.float32)
+        case.inputs["part_ml"] = np.full((slots, g.hq, 2), np.nan, np.float32)
 
     def run(backend: GpuBackend, stream: Stream, p: dict[str, DevicePtr]) -> None:
         routes = dataclasses.replace(KernelRoutes.from_env(), prefill_attn_qreg=variant == "qreg",
-                                     prefill_attn_wide=variant == "wide")
+                                     prefill_attn_wide=variant == "wide",
+                                     prefill_attn_split=split_min_tiles > 0,
+                                     prefill_attn_split_min_tiles=max(split_min_tiles, 1))
+        kc = KernelCache(backend, routes)
+        partials = None
+        if split_min_tiles:
+            partials = PrefillPartials(p["part_o"], p["part_ml"], slots)
+            if split_plan(g.hq, g.hkv, g.head_dim, max(q_lens), max(kv_lens), num_seqs,
+                          kc.facts.sm_count, slots, split_min_tiles) is None:
+                raise AssertionError(f"{name}: the split entry would not run this shape")
         attention.prefill_attention(
-            KernelCache(backend, routes), stream, p["q"], p["k_cache"], p["v_cache"],
+            kc, stream, p["q"], p["k_cache"], p["v_cache"],
             p["block_tables"], p["cu_q"], p["kv_lens"], p["out"], num_seqs, g.hq, g.hkv,
             g.head_dim, g.block_size, max_blocks, g.scale, max(q_lens), sm90=True,
-            window=window, proj_dim=g.proj)
+            window=window, proj_dim=g.proj, max_kv_len=max(kv_lens), partials=partials)
 
     spec = case.outputs["out"]
     atol, rtol = spec.tol
@@ -106,6 +125,30 @@ SM90_VARIANT_SHAPES = [shape for shape in SM90_PREFILL_SHAPES if shape[0] in (
     "prefill sm90 pad96 mha bs16 mixed")]
 SM90_VARIANTS = ("qreg", "wide")
 
+#: (name, geometry, q_lens, kv_lens, window, split min tiles): the split entry (short
+#: chunks past long histories, split_plan's splits given in the name for an H200's 132 SMs):
+#: the warm prefix-cache request's shape (Qwen3-8B heads, GQA-packed rows), again with one
+#: key tile a split, two sequences whose packed rows end mid-tile (the shorter history's
+#: last splits empty), MHA (no packing) on 7-token pages, D 256 (32-key tiles; the second
+#: sequence's splits mostly empty), a sliding window (splits start inside it), padded heads,
+#: a chunk of 40 queries whose packed rows take two tiles (rows past the chunk's end)
+SM90_SPLIT_SHAPES = [
+    ("prefill sm90 split qwen3-8b warm x8 packed", Geometry(32, 8, 128, 16), [24], [1000],
+     0, 1),
+    ("prefill sm90 split qwen3-8b one tile a split x9 packed", Geometry(32, 8, 128, 16), [24],
+     [1100], 0, 1),
+    ("prefill sm90 split gqa4 two seqs x6 packed", Geometry(8, 2, 128, 16), [5, 17],
+     [700, 300], 0, 1),
+    ("prefill sm90 split mha bs7 x4", Geometry(4, 4, 128, 7), [3], [900], 0, 2),
+    ("prefill sm90 split D256 gqa8 x8 packed", Geometry(16, 2, 256, 16), [3, 1], [500, 77],
+     0, 2),
+    ("prefill sm90 split gqa4 window 300 x8 packed", Geometry(8, 2, 128, 16), [10], [900],
+     300, 1),
+    ("prefill sm90 split pad96 gqa2 x5 packed", Geometry(4, 2, 128, 16, 96), [7], [600], 0, 1),
+    ("prefill sm90 split gqa4 two row tiles x7 packed", Geometry(8, 2, 128, 16), [40], [800],
+     0, 1),
+]
+
 
 @kernel_cases("attention_sm90")
 def sm90_prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
@@ -117,4 +160,6 @@ def sm90_prefill_cases(rng: np.random.Generator) -> list[KernelCase]:
             + [sm90_prefill_case(rng, *shape[:4], window=shape[4])
                for shape in SM90_WINDOW_SHAPES]
             + [sm90_prefill_case(rng, *shape[:4], variant=v, window=shape[4])
-               for v in SM90_VARIANTS for shape in windowed_128])
+               for v in SM90_VARIANTS for shape in windowed_128]
+            + [sm90_prefill_case(rng, *shape[:4], window=shape[4], split_min_tiles=shape[5])
+               for shape in SM90_SPLIT_SHAPES])

@@ -41,7 +41,7 @@ from .routes import KernelRoutes
 from .attention_long import (LONG_HEAD_DIMS, LONG_ROPE_HEAD_DIMS, decode_attention_long,
                              decode_attention_long_rope, long_launch_splits, merges_splits,
                              slides, uses_long)
-from .attention_sm90 import prefill_attention_sm90, uses_sm90
+from .attention_sm90 import PrefillPartials, prefill_attention_sm90, uses_sm90
 
 #: query rows per prefill block (4 warps x 16 rows)
 PREFILL_QUERY_TILE = 64
@@ -169,7 +169,8 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
                       kv_lens: DevicePtr, out: DevicePtr, num_seqs: int, hq: int, hkv: int,
                       head_dim: int, block_size: int, max_blocks: int, scale: float,
                       max_q_len: int, sm90: bool | None = None, window: int = 0,
-                      proj_dim: int | None = None, sinks: DevicePtr = 0) -> None:
+                      proj_dim: int | None = None, sinks: DevicePtr = 0, max_kv_len: int = 0,
+                      partials: PrefillPartials | None = None) -> None:
     """Causal attention of packed query chunks (cu_q) against each sequence's cached keys;
     with a sliding `window` > 0 a query at position p sees keys p - window + 1 .. p only.
     q is [tokens, hq, head_dim], out [tokens, hq * proj_dim] (a padded head's first
@@ -179,7 +180,10 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
     max_q_len bounds every sequence's chunk length; it sizes the grid (a CUDA graph fixes
     it, while cu_q and kv_lens may change between replays within that bound). The Hopper
     wgmma kernel runs where `attention_sm90.uses_sm90` says so and no `sinks` are given
-    (it takes none); `sm90` forces (True) or avoids (False) it.
+    (it takes none); `sm90` forces (True) or avoids (False) it. There, given the longest
+    history `max_kv_len` (keys, the chunk's own included) and the `partials` scratch, a
+    chunk too short to fill the device takes the split entry (attention_sm90.split_plan);
+    without them, never (a launch whose histories may grow between replays).
     """
     _check_heads(hq, hkv, head_dim, block_size)
     proj_dim = proj_dim_of(head_dim, proj_dim)
@@ -200,7 +204,7 @@ def prefill_attention(kc: KernelCache, stream: Stream, q: DevicePtr, k_cache: De
             raise ValueError("prefill_attention: the wgmma kernel takes no attention sinks")
         prefill_attention_sm90(kc, stream, q, k_cache, v_cache, block_tables, cu_q, kv_lens,
                                out, num_seqs, hq, hkv, head_dim, block_size, max_blocks,
-                               scale, max_q_len, window, proj_dim)
+                               scale, max_q_len, window, proj_dim, max_kv_len, partials)
         return
     kc.get(PREFILL_ATTN)(stream, grid, ATTN_THREADS, 0, q, k_cache, v_cache, block_tables,
                          cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,

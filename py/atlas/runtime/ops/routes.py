@@ -328,6 +328,14 @@ what it asked for each time, and importing Atlas never depends on the environmen
   (prefill_attn_sm90_wide_bf16: a 3-stage ring of 32 KiB tiles, half the per-tile barriers
   and ring work a key; the default since the H200 measured a 32,000-token Qwen3-8B prefill
   at 18,450 vs 17,571 tok/s, 56.2% vs 53.7% of the matmul peak, gpu26 2026-12-02).
+* ATLAS_PREFILL_ATTN_SPLIT=0: wgmma prefill attention never on its split entry
+  (prefill_attn_sm90_split_bf16 + prefill_attn_sm90_merge_bf16, ops/attention_sm90.split_plan:
+  where the grid of one block per (q head, 128-query tile, sequence) leaves most SMs idle, a
+  short chunk past a long history — the warm prefix-cache request: 24 queries over 2,064 keys
+  took 64.1 us a layer on 32 blocks, gpu203 — its rows take the kv head's group of q heads
+  (GQA packing) and its keys are split across the idle SMs, the partials merged by a second
+  launch). ATLAS_PREFILL_ATTN_SPLIT_MIN_TILES=N: the fewest key tiles a split takes (default
+  2: 256 keys at head_dim 128). Unmeasured on the device.
 * ATLAS_MOE_SM90=0: the MoE grouped GEMMs on the mma.sync kernels (moe_grouped), never the
   Hopper wgmma ones (moe_grouped_sm90).
 * ATLAS_MOE_GATE_UP_GEMV=0: the decode MoE gate/up projection on the session-6 column-loop
@@ -713,6 +721,8 @@ class KernelRoutes:
     prefill_attn_sm90: bool = True
     prefill_attn_qreg: bool = False
     prefill_attn_wide: bool = True
+    prefill_attn_split: bool = True
+    prefill_attn_split_min_tiles: int = 2
     gemv_ring: bool = True
     gemv_ring_single: bool = False
     gemv_ring_stages: int | None = None
@@ -883,6 +893,10 @@ class KernelRoutes:
                    prefill_attn_sm90=env_switch(env, "ATLAS_PREFILL_ATTN_SM90", True),
                    prefill_attn_qreg=env_switch(env, "ATLAS_PREFILL_ATTN_QREG", False),
                    prefill_attn_wide=env_switch(env, "ATLAS_PREFILL_ATTN_WIDE", True),
+                   prefill_attn_split=env_switch(env, "ATLAS_PREFILL_ATTN_SPLIT", True),
+                   prefill_attn_split_min_tiles=_env_bounded(
+                       env, "ATLAS_PREFILL_ATTN_SPLIT_MIN_TILES", 2, 64,
+                       "key tiles a split of the short-chunk prefill attention takes at least"),
                    gemv_ring=env_switch(env, "ATLAS_GEMV_RING", True),
                    gemv_ring_single=env_switch(env, "ATLAS_GEMV_RING_SINGLE", False),
                    gemv_ring_stages=int(ring_stages) if ring_stages else None,
