@@ -14,6 +14,12 @@ thread CPU time: the host work itself, unaffected by other processes on a shared
 * commit    `Scheduler.commit` (tokens appended, stops, outputs)
 * other     the rest of `EngineCore.step` (releases, result lists, bookkeeping)
 
+`--prefill N` measures instead an eager prefill step of N tokens (past `--cached` tokens
+a first request put in the prefix cache, as the ttft-warm gate's request is), one request
+at a time. `--sm90-modules` has the mock report every kernel module loaded, so the launch
+builders take the routes an sm_90a set takes (the wgmma attention, the decode GEMMs);
+`--synthetic` for a model directory holding only config.json.
+
 plus, outside the engine thread, `detok`: one `IncrementalDetokenizer.feed` per output with
 the Qwen3 tokenizer (when --tokenizer names a tokenizer.json), what the server's streams do
 with each step's outputs. With --async-scheduling both modes are measured; on the mock
@@ -115,6 +121,44 @@ def measure(model: Path, batch: int, steps: int, run_ahead: bool,
     return us
 
 
+def measure_prefill(model: Path, tokens: int, cached: int, steps: int,
+                    synthetic: bool) -> dict[str, float]:
+    """Microseconds per prefill step of each phase: `steps` requests of `tokens` tokens
+    after the same `cached` ones (prefilled once first), each one step (max_tokens 1)."""
+    longest = cached + tokens
+    runner = load_runner(model, backend="mock", max_seq_len=longest + 16, max_batch_size=256,
+                         max_prefill_tokens=max(2048, longest), progress=None,
+                         synthetic_seed=0 if synthetic else None)
+    core = EngineCore.build(runner, max_prefill_tokens=max(2048, longest), max_num_seqs=256,
+                            async_scheduling=False)
+    prefix = [7 + i % 500 for i in range(cached)]
+    dev = runner.backend
+
+    def one(i: int) -> float:
+        core.add(i, EngineRequest(prefix + [900 + i % 50] * tokens, GREEDY, 1))
+        t0 = time.thread_time()
+        while core.has_work:
+            core.step()
+        wall = time.thread_time() - t0
+        dev.graph_launches.clear()
+        dev.drain_launches()
+        return wall
+
+    one(0)  # the prefix into the cache, kernels resolved
+    clock = PhaseClock()
+    clock.instrument(core.scheduler, "schedule", "schedule")
+    clock.instrument(core.scheduler, "commit", "commit")
+    clock.instrument(runner, "upload", "_upload_inputs", "_carry_tokens")
+    clock.instrument(runner.model, "launch", "forward")
+    clock.instrument(dev, "readback", "copy_d2h", "synchronize", "event_synchronize")
+    walls = [one(i) for i in range(1, steps + 1)]
+    us = {p: 1e6 * clock.totals[p] / steps for p in PHASES}
+    us["total"] = 1e6 * statistics.fmean(walls)
+    us["other"] = us["total"] - sum(us[p] for p in PHASES)
+    us["detok"] = float("nan")
+    return us
+
+
 def detokenizer(path: Path | None) -> Callable[[list], None] | None:
     """Feeds each output's tokens to a per-sequence IncrementalDetokenizer (None: skipped)."""
     if path is None or not path.is_file():
@@ -143,8 +187,24 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
     ap.add_argument("--modes", default="sync,async", help="comma list: sync, async")
+    ap.add_argument("--prefill", type=int, default=0, help="tokens of a prefill step instead")
+    ap.add_argument("--cached", type=int, default=0)
+    ap.add_argument("--sm90-modules", action="store_true")
+    ap.add_argument("--synthetic", action="store_true")
     a = ap.parse_args()
     cols = ("total", *PHASES, "other", "detok")
+    if a.sm90_modules:
+        from atlas.runtime import kernel_abi, mock
+        from atlas.runtime.gpu import KernelSig
+        names = sorted({v.module for v in vars(kernel_abi).values() if isinstance(v, KernelSig)})
+        mock.MockGpuBackend.module_names = property(lambda self: names)  # type: ignore
+    if a.prefill:
+        us = measure_prefill(a.model, a.prefill, a.cached, a.steps, a.synthetic)
+        print(f"host us per prefill step of {a.prefill} tokens past {a.cached} cached, mock "
+              f"backend, {a.model.name}, {a.steps} steps")
+        print(" ".join(f"{c:>9}" for c in cols))
+        print(" ".join(f"{us[c]:>9.1f}" for c in cols))
+        return 0
     print(f"host us per decode step, mock backend, {a.model.name}, {a.steps} steps")
     print(f"{'mode':<6} {'batch':>5} " + " ".join(f"{c:>9}" for c in cols))
     for mode in a.modes.split(","):

@@ -77,9 +77,10 @@ class KernelSig:
     record, so a kernel and its reference cannot disagree about argument order.
 
     Launch builders look a signature up in dicts on every launch (KernelCache), so its
-    hash is computed once: the generated one hashed every Param and ArgKind each time, a
-    third of an eager Qwen3-8B prefill step's host time (330 launches, ~55,000 hash calls,
-    tools/profile_host_step.py --prefill on the mock backend).
+    hash is computed once: the generated one hashed every Param and ArgKind each time
+    (~55,000 hash calls in an eager Qwen3-8B prefill step of 330 launches). Measured on the
+    mock backend (`tools/profile_host_step.py --prefill 24 --cached 2040 --sm90-modules`, a
+    2-core CPU, twice each): host time a step 7.50 / 7.88 ms -> 5.36 / 5.71.
     """
 
     module: str
