@@ -204,8 +204,9 @@ def test_split_plan_packs_short_chunks_and_fills_one_wave() -> None:
     # MHA: nothing to pack; split only where the history has the tiles
     assert plan(4, 4, 128, 3, 900, 1, 132, 4096, 2) == attention_sm90.SplitPlan(4, False)
     assert plan(4, 4, 128, 3, 200, 1, 132, 4096, 2) is None
-    # packing alone (a short history): one split writes out itself
-    assert plan(32, 8, 128, 24, 30, 1, 132, 4096, 2) == attention_sm90.SplitPlan(1, True)
+    # a history too short to split: packing alone would leave fewer blocks each walking
+    # every key (gpu205: slower), so the plain entry
+    assert plan(32, 8, 128, 24, 30, 1, 132, 4096, 2) is None
     # the partial buffers bound the splits: 24 tokens x 3 splits fit 80 slots
     assert plan(32, 8, 128, 24, 2064, 1, 132, 80, 1) == attention_sm90.SplitPlan(3, True)
     # D 256 splits 32-key tiles

@@ -191,6 +191,18 @@ def _all_bf16(model: DenseDecoderModel) -> bool:
                   getattr(lw.mlp, "down", None)) if w is not None)
 
 
+#: rows the attention partial buffers hold at least: prefill attention's split entry keeps
+#: its (token, split) partials there (ops/attention_sm90.PrefillPartials), and a small-batch
+#: runner's decode rows alone (one at batch 1) would leave a short chunk no split
+PREFILL_SPLIT_PARTIAL_ROWS = 64
+
+
+def partial_rows(limits: RunnerLimits) -> int:
+    """Rows of the attention partial buffers (part_o, part_ml): the decode rows, at least
+    PREFILL_SPLIT_PARTIAL_ROWS."""
+    return max(limits.max_sample_rows, PREFILL_SPLIT_PARTIAL_ROWS)
+
+
 def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
                       layout: StepLayout, max_splits: int, weight_scratch_bytes: int = 0) -> None:
     """Reserve every per-step buffer once, sized for the worst case the limits allow.
@@ -209,8 +221,9 @@ def plan_step_buffers(arena: BufferArena, dims: Dims, limits: RunnerLimits,
         arena.reserve(name, DType.BF16, (t, width))
     arena.reserve("sample_hidden", DType.BF16, (limits.max_sample_rows, dims.hidden))
     arena.reserve("logits", DType.FP32, (limits.max_sample_rows, dims.vocab))
-    arena.reserve("part_o", DType.FP32, (b, dims.heads, max_splits, dims.attn_dim))
-    arena.reserve("part_ml", DType.FP32, (b, dims.heads, max_splits, 2))
+    rows = partial_rows(limits)
+    arena.reserve("part_o", DType.FP32, (rows, dims.heads, max_splits, dims.attn_dim))
+    arena.reserve("part_ml", DType.FP32, (rows, dims.heads, max_splits, 2))
     # split tickets per (row, head slice) of decode attention: at most one per q head, two a
     # kv head on the gated entry (attention_long.cu SpreadMerge: arrivals and departures)
     arena.reserve("attn_counters", DType.I32, (b, 2 * dims.heads))  # zeroed by the loader
@@ -857,7 +870,7 @@ class ModelRunner:
     def partial_slots(self) -> int:
         """(row, split) pairs of every head the decode partial buffers hold: the scratch a
         prefill step's split attention takes (ops/attention_sm90.PrefillPartials)."""
-        return self.limits.max_sample_rows * self.split_capacity
+        return partial_rows(self.limits) * self.split_capacity
 
     @property
     def split_capacity(self) -> int:
