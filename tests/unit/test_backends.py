@@ -800,3 +800,28 @@ def test_host_memory_follows_atlas_host_memory_gib(monkeypatch) -> None:
         monkeypatch.setenv("ATLAS_HOST_MEMORY_GIB", bad)
         with pytest.raises(ValueError, match="ATLAS_HOST_MEMORY_GIB"):
             host_memory_bytes()
+
+
+def test_kernel_sig_hash_is_cached_and_rebuilt_where_unpickled() -> None:
+    """KernelSig caches its hash (launch builders look signatures up on every launch); an
+    equal signature hashes equal, and one unpickled in another process (another str hash
+    seed) finds that process's dict entries."""
+    import dataclasses
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    sig = kernel_abi.RMSNORM
+    twin = KernelSig.of(sig.module, sig.func, " ".join(f"{p.name}:{p.kind.value}"
+                                                        for p in sig.params))
+    assert twin == sig and hash(twin) == hash(sig) and {sig: 1}[twin] == 1
+    other = dataclasses.replace(sig, func="other")
+    assert other != sig and hash(other) == hash((sig.module, "other", sig.params))
+    code = ("import pickle, sys; from atlas.runtime import kernel_abi as k; "
+            "s = pickle.loads(sys.stdin.buffer.read()); "
+            "assert s == k.RMSNORM and {k.RMSNORM: 1}[s] == 1; print('ok')")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(sig), env=env,
+                          capture_output=True, check=True)
+    assert done.stdout.strip() == b"ok"

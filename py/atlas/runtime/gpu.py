@@ -94,6 +94,11 @@ class KernelSig:
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self) -> tuple:
+        """Rebuilt through __init__ when unpickled: str hashes differ between processes, so
+        the cached one must not travel."""
+        return (KernelSig, (self.module, self.func, self.params))
+
     @classmethod
     def of(cls, module: str, func: str, spec: str) -> "KernelSig":
         """Build from a compact spec: "x:ptr w:ptr rows:u32 eps:f32"."""
