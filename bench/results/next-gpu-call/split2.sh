@@ -20,13 +20,16 @@ TAILN=2 t 150 chk python3 tools/gpu/check_kernels.py -m attention_sm90 --out $R/
 pf() { local name=$1; shift; TAILN=0 t 60 pf_$name env "$@" python3 tools/gpu/profile_prefill.py \
   --model $G/qwen3-8b --synthetic-seed 0 --tokens 24 --cached 2040 --out $R/pf_$name.json; }
 pf np ATLAS_PDL=0; pf off_np ATLAS_PDL=0 ATLAS_PREFILL_ATTN_SPLIT=0
-pf t1_np ATLAS_PDL=0 ATLAS_PREFILL_ATTN_SPLIT_MIN_TILES=1
-pf pdl X=1; pf off_pdl ATLAS_PREFILL_ATTN_SPLIT=0
+if [ -z "${QUICK:-}" ]; then  # QUICK=1: the kernel rows and the TTFT A/B only
+  pf t1_np ATLAS_PDL=0 ATLAS_PREFILL_ATTN_SPLIT_MIN_TILES=1
+  pf pdl X=1; pf off_pdl ATLAS_PREFILL_ATTN_SPLIT=0
+fi
 TAILN=0 t 120 ttft python3 tools/gpu/profile_ttft.py --model $G/qwen3-8b --synthetic-seed 0 \
   --out $R/ttft.json
 TAILN=0 t 120 ttft_off env ATLAS_PREFILL_ATTN_SPLIT=0 python3 tools/gpu/profile_ttft.py \
   --model $G/qwen3-8b --synthetic-seed 0 --out $R/ttft_off.json
 for n in np off_np t1_np pdl off_pdl; do
+  [ -f $L/pf_$n.log ] || continue
   echo "pf_$n: $(grep -m1 'wall per step' $L/pf_$n.log)"
   grep -E "prefill_attn" $L/pf_$n.log | cut -c1-90; done
 for n in ttft ttft_off; do echo "== $n"; grep -E "^== (engine|server)|^(cold|warm|short) " $L/$n.log | cut -c1-110; done
