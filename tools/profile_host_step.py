@@ -89,17 +89,10 @@ def measure(model: Path, batch: int, steps: int, run_ahead: bool,
     scheduler = core.scheduler
     while scheduler.waiting or any(len(s.output_ids) < 2 for s in scheduler.running):
         core.step()  # prefill and the first decode steps, untimed
-    clock = PhaseClock()
+    clock = instrumented(core, runner)
     dev = runner.backend
-    clock.instrument(core.scheduler, "schedule", "schedule")
-    clock.instrument(core.scheduler, "commit", "commit")
     original_pack = runner_module.pack_step
     runner_module.pack_step = clock.wrap("pack", original_pack)
-    clock.instrument(runner, "upload", "_upload_inputs", "_carry_tokens")
-    clock.instrument(runner.sampler, "upload", "prepare")
-    clock.instrument(dev, "launch", "launch_graph")
-    clock.instrument(runner.model, "launch", "forward")
-    clock.instrument(dev, "readback", "copy_d2h", "synchronize", "event_synchronize")
     walls, detoks = [], []
     try:
         for _ in range(steps):
@@ -114,7 +107,26 @@ def measure(model: Path, batch: int, steps: int, run_ahead: bool,
                 detoks.append(time.thread_time() - t0)
     finally:
         runner_module.pack_step = original_pack
-    us = {p: 1e6 * clock.totals[p] / steps for p in PHASES}
+    return per_step(clock, walls, detoks)
+
+
+def instrumented(core: EngineCore, runner: Any) -> PhaseClock:
+    """A PhaseClock around the step's phases (pack_step, a module function, aside)."""
+    clock = PhaseClock()
+    dev = runner.backend
+    clock.instrument(core.scheduler, "schedule", "schedule")
+    clock.instrument(core.scheduler, "commit", "commit")
+    clock.instrument(runner, "upload", "_upload_inputs", "_carry_tokens")
+    clock.instrument(runner.sampler, "upload", "prepare")
+    clock.instrument(dev, "launch", "launch_graph")
+    clock.instrument(runner.model, "launch", "forward")
+    clock.instrument(dev, "readback", "copy_d2h", "synchronize", "event_synchronize")
+    return clock
+
+
+def per_step(clock: PhaseClock, walls: list[float], detoks: list[float]) -> dict[str, float]:
+    """Microseconds a step of each phase, the total, the rest ("other") and detok."""
+    us = {p: 1e6 * clock.totals[p] / len(walls) for p in PHASES}
     us["total"] = 1e6 * statistics.fmean(walls)
     us["other"] = us["total"] - sum(us[p] for p in PHASES)
     us["detok"] = 1e6 * statistics.fmean(detoks) if detoks else float("nan")
@@ -145,18 +157,8 @@ def measure_prefill(model: Path, tokens: int, cached: int, steps: int,
         return wall
 
     one(0)  # the prefix into the cache, kernels resolved
-    clock = PhaseClock()
-    clock.instrument(core.scheduler, "schedule", "schedule")
-    clock.instrument(core.scheduler, "commit", "commit")
-    clock.instrument(runner, "upload", "_upload_inputs", "_carry_tokens")
-    clock.instrument(runner.model, "launch", "forward")
-    clock.instrument(dev, "readback", "copy_d2h", "synchronize", "event_synchronize")
-    walls = [one(i) for i in range(1, steps + 1)]
-    us = {p: 1e6 * clock.totals[p] / steps for p in PHASES}
-    us["total"] = 1e6 * statistics.fmean(walls)
-    us["other"] = us["total"] - sum(us[p] for p in PHASES)
-    us["detok"] = float("nan")
-    return us
+    clock = instrumented(core, runner)
+    return per_step(clock, [one(i) for i in range(1, steps + 1)], [])
 
 
 def detokenizer(path: Path | None) -> Callable[[list], None] | None:

@@ -169,20 +169,20 @@ def prefill_attention_sm90(kc: KernelCache, stream: Stream, q: DevicePtr, k_cach
         plan = split_plan(hq, hkv, head_dim, max_q_len, max_kv_len, num_seqs,
                           kc.facts.sm_count, partials.slots,
                           kc.routes.prefill_attn_split_min_tiles)
-        if plan is not None:
+        if plan is not None:  # the split entry, then the merge of its partials
+            wide = head_dim == PREFILL_SM90_VARIANT_HEAD_DIM
             launch = kc.get_with_shared(PREFILL_ATTN_SM90_SPLIT,
                                         prefill_sm90_smem(PREFILL_SM90_VARIANT_HEAD_DIM, "wide"))
-            smem = prefill_sm90_smem(head_dim, "wide" if head_dim == 128 else "")
-            launch(stream, plan.grid(hq, hkv, max_q_len, num_seqs), PREFILL_SM90_THREADS, smem,
-                   q, k_cache, v_cache, block_tables, cu_q, kv_lens, out, num_seqs, hq, hkv,
-                   head_dim, block_size, max_blocks, scale, window, proj, plan.splits,
-                   int(plan.pack), partials.part_o, partials.part_ml)
-            if plan.splits > 1:
-                quads = hq * head_dim // 4
-                kc.get(PREFILL_ATTN_SM90_MERGE)(
-                    stream, (-(-quads // PREFILL_MERGE_THREADS), num_seqs * max_q_len, 1),
-                    PREFILL_MERGE_THREADS, 0, partials.part_o, partials.part_ml, cu_q, out,
-                    num_seqs, hq, head_dim, plan.splits, proj)
+            launch(stream, plan.grid(hq, hkv, max_q_len, num_seqs), PREFILL_SM90_THREADS,
+                   prefill_sm90_smem(head_dim, "wide" if wide else ""), q, k_cache, v_cache,
+                   block_tables, cu_q, kv_lens, out, num_seqs, hq, hkv, head_dim, block_size,
+                   max_blocks, scale, window, proj, plan.splits, int(plan.pack),
+                   partials.part_o, partials.part_ml)
+            quads = hq * head_dim // 4
+            kc.get(PREFILL_ATTN_SM90_MERGE)(
+                stream, (-(-quads // PREFILL_MERGE_THREADS), num_seqs * max_q_len, 1),
+                PREFILL_MERGE_THREADS, 0, partials.part_o, partials.part_ml, cu_q, out,
+                num_seqs, hq, head_dim, plan.splits, proj)
             return
     variant = sm90_variant(kc, head_dim)
     smem = prefill_sm90_smem(head_dim, variant)
